@@ -1,0 +1,210 @@
+//! Bit paths from the root and their on-disk keys.
+
+use crate::CodecError;
+use bintrie_keys::{STEM_LEN, Stem};
+
+/// The deepest a node can sit: a stem's full 248 bits.
+pub const MAX_DEPTH: usize = STEM_LEN * 8;
+
+/// A path from the root: `len` bits, most significant bit first; 0 = left, 1 = right.
+///
+/// Invariant: `len <= 248` and every bit at position `>= len` is zero, so two equal paths are
+/// equal as values.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Path {
+    bits: [u8; STEM_LEN],
+    len: u8,
+}
+
+impl Path {
+    /// The root's path (no bits).
+    pub const ROOT: Path = Path {
+        bits: [0; STEM_LEN],
+        len: 0,
+    };
+
+    /// The first `len` bits of `stem`. `len` is clamped to 248.
+    pub fn from_stem_prefix(stem: &Stem, len: usize) -> Path {
+        let len = len.min(MAX_DEPTH);
+        let mut bits = [0u8; STEM_LEN];
+        let full = len / 8;
+        bits[..full].copy_from_slice(&stem[..full]);
+        let rem = len % 8;
+        if rem != 0 {
+            bits[full] = stem[full] & (0xffu8 << (8 - rem));
+        }
+        Path {
+            bits,
+            len: len as u8,
+        }
+    }
+
+    /// Number of bits.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True for the root's path.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bit `i` (0 = most significant). `i` must be below `len()`; otherwise returns 0.
+    #[inline]
+    pub fn bit(&self, i: usize) -> u8 {
+        if i >= self.len() {
+            return 0;
+        }
+        (self.bits[i / 8] >> (7 - (i % 8))) & 1
+    }
+
+    /// This path extended by one bit. Returns `None` at the maximum depth.
+    #[inline]
+    pub fn child(&self, bit: u8) -> Option<Path> {
+        let len = self.len();
+        if len >= MAX_DEPTH {
+            return None;
+        }
+        let mut p = *self;
+        if bit & 1 == 1 {
+            p.bits[len / 8] |= 1 << (7 - (len % 8));
+        }
+        p.len += 1;
+        Some(p)
+    }
+
+    /// The packed bits (the first `ceil(len/8)` bytes are meaningful).
+    pub fn bits(&self) -> &[u8; STEM_LEN] {
+        &self.bits
+    }
+
+    /// The on-disk key (SPEC §5): the bits packed MSB-first into `ceil(len/8)` bytes followed by
+    /// one byte holding the bit length. The root's key is the empty key.
+    pub fn to_key(&self) -> PathKey {
+        let mut key = PathKey {
+            bytes: [0u8; STEM_LEN + 1],
+            len: 0,
+        };
+        if self.len == 0 {
+            return key;
+        }
+        let n = self.len().div_ceil(8);
+        key.bytes[..n].copy_from_slice(&self.bits[..n]);
+        key.bytes[n] = self.len;
+        key.len = (n + 1) as u8;
+        key
+    }
+
+    /// Parses an on-disk key back into a path; rejects keys that [`Path::to_key`] never produces
+    /// (wrong length for the bit count, set bits past the length, a length over 248).
+    pub fn from_key(key: &[u8]) -> Result<Path, CodecError> {
+        if key.is_empty() {
+            return Ok(Path::ROOT);
+        }
+        let (len_byte, packed) = key.split_last().expect("non-empty");
+        let len = *len_byte as usize;
+        if len == 0 || len > MAX_DEPTH || packed.len() != len.div_ceil(8) {
+            return Err(CodecError::BadPathKey);
+        }
+        let mut bits = [0u8; STEM_LEN];
+        bits[..packed.len()].copy_from_slice(packed);
+        let rem = len % 8;
+        if rem != 0 && bits[len / 8] & (0xffu8 >> rem) != 0 {
+            return Err(CodecError::BadPathKey);
+        }
+        Ok(Path {
+            bits,
+            len: len as u8,
+        })
+    }
+
+    /// True when `stem` starts with this path.
+    pub fn is_prefix_of(&self, stem: &Stem) -> bool {
+        Path::from_stem_prefix(stem, self.len()) == *self
+    }
+}
+
+/// An on-disk node key: at most 32 bytes, stored inline.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct PathKey {
+    bytes: [u8; STEM_LEN + 1],
+    len: u8,
+}
+
+impl PathKey {
+    /// The key's bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl AsRef<[u8]> for PathKey {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn root_key_is_empty() {
+        assert!(Path::ROOT.to_key().as_bytes().is_empty());
+        assert_eq!(Path::from_key(&[]).unwrap(), Path::ROOT);
+    }
+
+    #[test]
+    fn key_layout() {
+        let p = Path::ROOT
+            .child(1)
+            .unwrap()
+            .child(0)
+            .unwrap()
+            .child(1)
+            .unwrap();
+        assert_eq!(p.to_key().as_bytes(), &[0b1010_0000, 3]);
+        let mut stem = [0u8; 31];
+        stem[0] = 0xab;
+        stem[1] = 0xcd;
+        let p = Path::from_stem_prefix(&stem, 12);
+        assert_eq!(p.to_key().as_bytes(), &[0xab, 0xc0, 12]);
+    }
+
+    #[test]
+    fn rejects_bad_keys() {
+        assert!(Path::from_key(&[0]).is_err()); // length 0 with the length byte present
+        assert!(Path::from_key(&[0xff, 3]).is_err()); // bits past the length
+        assert!(Path::from_key(&[0xff, 0xff, 3]).is_err()); // too many bytes
+        assert!(Path::from_key(&[0xff, 249]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn key_round_trip(stem in proptest::array::uniform31(any::<u8>()), len in 0usize..=248) {
+            let p = Path::from_stem_prefix(&stem, len);
+            prop_assert_eq!(p.len(), len);
+            prop_assert!(p.is_prefix_of(&stem));
+            for i in 0..len {
+                prop_assert_eq!(p.bit(i), (stem[i / 8] >> (7 - i % 8)) & 1);
+            }
+            prop_assert_eq!(Path::from_key(p.to_key().as_bytes()).unwrap(), p);
+            if len < 248 {
+                let bit = (stem[len / 8] >> (7 - len % 8)) & 1;
+                prop_assert_eq!(p.child(bit).unwrap(), Path::from_stem_prefix(&stem, len + 1));
+            }
+        }
+
+        #[test]
+        fn from_key_never_panics(key in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok(p) = Path::from_key(&key) {
+                let k = p.to_key();
+                prop_assert_eq!(k.as_bytes(), &key[..]);
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! What a commit writes: dirty blobs at their paths, and paths that no longer hold a node.
+
+use bintrie_node::{Hash32, PathKey};
+use std::ops::Range;
+
+/// The result of [`Trie::commit`](crate::Trie::commit): every group and stem blob that changed
+/// since the last commit, at its path key, and the paths whose stem moved away (a split pushed
+/// it deeper) and that nothing else overwrites.
+///
+/// Invariant: no key appears twice, and no removed key is also written. Blobs are kept in one
+/// buffer to avoid an allocation per node.
+#[derive(Clone, Debug, Default)]
+pub struct CommitSet {
+    /// The root after the commit.
+    pub root: Hash32,
+    /// The group depth the blobs were written at.
+    pub group_depth: u8,
+    keys: Vec<(PathKey, Range<usize>)>,
+    data: Vec<u8>,
+    removed: Vec<PathKey>,
+}
+
+impl CommitSet {
+    pub(crate) fn new(root: Hash32, group_depth: u8) -> Self {
+        CommitSet {
+            root,
+            group_depth,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a blob, written by `write` into the shared buffer.
+    pub(crate) fn push_with(&mut self, key: PathKey, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.data.len();
+        write(&mut self.data);
+        self.keys.push((key, start..self.data.len()));
+    }
+
+    pub(crate) fn push_removed(&mut self, key: PathKey) {
+        self.removed.push(key);
+    }
+
+    /// Appends another set's blobs and removals (used to merge parallel collection).
+    pub(crate) fn extend(&mut self, other: CommitSet) {
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.keys.extend(
+            other
+                .keys
+                .into_iter()
+                .map(|(k, r)| (k, r.start + base..r.end + base)),
+        );
+        self.removed.extend(other.removed);
+    }
+
+    /// Drops removals of keys that this set also writes.
+    pub(crate) fn finish(&mut self) {
+        if self.removed.is_empty() {
+            return;
+        }
+        let written: std::collections::HashSet<PathKey> =
+            self.keys.iter().map(|(k, _)| *k).collect();
+        self.removed.retain(|k| !written.contains(k));
+        self.removed.sort_unstable();
+        self.removed.dedup();
+    }
+
+    /// The written blobs: `(path key, blob)`.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = (&PathKey, &[u8])> + '_ {
+        self.keys.iter().map(|(k, r)| (k, &self.data[r.clone()]))
+    }
+
+    /// Number of written blobs.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when nothing is written or removed.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.removed.is_empty()
+    }
+
+    /// Total bytes of the written blobs.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Path keys that must be deleted.
+    pub fn removed(&self) -> &[PathKey] {
+        &self.removed
+    }
+
+    /// Sorts the blobs by key (what an ordered store wants for sequential inserts).
+    pub fn sort_by_key(&mut self) {
+        self.keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    }
+}

@@ -1,0 +1,72 @@
+//! The EIP-7864 binary trie engine.
+//!
+//! [`Trie`] is generic over where its nodes live ([`NodeStore`]: fetch a blob by path, apply a
+//! commit) and over the hash function ([`bintrie_node::TreeHasher`], SHA-256 by default).
+//! [`MemoryStore`] keeps nodes in a hash map.
+//!
+//! ```
+//! use bintrie_trie::{MemoryStore, Trie};
+//! use bintrie_keys::TreeKey;
+//!
+//! let mut trie: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
+//! trie.insert(TreeKey::from_bytes([1; 32]), [2; 32]).unwrap();
+//! let root = trie.root();
+//! trie.commit().unwrap();
+//!
+//! // Reopen from the store: same root, values load lazily.
+//! let mut again: Trie<MemoryStore> = Trie::open(trie.into_store(), 5, root).unwrap();
+//! assert_eq!(again.get(&TreeKey::from_bytes([1; 32])).unwrap(), Some([2; 32]));
+//! assert_eq!(again.root(), root);
+//! ```
+
+mod commit;
+mod store;
+mod trie;
+
+pub use commit::CommitSet;
+pub use store::{MemoryStore, NodeStore};
+pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
+
+use bintrie_node::Path;
+
+/// Why a trie operation failed. `E` is the store's error type.
+#[derive(Debug, thiserror::Error)]
+pub enum TrieError<E: std::error::Error + 'static> {
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[source] E),
+    /// A node the tree refers to is not in the store.
+    #[error("node missing from the store at path {path:?}")]
+    MissingNode {
+        /// Where it should be.
+        path: Path,
+    },
+    /// A stored blob is malformed or does not fit where it is.
+    #[error("corrupt node at path {path:?}: {reason}")]
+    Corrupt {
+        /// Where it is.
+        path: Path,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A stored group was written at another group depth than the trie's.
+    #[error("stored group depth {stored}, the trie was opened with {expected}")]
+    GroupDepthMismatch {
+        /// Group depth in the blob.
+        stored: u8,
+        /// Group depth of this trie.
+        expected: u8,
+    },
+    /// Group depth outside 1..=8.
+    #[error("group depth {0} outside 1..8")]
+    BadGroupDepth(u8),
+    /// `apply_sorted` was given a batch that is not strictly sorted by key.
+    #[error("batch is not sorted by key without duplicates")]
+    UnsortedBatch,
+    /// The operation would lose uncommitted changes.
+    #[error("the trie has uncommitted changes")]
+    Uncommitted,
+    /// A path longer than 248 bits (only a corrupt store can cause it).
+    #[error("path deeper than 248 bits")]
+    TooDeep,
+}

@@ -1,0 +1,81 @@
+//! The storage boundary of the engine: fetch a blob by path, apply a commit.
+
+use crate::CommitSet;
+use bintrie_node::PathKey;
+use std::collections::HashMap;
+
+/// Where the trie's nodes live.
+///
+/// Contract: `get_node` returns exactly the bytes last written for that key by an applied
+/// [`CommitSet`] (or `None` if none was, or it was removed); `apply` makes a whole commit visible
+/// at once or returns an error having changed nothing. `get_node` may be called from several
+/// threads at once (the engine loads nodes in parallel), hence `Sync`.
+pub trait NodeStore: Sync {
+    /// The store's error type.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The blob stored at `key`, if any.
+    fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, Self::Error>;
+
+    /// Writes every blob of `commit` and deletes its removed paths, atomically.
+    fn apply(&mut self, commit: &CommitSet) -> Result<(), Self::Error>;
+}
+
+/// A `NodeStore` in a hash map: for tests, tools and benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryStore {
+    nodes: HashMap<PathKey, Vec<u8>>,
+    root: Option<[u8; 32]>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of stored blobs.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Total bytes of all stored blobs.
+    pub fn total_bytes(&self) -> usize {
+        self.nodes.values().map(Vec::len).sum()
+    }
+
+    /// The root of the last applied commit (`None` before the first).
+    pub fn root(&self) -> Option<[u8; 32]> {
+        self.root
+    }
+
+    /// Iterates over every stored `(key, blob)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&PathKey, &Vec<u8>)> {
+        self.nodes.iter()
+    }
+}
+
+impl NodeStore for MemoryStore {
+    type Error = std::convert::Infallible;
+
+    fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, Self::Error> {
+        Ok(self.nodes.get(key).cloned())
+    }
+
+    fn apply(&mut self, commit: &CommitSet) -> Result<(), Self::Error> {
+        for key in commit.removed() {
+            self.nodes.remove(key);
+        }
+        self.nodes.reserve(commit.len());
+        for (key, blob) in commit.nodes() {
+            self.nodes.insert(*key, blob.to_vec());
+        }
+        self.root = Some(commit.root);
+        Ok(())
+    }
+}
