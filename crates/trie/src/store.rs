@@ -54,6 +54,12 @@ impl MemoryStore {
         self.root
     }
 
+    /// Stores `blob` at `key` directly, bypassing the engine (to build or damage a store by hand
+    /// in tests and tools).
+    pub fn insert_raw(&mut self, key: PathKey, blob: Vec<u8>) {
+        self.nodes.insert(key, blob);
+    }
+
     /// Iterates over every stored `(key, blob)`, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&PathKey, &Vec<u8>)> {
         self.nodes.iter()

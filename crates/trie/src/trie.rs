@@ -338,6 +338,20 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         h
     }
 
+    /// Loads the whole tree from the store and recomputes every hash from the stem values up,
+    /// checking each against the hash its parent (or [`Trie::open`]) claimed. Returns the
+    /// recomputed root; a mismatch is [`TrieError::Corrupt`]. This reads every blob: a full
+    /// integrity check, for tools and tests, not for the block path.
+    pub fn verify(&mut self) -> Result<Hash32, TrieError<S::Error>> {
+        let vacated = Mutex::new(Vec::new());
+        let mut root = std::mem::replace(&mut self.root, Node::Empty);
+        let result = verify_node::<S, H>(&self.ctx(&vacated), &mut root, Path::ROOT);
+        self.root = root;
+        let (h, n) = result?;
+        self.counters.hashes.fetch_add(n, Ordering::Relaxed);
+        Ok(h)
+    }
+
     /// Writes every changed group and stem blob at the trie's group depth, and deletes vacated
     /// paths, through [`NodeStore::apply`]. On error nothing is marked committed, so the same
     /// changes are written again by the next commit.
@@ -583,6 +597,62 @@ fn apply<S: NodeStore>(
         n.dirty = true;
     }
     Ok(changed)
+}
+
+/// Loads everything under `node` and recomputes its hash, comparing with any claimed hash.
+fn verify_node<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    node: &mut Node,
+    path: Path,
+) -> Result<(Hash32, u64), TrieError<S::Error>> {
+    if let Node::Hashed(h) = node {
+        let h = *h;
+        *node = load(ctx, &path, h)?;
+    }
+    let (claimed, computed, count) = match node {
+        Node::Empty => return Ok((ZERO_HASH, 0)),
+        Node::Hashed(_) => unreachable!("loaded above"),
+        Node::Stem(s) => {
+            let (h, n) = s.values.stem_hash::<H>(&s.stem);
+            (s.hash.replace(h), h, n as u64)
+        }
+        Node::Internal(n) => {
+            let (lp, rp) = match (path.child(0), path.child(1)) {
+                (Some(l), Some(r)) => (l, r),
+                _ => return Err(TrieError::TooDeep),
+            };
+            let Internal { left, right, .. } = &mut **n;
+            let (l, r) = if path.len() < PAR_HASH_DEPTH {
+                rayon::join(
+                    || verify_node::<S, H>(ctx, left, lp),
+                    || verify_node::<S, H>(ctx, right, rp),
+                )
+            } else {
+                (
+                    verify_node::<S, H>(ctx, left, lp),
+                    verify_node::<S, H>(ctx, right, rp),
+                )
+            };
+            let ((lh, ln), (rh, rn)) = (l?, r?);
+            let h = H::hash_pair(&lh, &rh);
+            (n.hash.replace(h), h, ln + rn + 1)
+        }
+    };
+    match claimed {
+        Some(c) if c != computed => Err(TrieError::Corrupt {
+            path,
+            reason: format!(
+                "stored hash {} but the subtree hashes to {}",
+                hex32(&c),
+                hex32(&computed)
+            ),
+        }),
+        _ => Ok((computed, count)),
+    }
+}
+
+fn hex32(h: &Hash32) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Computes (and caches) the hash of `node`; returns it and the number of hash calls.
