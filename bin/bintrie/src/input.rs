@@ -8,9 +8,15 @@ use std::io::BufRead;
 
 /// Parses 32 bytes of hex (0x optional, exactly 64 digits).
 fn parse_b32(s: &str) -> Result<[u8; 32]> {
-    let h = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    let h = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
     if h.len() != 64 {
-        bail!("expected 32 bytes of hex (64 digits), got {} digits", h.len());
+        bail!(
+            "expected 32 bytes of hex (64 digits), got {} digits",
+            h.len()
+        );
     }
     let mut out = [0u8; 32];
     for (i, byte) in out.iter_mut().enumerate() {
@@ -32,7 +38,10 @@ pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey,
         }
         let mut parts = t.split_whitespace();
         let (Some(k), Some(v), None) = (parts.next(), parts.next(), parts.next()) else {
-            bail!("{source}:{}: expected `KEY VALUE` (two 32-byte hex words), got {t:?}", n + 1);
+            bail!(
+                "{source}:{}: expected `KEY VALUE` (two 32-byte hex words), got {t:?}",
+                n + 1
+            );
         };
         let key = parse_b32(k).with_context(|| format!("{source}:{}: bad key", n + 1))?;
         let value = parse_b32(v).with_context(|| format!("{source}:{}: bad value", n + 1))?;
@@ -44,10 +53,9 @@ pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey,
 /// A uint from a JSON number, a decimal string or a 0x-hex string.
 fn json_u256(v: &Value, at: &str) -> Result<U256> {
     match v {
-        Value::Number(n) => n
-            .as_u64()
-            .map(U256::from)
-            .ok_or_else(|| anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")),
+        Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
+            anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
+        }),
         Value::String(s) => {
             let s = s.trim();
             let parsed = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
@@ -90,9 +98,16 @@ pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
         Some(a) => (a, "alloc"),
         None => (json, ""),
     };
-    let obj = alloc
-        .as_object()
-        .ok_or_else(|| anyhow!("{}: expected an object of address -> account", if prefix.is_empty() { "(top level)" } else { prefix }))?;
+    let obj = alloc.as_object().ok_or_else(|| {
+        anyhow!(
+            "{}: expected an object of address -> account",
+            if prefix.is_empty() {
+                "(top level)"
+            } else {
+                prefix
+            }
+        )
+    })?;
     let mut writes = Vec::new();
     for (addr_str, acct) in obj {
         let at = if prefix.is_empty() {
@@ -112,7 +127,16 @@ pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
             .as_object()
             .ok_or_else(|| anyhow!("{at}: expected an object"))?;
         for key in fields.keys() {
-            if !["balance", "nonce", "code", "storage", "privateKey", "secretKey"].contains(&key.as_str()) {
+            if ![
+                "balance",
+                "nonce",
+                "code",
+                "storage",
+                "privateKey",
+                "secretKey",
+            ]
+            .contains(&key.as_str())
+            {
                 bail!("{at}.{key}: unknown account field");
             }
         }
@@ -170,7 +194,10 @@ mod tests {
         let err = read_kv_lines("abc def\n".as_bytes(), "in").unwrap_err();
         assert!(format!("{err:#}").contains("in:1: bad key"), "{err:#}");
         let err = read_kv_lines("x\n".as_bytes(), "in").unwrap_err();
-        assert!(format!("{err:#}").contains("in:1: expected `KEY VALUE`"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("in:1: expected `KEY VALUE`"),
+            "{err:#}"
+        );
     }
 
     #[test]
@@ -180,9 +207,17 @@ mod tests {
         )
         .unwrap();
         let err = alloc_writes(&j).unwrap_err().to_string();
-        assert!(err.starts_with("alloc.0x00000000000000000000000000000000000000aa.balance"), "{err}");
+        assert!(
+            err.starts_with("alloc.0x00000000000000000000000000000000000000aa.balance"),
+            "{err}"
+        );
         let j: Value = serde_json::from_str(r#"{"zz": {"balance": "1"}}"#).unwrap();
-        assert!(alloc_writes(&j).unwrap_err().to_string().contains("not a 20-byte address"));
+        assert!(
+            alloc_writes(&j)
+                .unwrap_err()
+                .to_string()
+                .contains("not a 20-byte address")
+        );
         let j: Value = serde_json::from_str(
             r#"{"00000000000000000000000000000000000000aa": {"balance": "0x10", "nonce": "0x2", "storage": {"0x1": "0x0"}}}"#,
         )

@@ -75,8 +75,8 @@ fn hex0x(b: &[u8]) -> String {
 
 fn cmd_root(args: RootArgs) -> Result<()> {
     let writes: Vec<(TreeKey, [u8; 32])> = if let Some(path) = &args.alloc {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         input::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
@@ -87,8 +87,8 @@ fn cmd_root(args: RootArgs) -> Result<()> {
             .context("reading stdin")?;
         input::read_kv_lines(buf.as_bytes(), "<stdin>")?
     } else {
-        let f = std::fs::File::open(&args.input)
-            .with_context(|| format!("opening {}", args.input))?;
+        let f =
+            std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?;
         input::read_kv_lines(BufReader::new(f), &args.input)?
     };
     let entries = writes.len();
@@ -99,7 +99,10 @@ fn cmd_root(args: RootArgs) -> Result<()> {
     let commit = trie.commit()?;
     let store = trie.into_store();
     let (blobs, bytes) = (store.len(), store.total_bytes());
-    let stems = store.iter().filter(|(_, b)| b.first() == Some(&0x01)).count();
+    let stems = store
+        .iter()
+        .filter(|(_, b)| b.first() == Some(&0x01))
+        .count();
     let mut reloaded: Trie<MemoryStore> = Trie::open(store, args.group_depth, built)?;
     let root = reloaded.verify().context("re-hashing the committed tree")?;
     if root != built {
@@ -109,7 +112,11 @@ fn cmd_root(args: RootArgs) -> Result<()> {
             hex0x(&built)
         );
     }
-    info!(blobs = commit.blobs, bytes = commit.bytes, "committed and verified");
+    info!(
+        blobs = commit.blobs,
+        bytes = commit.bytes,
+        "committed and verified"
+    );
     if args.json {
         let out = serde_json::json!({
             "root": hex0x(&root),

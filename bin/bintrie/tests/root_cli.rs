@@ -17,12 +17,21 @@ fn run(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
 fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
@@ -34,7 +43,11 @@ fn tree_vectors_through_the_binary() {
         for e in tv["entries"].as_array().unwrap() {
             // Mix 0x-prefixed and bare hex.
             let key = e["key"].as_str().unwrap();
-            lines.push_str(&format!("{} {}\n", key.trim_start_matches("0x"), e["value"].as_str().unwrap()));
+            lines.push_str(&format!(
+                "{} {}\n",
+                key.trim_start_matches("0x"),
+                e["value"].as_str().unwrap()
+            ));
         }
         for g in ["1", "5", "8"] {
             let out = run(&["root", "--group-depth", g], &lines);
@@ -60,7 +73,11 @@ fn state_vectors_as_genesis_alloc() {
         // vector built from cleared slots is covered by the trie's own tests instead.
         let has_zero_slot = accounts.iter().any(|a| {
             a["storage"].as_object().unwrap().values().any(|x| {
-                x.as_str().unwrap().trim_start_matches("0x").trim_start_matches('0').is_empty()
+                x.as_str()
+                    .unwrap()
+                    .trim_start_matches("0x")
+                    .trim_start_matches('0')
+                    .is_empty()
             })
         });
         if has_zero_slot {
@@ -81,7 +98,12 @@ fn state_vectors_as_genesis_alloc() {
         let path = dir.join(format!("{}.json", sv["name"].as_str().unwrap()));
         std::fs::write(&path, json!({"config": {}, "alloc": alloc}).to_string()).unwrap();
         let out = run(&["root", "--alloc", path.to_str().unwrap(), "-g", "6"], "");
-        assert_eq!(stdout(&out).trim(), sv["root_sha256"].as_str().unwrap(), "{}", sv["name"]);
+        assert_eq!(
+            stdout(&out).trim(),
+            sv["root_sha256"].as_str().unwrap(),
+            "{}",
+            sv["name"]
+        );
         checked += 1;
     }
     assert!(checked >= 4, "only {checked} state vectors checked");
@@ -108,7 +130,10 @@ fn bad_input_names_the_line() {
     let out = run(&["root"], &format!("{good}\n0x12 0x34\n"));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("<stdin>:3") && err.contains("32 bytes"), "{err}");
+    assert!(
+        err.contains("<stdin>:3") && err.contains("32 bytes"),
+        "{err}"
+    );
     let out = run(&["root", "-g", "9"], &good);
     assert!(!out.status.success());
     let out = run(&["root", "--alloc", "/nonexistent/genesis.json"], "");

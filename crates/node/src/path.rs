@@ -184,6 +184,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5_000))]
         #[test]
         fn key_round_trip(stem in proptest::array::uniform31(any::<u8>()), len in 0usize..=248) {
             let p = Path::from_stem_prefix(&stem, len);

@@ -267,8 +267,18 @@ mod tests {
             prop_assert_eq!(v2, sv);
         }
 
+    }
+
+    proptest! {
+        // Decoder fuzzing: 20,000 random blobs per run, half of them stem-tagged with a plausible length.
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
         #[test]
-        fn decode_never_panics(blob in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn decode_never_panics(tagged in any::<bool>(), len in 0usize..3, mut blob in proptest::collection::vec(any::<u8>(), 0..200)) {
+            // Bias towards plausible blobs: a stem tag and a length that fits a few values.
+            if tagged && !blob.is_empty() {
+                blob[0] = STEM_TAG;
+                blob.resize(STEM_HEADER_LEN + 32 * len, 0);
+            }
             if let Ok((stem, sv)) = StemValues::decode_blob(&blob) {
                 let mut again = Vec::new();
                 sv.encode_blob(&stem, &mut again);

@@ -92,6 +92,6 @@ impl CommitSet {
 
     /// Sorts the blobs by key (what an ordered store wants for sequential inserts).
     pub fn sort_by_key(&mut self) {
-        self.keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.keys.sort_unstable_by_key(|a| a.0);
     }
 }

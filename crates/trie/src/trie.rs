@@ -454,7 +454,7 @@ fn load<S: NodeStore>(
                     expected: ctx.group_depth,
                 });
             }
-            if path.len() % g as usize != 0 {
+            if !path.len().is_multiple_of(g as usize) {
                 return Err(corrupt(format!(
                     "group blob at depth {}, not a multiple of {g}",
                     path.len()
@@ -699,7 +699,7 @@ fn collect(node: &Node, path: Path, g: u8, set: &mut CommitSet) {
         }
         Node::Internal(n) if n.dirty => {
             let depth = path.len();
-            if depth % g as usize == 0 {
+            if depth.is_multiple_of(g as usize) {
                 let mut entries = Vec::new();
                 group_entries(node, g, 0, 0, &mut entries);
                 set.push_with(path.to_key(), |buf| GroupBlob::encode(g, &entries, buf));
