@@ -1,0 +1,450 @@
+//! MDBX state store for the EIP-7864 binary trie.
+//!
+//! One MDBX environment holds four tables:
+//!
+//! | table   | key                       | value                                         |
+//! |---------|---------------------------|-----------------------------------------------|
+//! | `nodes` | path key (SPEC §5)        | group blob or stem blob, as the trie commits  |
+//! | `stems` | stem (31 bytes)           | the stem's bitmap and present values          |
+//! | `code`  | code hash (32 bytes)      | bytecode                                      |
+//! | `meta`  | name                      | root, block, group depth, format, page size   |
+//!
+//! [`StateStore`] is the trie's [`NodeStore`]: [`StateStore::write_block`] writes a commit's
+//! blobs, removed paths, flat stems, code and the new meta in ONE write transaction, so a crash
+//! at any instant leaves the previous block intact. [`Reader`] is one read transaction (a
+//! consistent snapshot) with the two read paths, the trie walk and the flat table, counted.
+
+mod evict;
+mod reader;
+
+pub use evict::evict_page_cache;
+pub use reader::{ReadPath, ReadStats, Reader};
+
+use bintrie_node::{Hash32, PathKey, STEM_TAG, ZERO_HASH};
+use bintrie_trie::{CommitSet, NodeStore};
+use libmdbx::{
+    Database, DatabaseOptions, Mode, PageSize, ReadWriteOptions, SyncMode, TableFlags, WriteFlags,
+    WriteMap,
+};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+/// The on-disk format version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Group depth of a new database when none is asked for.
+pub const DEFAULT_GROUP_DEPTH: u8 = 5;
+
+pub(crate) const T_NODES: &str = "nodes";
+pub(crate) const T_STEMS: &str = "stems";
+pub(crate) const T_CODE: &str = "code";
+pub(crate) const T_META: &str = "meta";
+
+const M_ROOT: &[u8] = b"root";
+const M_BLOCK: &[u8] = b"block";
+const M_GROUP_DEPTH: &[u8] = b"group_depth";
+const M_FORMAT: &[u8] = b"format";
+const M_PAGE_SIZE: &[u8] = b"page_size";
+
+/// How hard a commit pushes data to the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync on every commit: a committed block survives a power loss.
+    #[default]
+    Durable,
+    /// No fsync (MDBX `SAFE_NOSYNC`): a committed block survives a process crash, and an OS crash
+    /// rolls back to some earlier committed block, never to a torn one. For benchmarks.
+    Relaxed,
+}
+
+/// How to open or create a store.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Group depth: required to match an existing database; used to create a new one
+    /// (default [`DEFAULT_GROUP_DEPTH`]).
+    pub group_depth: Option<u8>,
+    /// Page size of a new database, a power of two in 4096..=65536 (default: MDBX's, the OS page).
+    pub page_size: Option<usize>,
+    /// Commit durability.
+    pub durability: Durability,
+    /// Largest the data file may grow, bytes (default 1 TiB). A commit that does not fit fails
+    /// with [`StoreError::MapFull`] and leaves the database at its last block.
+    pub max_size: Option<usize>,
+    /// Growth step of the data file, bytes (default MDBX's).
+    pub growth_step: Option<usize>,
+    /// Create the database if it does not exist (default true).
+    pub create: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            group_depth: None,
+            page_size: None,
+            durability: Durability::Durable,
+            max_size: None,
+            growth_step: None,
+            create: true,
+        }
+    }
+}
+
+/// The committed state's metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// Root of the last committed block (zero for an empty tree).
+    pub root: Hash32,
+    /// Number of the last committed block (0 before any).
+    pub block: u64,
+    /// Group depth the nodes are stored at.
+    pub group_depth: u8,
+    /// Format version.
+    pub format: u32,
+    /// MDBX page size in bytes.
+    pub page_size: u32,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// MDBX reported an error.
+    #[error("mdbx: {0}")]
+    Mdbx(#[from] libmdbx::Error),
+    /// The commit did not fit the configured maximum size; the database is still at its last
+    /// committed block.
+    #[error(
+        "the database is full (its maximum size is reached); the last committed block is intact: \
+         reopen with a larger max size"
+    )]
+    MapFull,
+    /// The database was created with another group depth.
+    #[error("the database stores group depth {stored}, {requested} was asked for")]
+    GroupDepthMismatch {
+        /// Group depth in the database.
+        stored: u8,
+        /// Group depth asked for.
+        requested: u8,
+    },
+    /// The database has another format version.
+    #[error("unsupported database format {0} (this build reads format {FORMAT_VERSION})")]
+    Format(u32),
+    /// No database at the path and `create` was false.
+    #[error("no bintrie database at {0}")]
+    NotFound(PathBuf),
+    /// A metadata record or a stored value is malformed.
+    #[error("corrupt database: {0}")]
+    Corrupt(String),
+    /// Invalid options.
+    #[error("invalid option: {0}")]
+    Options(String),
+    /// Filesystem error.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn map_err(e: libmdbx::Error) -> StoreError {
+    match e {
+        libmdbx::Error::MapFull => StoreError::MapFull,
+        other => StoreError::Mdbx(other),
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) db: Database<WriteMap>,
+    pub(crate) dir: PathBuf,
+}
+
+/// An open state database. Cloning is cheap (shared environment).
+///
+/// Contract: one process writes at a time (MDBX serialises writers); any number of [`Reader`]s
+/// see consistent snapshots while a writer commits.
+#[derive(Clone)]
+pub struct StateStore {
+    pub(crate) inner: Arc<Inner>,
+    meta: Meta,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("dir", &self.inner.dir)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+fn u64_be(bytes: &[u8], what: &str) -> Result<u64, StoreError> {
+    let arr: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt(format!("meta {what}: {} bytes", bytes.len())))?;
+    Ok(u64::from_be_bytes(arr))
+}
+
+impl StateStore {
+    /// Opens the database in directory `dir`, creating it when absent (unless
+    /// `options.create` is false). An existing database keeps its group depth: asking for
+    /// another is [`StoreError::GroupDepthMismatch`].
+    pub fn open(dir: impl AsRef<FsPath>, options: &StoreOptions) -> Result<Self, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        let exists = dir.join("mdbx.dat").exists();
+        if !exists && !options.create {
+            return Err(StoreError::NotFound(dir));
+        }
+        if let Some(g) = options.group_depth
+            && !(1..=8).contains(&g)
+        {
+            return Err(StoreError::Options(format!("group depth {g} outside 1..8")));
+        }
+        let page_size = match options.page_size {
+            None => None,
+            Some(p) if p.is_power_of_two() && (4096..=65536).contains(&p) => Some(PageSize::Set(p)),
+            Some(p) => {
+                return Err(StoreError::Options(format!(
+                    "page size {p}: a power of two from 4096 to 65536"
+                )));
+            }
+        };
+        std::fs::create_dir_all(&dir)?;
+        let db = Database::<WriteMap>::open_with_options(
+            &dir,
+            DatabaseOptions {
+                max_tables: Some(8),
+                max_readers: Some(256),
+                page_size,
+                no_rdahead: true,
+                mode: Mode::ReadWrite(ReadWriteOptions {
+                    sync_mode: match options.durability {
+                        Durability::Durable => SyncMode::Durable,
+                        Durability::Relaxed => SyncMode::SafeNoSync,
+                    },
+                    min_size: None,
+                    max_size: Some(options.max_size.unwrap_or(1 << 40) as isize),
+                    growth_step: options.growth_step.map(|g| g as isize),
+                    shrink_threshold: None,
+                }),
+                ..Default::default()
+            },
+        )
+        .map_err(map_err)?;
+        let inner = Arc::new(Inner { db, dir });
+        let meta = {
+            let txn = inner.db.begin_rw_txn().map_err(map_err)?;
+            for t in [T_NODES, T_STEMS, T_CODE, T_META] {
+                txn.create_table(Some(t), TableFlags::default())
+                    .map_err(map_err)?;
+            }
+            let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+            let stored_g: Option<Vec<u8>> = txn.get(&mt, M_GROUP_DEPTH).map_err(map_err)?;
+            let meta = match stored_g {
+                Some(g) => {
+                    let get = |k: &[u8]| -> Result<Vec<u8>, StoreError> {
+                        txn.get::<Vec<u8>>(&mt, k)
+                            .map_err(map_err)?
+                            .ok_or_else(|| {
+                                StoreError::Corrupt(format!(
+                                    "meta {} missing",
+                                    String::from_utf8_lossy(k)
+                                ))
+                            })
+                    };
+                    let format = u64_be(&get(M_FORMAT)?, "format")? as u32;
+                    if format != FORMAT_VERSION {
+                        return Err(StoreError::Format(format));
+                    }
+                    let g = *g.first().ok_or_else(|| StoreError::Corrupt("group depth".into()))?;
+                    if let Some(req) = options.group_depth
+                        && req != g
+                    {
+                        return Err(StoreError::GroupDepthMismatch {
+                            stored: g,
+                            requested: req,
+                        });
+                    }
+                    let root: Hash32 = get(M_ROOT)?
+                        .try_into()
+                        .map_err(|_| StoreError::Corrupt("meta root".into()))?;
+                    Meta {
+                        root,
+                        block: u64_be(&get(M_BLOCK)?, "block")?,
+                        group_depth: g,
+                        format,
+                        page_size: u64_be(&get(M_PAGE_SIZE)?, "page size")? as u32,
+                    }
+                }
+                None => {
+                    let page = inner.db.stat().map_err(map_err)?.page_size();
+                    let meta = Meta {
+                        root: ZERO_HASH,
+                        block: 0,
+                        group_depth: options.group_depth.unwrap_or(DEFAULT_GROUP_DEPTH),
+                        format: FORMAT_VERSION,
+                        page_size: page,
+                    };
+                    put_meta(&txn, &mt, &meta)?;
+                    meta
+                }
+            };
+            drop(mt);
+            txn.commit().map_err(map_err)?;
+            meta
+        };
+        Ok(StateStore { inner, meta })
+    }
+
+    /// The metadata of the last committed block.
+    pub fn meta(&self) -> Meta {
+        self.meta
+    }
+
+    /// The database directory.
+    pub fn dir(&self) -> &FsPath {
+        &self.inner.dir
+    }
+
+    /// A read transaction: a consistent snapshot of the last committed block, with counters.
+    pub fn reader(&self) -> Result<Reader<'_>, StoreError> {
+        Reader::new(self)
+    }
+
+    /// Writes one block in one transaction: the commit's blobs and removals, the flat stem table
+    /// for every stem blob in it, `code` (hash -> bytecode), and the meta (root, `block`). Either
+    /// all of it becomes visible or none.
+    pub fn write_block(
+        &mut self,
+        commit: &CommitSet,
+        block: u64,
+        code: &[(Hash32, Vec<u8>)],
+    ) -> Result<(), StoreError> {
+        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
+        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
+        let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
+        let codes = txn.open_table(Some(T_CODE)).map_err(map_err)?;
+        let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+        for key in commit.removed() {
+            txn.del(&nodes, key.as_bytes(), None).map_err(map_err)?;
+        }
+        for (key, blob) in commit.nodes() {
+            txn.put(&nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
+                .map_err(map_err)?;
+            if blob.first() == Some(&STEM_TAG) && blob.len() >= 32 {
+                txn.put(&stems, &blob[1..32], &blob[32..], WriteFlags::UPSERT)
+                    .map_err(map_err)?;
+            }
+        }
+        for (hash, bytecode) in code {
+            txn.put(&codes, hash, bytecode, WriteFlags::UPSERT)
+                .map_err(map_err)?;
+        }
+        let meta = Meta {
+            root: commit.root,
+            block,
+            ..self.meta
+        };
+        put_meta(&txn, &mt, &meta)?;
+        drop((nodes, stems, codes, mt));
+        txn.commit().map_err(map_err)?;
+        self.meta = meta;
+        Ok(())
+    }
+
+    /// Writes a whole tree into an empty database with sorted appends (MDBX `APPEND`), as block
+    /// `block`. `commit` must hold every blob of the tree (a first commit of a fresh trie).
+    pub fn bulk_load(
+        &mut self,
+        mut commit: CommitSet,
+        block: u64,
+        code: &[(Hash32, Vec<u8>)],
+    ) -> Result<(), StoreError> {
+        if self.meta.root != ZERO_HASH || self.meta.block != 0 {
+            return Err(StoreError::Options(
+                "bulk load needs an empty database".into(),
+            ));
+        }
+        commit.sort_by_key();
+        let mut flat: Vec<(&[u8], &[u8])> = commit
+            .nodes()
+            .filter(|(_, b)| b.first() == Some(&STEM_TAG) && b.len() >= 32)
+            .map(|(_, b)| (&b[1..32], &b[32..]))
+            .collect();
+        flat.sort_unstable_by_key(|e| e.0);
+        let mut code: Vec<_> = code.iter().collect();
+        code.sort_unstable_by_key(|c| c.0);
+        code.dedup_by_key(|c| c.0);
+        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
+        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
+        let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
+        let codes = txn.open_table(Some(T_CODE)).map_err(map_err)?;
+        let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+        for (key, blob) in commit.nodes() {
+            txn.put(&nodes, key.as_bytes(), blob, WriteFlags::APPEND)
+                .map_err(map_err)?;
+        }
+        for (stem, rest) in flat {
+            txn.put(&stems, stem, rest, WriteFlags::APPEND)
+                .map_err(map_err)?;
+        }
+        for (hash, bytecode) in code {
+            txn.put(&codes, hash, bytecode, WriteFlags::APPEND)
+                .map_err(map_err)?;
+        }
+        let meta = Meta {
+            root: commit.root,
+            block,
+            ..self.meta
+        };
+        put_meta(&txn, &mt, &meta)?;
+        drop((nodes, stems, codes, mt));
+        txn.commit().map_err(map_err)?;
+        self.meta = meta;
+        Ok(())
+    }
+
+    /// Number of entries in (nodes, stems, code).
+    pub fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+        let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
+        let mut out = [0u64; 3];
+        for (i, t) in [T_NODES, T_STEMS, T_CODE].iter().enumerate() {
+            let table = txn.open_table(Some(t)).map_err(map_err)?;
+            out[i] = txn.table_stat(&table).map_err(map_err)?.entries() as u64;
+        }
+        Ok((out[0], out[1], out[2]))
+    }
+
+    /// Size of the data file in bytes.
+    pub fn file_size(&self) -> Result<u64, StoreError> {
+        Ok(std::fs::metadata(self.inner.dir.join("mdbx.dat"))?.len())
+    }
+}
+
+fn put_meta(
+    txn: &libmdbx::Transaction<'_, libmdbx::RW, WriteMap>,
+    mt: &libmdbx::Table<'_>,
+    meta: &Meta,
+) -> Result<(), StoreError> {
+    let f = WriteFlags::UPSERT;
+    txn.put(mt, M_ROOT, meta.root, f).map_err(map_err)?;
+    txn.put(mt, M_BLOCK, meta.block.to_be_bytes(), f)
+        .map_err(map_err)?;
+    txn.put(mt, M_GROUP_DEPTH, [meta.group_depth], f)
+        .map_err(map_err)?;
+    txn.put(mt, M_FORMAT, (meta.format as u64).to_be_bytes(), f)
+        .map_err(map_err)?;
+    txn.put(mt, M_PAGE_SIZE, (meta.page_size as u64).to_be_bytes(), f)
+        .map_err(map_err)?;
+    Ok(())
+}
+
+impl NodeStore for StateStore {
+    type Error = StoreError;
+
+    fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
+        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
+        txn.get(&nodes, key.as_bytes()).map_err(map_err)
+    }
+
+    /// Writes the commit as the next block (meta block + 1), without code.
+    fn apply(&mut self, commit: &CommitSet) -> Result<(), StoreError> {
+        let next = self.meta.block + 1;
+        self.write_block(commit, next, &[])
+    }
+}

@@ -1,0 +1,149 @@
+//! The MDBX store under the trie: round trips at every group depth, both read paths, reopen,
+//! group-depth mismatch, a full map, and snapshot isolation.
+
+use bintrie_keys::TreeKey;
+use bintrie_store::{Durability, ReadPath, StateStore, StoreError, StoreOptions};
+use bintrie_trie::Trie;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::BTreeMap;
+
+fn opts(g: u8) -> StoreOptions {
+    StoreOptions {
+        group_depth: Some(g),
+        durability: Durability::Relaxed,
+        ..Default::default()
+    }
+}
+
+fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
+    (0..n)
+        .map(|_| {
+            let mut stem = [0u8; 31];
+            rng.fill(&mut stem[..]);
+            // Some stems share long prefixes.
+            if rng.random_bool(0.2) {
+                stem[..20].fill(0xaa);
+            }
+            (TreeKey::new(stem, rng.random()), rng.random())
+        })
+        .collect()
+}
+
+#[test]
+fn round_trip_every_group_depth_and_both_read_paths() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let blocks: Vec<_> = (0..3).map(|_| random_writes(&mut rng, 400)).collect();
+    let mut expected: BTreeMap<TreeKey, [u8; 32]> = BTreeMap::new();
+    for b in &blocks {
+        expected.extend(b.iter().copied());
+    }
+    let mut want_root = None;
+    for g in 1..=8u8 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut roots = Vec::new();
+        {
+            let store = StateStore::open(dir.path(), &opts(g)).unwrap();
+            let mut trie: Trie<StateStore> = Trie::new(store, g).unwrap();
+            for b in &blocks {
+                trie.update(b.clone()).unwrap();
+                roots.push(trie.commit().unwrap().root);
+                // Reopen the trie from the store between blocks.
+                let store = trie.into_store();
+                let root = store.meta().root;
+                trie = Trie::open(store, g, root).unwrap();
+            }
+        }
+        let root = *roots.last().unwrap();
+        assert_eq!(*want_root.get_or_insert(root), root, "root differs at g={g}");
+        // Reopen the database: meta, values by both paths, full verification.
+        let store = StateStore::open(dir.path(), &StoreOptions { group_depth: None, ..opts(g) }).unwrap();
+        assert_eq!(store.meta().group_depth, g);
+        assert_eq!(store.meta().block, 3);
+        assert_eq!(store.meta().root, root);
+        {
+            let reader = store.reader().unwrap();
+            for (k, v) in expected.iter().step_by(7) {
+                let flat = reader.get_stem(&k.stem, ReadPath::Flat).unwrap().unwrap();
+                let walk = reader.get_stem(&k.stem, ReadPath::TrieWalk).unwrap().unwrap();
+                assert_eq!(flat, walk);
+                assert_eq!(flat.get(k.sub_index), Some(v));
+            }
+            let absent = [0x55u8; 31];
+            assert!(reader.get_stem(&absent, ReadPath::Flat).unwrap().is_none());
+            assert!(reader.get_stem(&absent, ReadPath::TrieWalk).unwrap().is_none());
+            let s = reader.stats();
+            assert!(s.lookups > 0 && s.bytes > 0);
+        }
+        let mut trie: Trie<StateStore> = Trie::open(store, g, root).unwrap();
+        assert_eq!(trie.verify().unwrap(), root);
+    }
+}
+
+#[test]
+fn group_depth_mismatch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(StateStore::open(dir.path(), &opts(5)).unwrap());
+    let err = StateStore::open(dir.path(), &opts(6)).unwrap_err();
+    assert!(matches!(err, StoreError::GroupDepthMismatch { stored: 5, requested: 6 }), "{err}");
+    assert!(StateStore::open(dir.path(), &opts(5)).is_ok());
+    let missing = dir.path().join("nope");
+    let err = StateStore::open(&missing, &StoreOptions { create: false, ..opts(5) }).unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)));
+}
+
+#[test]
+fn map_full_leaves_the_last_block_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = StoreOptions {
+        max_size: Some(1 << 20),
+        growth_step: Some(1 << 16),
+        ..opts(4)
+    };
+    let mut rng = StdRng::seed_from_u64(9);
+    let store = StateStore::open(dir.path(), &small).unwrap();
+    let mut trie: Trie<StateStore> = Trie::new(store, 4).unwrap();
+    trie.update(random_writes(&mut rng, 100)).unwrap();
+    let first = trie.commit().unwrap().root;
+    trie.update(random_writes(&mut rng, 50_000)).unwrap();
+    let err = trie.commit().unwrap_err();
+    assert!(
+        matches!(err, bintrie_trie::TrieError::Store(StoreError::MapFull)),
+        "{err}"
+    );
+    drop(trie);
+    let store = StateStore::open(dir.path(), &small).unwrap();
+    assert_eq!(store.meta().root, first);
+    assert_eq!(store.meta().block, 1);
+    let mut trie: Trie<StateStore> = Trie::open(store, 4, first).unwrap();
+    assert_eq!(trie.verify().unwrap(), first);
+}
+
+#[test]
+fn reader_snapshot_is_stable_during_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let store = StateStore::open(dir.path(), &opts(5)).unwrap();
+    let reader_store = store.clone();
+    let mut trie: Trie<StateStore> = Trie::new(store, 5).unwrap();
+    let w = random_writes(&mut rng, 200);
+    let key = w[0].0;
+    trie.update(w).unwrap();
+    let r1 = trie.commit().unwrap().root;
+    let reader = reader_store.reader().unwrap();
+    let before = reader.get_stem(&key.stem, ReadPath::Flat).unwrap();
+    // A writer on another thread overwrites the key and commits.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            trie.insert(key, [0xee; 32]).unwrap();
+            trie.commit().unwrap();
+        });
+    });
+    assert_eq!(reader.root().unwrap(), r1);
+    assert_eq!(reader.get_stem(&key.stem, ReadPath::Flat).unwrap(), before);
+    assert_eq!(reader.get_stem(&key.stem, ReadPath::TrieWalk).unwrap(), before);
+    let fresh = reader_store.reader().unwrap();
+    assert_eq!(
+        fresh.get_stem(&key.stem, ReadPath::Flat).unwrap().unwrap().get(key.sub_index),
+        Some(&[0xee; 32])
+    );
+}
