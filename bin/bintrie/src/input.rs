@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::io::BufRead;
 
 /// Parses 32 bytes of hex (0x optional, exactly 64 digits).
-fn parse_b32(s: &str) -> Result<[u8; 32]> {
+pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
     let h = s
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
@@ -26,26 +26,30 @@ fn parse_b32(s: &str) -> Result<[u8; 32]> {
     Ok(out)
 }
 
-/// Reads `KEY VALUE` lines: blank lines and `#` comments are skipped; errors name the line.
-/// Returns the writes in input order (a later write to the same key wins when applied).
+/// Parses one input line: `None` for blank lines and `#` comments; errors name `source:line`.
+pub fn parse_kv_line(line: &str, source: &str, n: usize) -> Result<Option<(TreeKey, [u8; 32])>> {
+    let t = line.trim();
+    if t.is_empty() || t.starts_with('#') {
+        return Ok(None);
+    }
+    let mut parts = t.split_whitespace();
+    let (Some(k), Some(v), None) = (parts.next(), parts.next(), parts.next()) else {
+        bail!("{source}:{n}: expected `KEY VALUE` (two 32-byte hex words), got {t:?}");
+    };
+    let key = parse_b32(k).with_context(|| format!("{source}:{n}: bad key"))?;
+    let value = parse_b32(v).with_context(|| format!("{source}:{n}: bad value"))?;
+    Ok(Some((TreeKey::from_bytes(key), value)))
+}
+
+/// Reads `KEY VALUE` lines (see [`parse_kv_line`]). Returns the writes in input order (a later
+/// write to the same key wins when applied).
 pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey, [u8; 32])>> {
     let mut out = Vec::new();
     for (n, line) in reader.lines().enumerate() {
         let line = line.with_context(|| format!("{source}: reading line {}", n + 1))?;
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
+        if let Some(kv) = parse_kv_line(&line, source, n + 1)? {
+            out.push(kv);
         }
-        let mut parts = t.split_whitespace();
-        let (Some(k), Some(v), None) = (parts.next(), parts.next(), parts.next()) else {
-            bail!(
-                "{source}:{}: expected `KEY VALUE` (two 32-byte hex words), got {t:?}",
-                n + 1
-            );
-        };
-        let key = parse_b32(k).with_context(|| format!("{source}:{}: bad key", n + 1))?;
-        let value = parse_b32(v).with_context(|| format!("{source}:{}: bad value", n + 1))?;
-        out.push((TreeKey::from_bytes(key), value));
     }
     Ok(out)
 }

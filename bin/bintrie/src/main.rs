@@ -1,5 +1,6 @@
 //! `bintrie`: the command-line tool of the EIP-7864 binary-trie state backend.
 
+mod db;
 mod input;
 
 use anyhow::{Context, Result, bail};
@@ -26,6 +27,13 @@ enum Command {
     /// The tree is committed to an in-memory store at the group depth, reloaded, and every
     /// stored blob is re-hashed; the printed root is the reloaded tree's (an error if it differs).
     Root(RootArgs),
+    /// Import `KEY VALUE` lines into an MDBX database, committing one block every `--batch`
+    /// lines and printing `committed block B entries E root 0x…` after each.
+    Import(db::ImportArgs),
+    /// Show a database's root, block, group depth, page size, counts and stem depths.
+    Info(db::InfoArgs),
+    /// Print the value at a tree key (nothing when absent).
+    Get(db::GetArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -57,6 +65,9 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Root(args) => cmd_root(args),
+        Command::Import(args) => db::cmd_import(args),
+        Command::Info(args) => db::cmd_info(args),
+        Command::Get(args) => db::cmd_get(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -64,7 +75,7 @@ fn main() {
     }
 }
 
-fn hex0x(b: &[u8]) -> String {
+pub(crate) fn hex0x(b: &[u8]) -> String {
     let mut s = String::with_capacity(2 + 2 * b.len());
     s.push_str("0x");
     for x in b {

@@ -237,20 +237,20 @@ impl StateStore {
             let meta = match stored_g {
                 Some(g) => {
                     let get = |k: &[u8]| -> Result<Vec<u8>, StoreError> {
-                        txn.get::<Vec<u8>>(&mt, k)
-                            .map_err(map_err)?
-                            .ok_or_else(|| {
-                                StoreError::Corrupt(format!(
-                                    "meta {} missing",
-                                    String::from_utf8_lossy(k)
-                                ))
-                            })
+                        txn.get::<Vec<u8>>(&mt, k).map_err(map_err)?.ok_or_else(|| {
+                            StoreError::Corrupt(format!(
+                                "meta {} missing",
+                                String::from_utf8_lossy(k)
+                            ))
+                        })
                     };
                     let format = u64_be(&get(M_FORMAT)?, "format")? as u32;
                     if format != FORMAT_VERSION {
                         return Err(StoreError::Format(format));
                     }
-                    let g = *g.first().ok_or_else(|| StoreError::Corrupt("group depth".into()))?;
+                    let g = *g
+                        .first()
+                        .ok_or_else(|| StoreError::Corrupt("group depth".into()))?;
                     if let Some(req) = options.group_depth
                         && req != g
                     {
@@ -347,10 +347,11 @@ impl StateStore {
     }
 
     /// Writes a whole tree into an empty database with sorted appends (MDBX `APPEND`), as block
-    /// `block`. `commit` must hold every blob of the tree (a first commit of a fresh trie).
+    /// `block`. `commit` must hold every blob of the tree (the first commit of a fresh trie);
+    /// use it through [`bintrie_trie::Trie::commit_with`].
     pub fn bulk_load(
         &mut self,
-        mut commit: CommitSet,
+        commit: &CommitSet,
         block: u64,
         code: &[(Hash32, Vec<u8>)],
     ) -> Result<(), StoreError> {
@@ -359,9 +360,10 @@ impl StateStore {
                 "bulk load needs an empty database".into(),
             ));
         }
-        commit.sort_by_key();
-        let mut flat: Vec<(&[u8], &[u8])> = commit
-            .nodes()
+        let mut nodes_sorted: Vec<(&PathKey, &[u8])> = commit.nodes().collect();
+        nodes_sorted.sort_unstable_by_key(|e| *e.0);
+        let mut flat: Vec<(&[u8], &[u8])> = nodes_sorted
+            .iter()
             .filter(|(_, b)| b.first() == Some(&STEM_TAG) && b.len() >= 32)
             .map(|(_, b)| (&b[1..32], &b[32..]))
             .collect();
@@ -374,7 +376,7 @@ impl StateStore {
         let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
         let codes = txn.open_table(Some(T_CODE)).map_err(map_err)?;
         let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
-        for (key, blob) in commit.nodes() {
+        for (key, blob) in nodes_sorted {
             txn.put(&nodes, key.as_bytes(), blob, WriteFlags::APPEND)
                 .map_err(map_err)?;
         }
@@ -395,6 +397,18 @@ impl StateStore {
         drop((nodes, stems, codes, mt));
         txn.commit().map_err(map_err)?;
         self.meta = meta;
+        Ok(())
+    }
+
+    /// Calls `f(key, blob)` for every stored node in key order, in one read transaction.
+    pub fn for_each_node(&self, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
+        let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
+        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
+        let mut cursor = txn.cursor(&nodes).map_err(map_err)?;
+        for item in cursor.iter_start::<std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>>() {
+            let (k, v) = item.map_err(map_err)?;
+            f(&k, &v);
+        }
         Ok(())
     }
 

@@ -50,7 +50,8 @@ impl<'db> Reader<'db> {
             // the environment's lifetime (to store both in one struct) is sound.
             Ok(unsafe { std::mem::transmute::<Table<'_>, Table<'db>>(t) })
         };
-        let (nodes, stems, code, meta_t) = (open(T_NODES)?, open(T_STEMS)?, open(T_CODE)?, open(T_META)?);
+        let (nodes, stems, code, meta_t) =
+            (open(T_NODES)?, open(T_STEMS)?, open(T_CODE)?, open(T_META)?);
         Ok(Reader {
             txn,
             nodes,
@@ -128,7 +129,9 @@ impl<'db> Reader<'db> {
                 return if depth == 0 {
                     Ok(None) // empty tree
                 } else {
-                    Err(StoreError::Corrupt(format!("missing node at depth {depth}")))
+                    Err(StoreError::Corrupt(format!(
+                        "missing node at depth {depth}"
+                    )))
                 };
             };
             match NodeBlob::decode(&blob)
@@ -140,7 +143,11 @@ impl<'db> Reader<'db> {
                     let mut idx = 0usize;
                     for i in 0..g {
                         let d = depth + i;
-                        let bit = if d < 248 { (stem[d / 8] >> (7 - d % 8)) & 1 } else { 0 };
+                        let bit = if d < 248 {
+                            (stem[d / 8] >> (7 - d % 8)) & 1
+                        } else {
+                            0
+                        };
                         idx = (idx << 1) | bit as usize;
                     }
                     let hit = entries.iter().find(|e| {

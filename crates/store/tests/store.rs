@@ -54,9 +54,20 @@ fn round_trip_every_group_depth_and_both_read_paths() {
             }
         }
         let root = *roots.last().unwrap();
-        assert_eq!(*want_root.get_or_insert(root), root, "root differs at g={g}");
+        assert_eq!(
+            *want_root.get_or_insert(root),
+            root,
+            "root differs at g={g}"
+        );
         // Reopen the database: meta, values by both paths, full verification.
-        let store = StateStore::open(dir.path(), &StoreOptions { group_depth: None, ..opts(g) }).unwrap();
+        let store = StateStore::open(
+            dir.path(),
+            &StoreOptions {
+                group_depth: None,
+                ..opts(g)
+            },
+        )
+        .unwrap();
         assert_eq!(store.meta().group_depth, g);
         assert_eq!(store.meta().block, 3);
         assert_eq!(store.meta().root, root);
@@ -64,13 +75,21 @@ fn round_trip_every_group_depth_and_both_read_paths() {
             let reader = store.reader().unwrap();
             for (k, v) in expected.iter().step_by(7) {
                 let flat = reader.get_stem(&k.stem, ReadPath::Flat).unwrap().unwrap();
-                let walk = reader.get_stem(&k.stem, ReadPath::TrieWalk).unwrap().unwrap();
+                let walk = reader
+                    .get_stem(&k.stem, ReadPath::TrieWalk)
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(flat, walk);
                 assert_eq!(flat.get(k.sub_index), Some(v));
             }
             let absent = [0x55u8; 31];
             assert!(reader.get_stem(&absent, ReadPath::Flat).unwrap().is_none());
-            assert!(reader.get_stem(&absent, ReadPath::TrieWalk).unwrap().is_none());
+            assert!(
+                reader
+                    .get_stem(&absent, ReadPath::TrieWalk)
+                    .unwrap()
+                    .is_none()
+            );
             let s = reader.stats();
             assert!(s.lookups > 0 && s.bytes > 0);
         }
@@ -84,10 +103,26 @@ fn group_depth_mismatch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(StateStore::open(dir.path(), &opts(5)).unwrap());
     let err = StateStore::open(dir.path(), &opts(6)).unwrap_err();
-    assert!(matches!(err, StoreError::GroupDepthMismatch { stored: 5, requested: 6 }), "{err}");
+    assert!(
+        matches!(
+            err,
+            StoreError::GroupDepthMismatch {
+                stored: 5,
+                requested: 6
+            }
+        ),
+        "{err}"
+    );
     assert!(StateStore::open(dir.path(), &opts(5)).is_ok());
     let missing = dir.path().join("nope");
-    let err = StateStore::open(&missing, &StoreOptions { create: false, ..opts(5) }).unwrap_err();
+    let err = StateStore::open(
+        &missing,
+        &StoreOptions {
+            create: false,
+            ..opts(5)
+        },
+    )
+    .unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)));
 }
 
@@ -140,10 +175,17 @@ fn reader_snapshot_is_stable_during_a_commit() {
     });
     assert_eq!(reader.root().unwrap(), r1);
     assert_eq!(reader.get_stem(&key.stem, ReadPath::Flat).unwrap(), before);
-    assert_eq!(reader.get_stem(&key.stem, ReadPath::TrieWalk).unwrap(), before);
+    assert_eq!(
+        reader.get_stem(&key.stem, ReadPath::TrieWalk).unwrap(),
+        before
+    );
     let fresh = reader_store.reader().unwrap();
     assert_eq!(
-        fresh.get_stem(&key.stem, ReadPath::Flat).unwrap().unwrap().get(key.sub_index),
+        fresh
+            .get_stem(&key.stem, ReadPath::Flat)
+            .unwrap()
+            .unwrap()
+            .get(key.sub_index),
         Some(&[0xee; 32])
     );
 }
