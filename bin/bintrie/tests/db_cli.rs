@@ -1,0 +1,206 @@
+//! `bintrie import`/`info`/`get` end to end, and crash safety under kill -9.
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bintrie"))
+}
+
+fn input(lines: usize, seed: u64) -> String {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut s = String::new();
+    for _ in 0..lines {
+        let k: [u8; 32] = rng.random();
+        let v: [u8; 32] = rng.random();
+        s.push_str(&format!("{} {}\n", hex::encode(k), hex::encode(v)));
+    }
+    s
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn roots_printed(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn import_matches_root_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(3000, 1)).unwrap();
+    let db = dir.path().join("db");
+    let f = file.to_str().unwrap();
+    let d = db.to_str().unwrap();
+    for g in ["2", "7"] {
+        let db = dir.path().join(format!("db{g}"));
+        let out = run_ok(bin().args([
+            "import",
+            "--db",
+            db.to_str().unwrap(),
+            "-g",
+            g,
+            "-i",
+            f,
+            "--batch",
+            "1000",
+            "--relaxed",
+        ]));
+        let roots = roots_printed(&out);
+        assert_eq!(roots.len(), 3);
+        let want = run_ok(bin().args(["root", "-i", f, "-g", g]));
+        assert_eq!(roots[2], want.trim());
+    }
+    // Import in two runs: reopen and continue.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (a, b): (Vec<_>, Vec<_>) = text.lines().enumerate().partition(|(i, _)| *i < 1700);
+    let fa = dir.path().join("a.txt");
+    let fb = dir.path().join("b.txt");
+    std::fs::write(
+        &fa,
+        a.iter().map(|(_, l)| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+    std::fs::write(
+        &fb,
+        b.iter().map(|(_, l)| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+    run_ok(bin().args(["import", "--db", d, "-i", fa.to_str().unwrap()]));
+    let out = run_ok(bin().args(["import", "--db", d, "-i", fb.to_str().unwrap()]));
+    let want = run_ok(bin().args(["root", "-i", f]));
+    assert_eq!(roots_printed(&out).last().unwrap(), want.trim());
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(bin().args(["info", "--db", d, "--json"]))).unwrap();
+    assert_eq!(info["root"].as_str().unwrap(), want.trim());
+    assert_eq!(info["block"], 2);
+    assert_eq!(info["group_depth"], 5);
+    assert_eq!(info["stems"], 3000);
+    assert!(info["page_size"].as_u64().unwrap() >= 4096);
+    // Both read paths return the value; an absent key prints nothing.
+    let first = text.lines().next().unwrap();
+    let (k, v) = first.split_once(' ').unwrap();
+    for rp in ["trie", "flat"] {
+        assert_eq!(
+            run_ok(bin().args(["get", "--db", d, k, "--read-path", rp])).trim(),
+            format!("0x{v}")
+        );
+        assert_eq!(
+            run_ok(bin().args(["get", "--db", d, &"ab".repeat(32), "--read-path", rp])),
+            ""
+        );
+    }
+    // Errors: group-depth mismatch, missing database, bad line; the database stays intact.
+    let out = bin()
+        .args(["import", "--db", d, "-g", "6", "-i", f])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("group depth 5"));
+    let out = bin()
+        .args(["info", "--db", dir.path().join("none").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, format!("{first}\nnot a line\n")).unwrap();
+    let out = bin()
+        .args(["import", "--db", d, "-i", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.txt:2"));
+    let info2: serde_json::Value =
+        serde_json::from_str(&run_ok(bin().args(["info", "--db", d, "--json"]))).unwrap();
+    assert_eq!(info2["root"], info["root"]);
+}
+
+/// kill -9 an import at random moments (20 times); each time the database opens at one of the
+/// roots the uninterrupted run committed (the one for its block number), and finishing the
+/// import gives the uninterrupted final root.
+#[test]
+fn crash_safety_under_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(20_000, 2)).unwrap();
+    let f = file.to_str().unwrap();
+    let reference_db = dir.path().join("reference");
+    let started = Instant::now();
+    let out = run_ok(bin().args([
+        "import",
+        "--db",
+        reference_db.to_str().unwrap(),
+        "-i",
+        f,
+        "--batch",
+        "500",
+    ]));
+    let full_time = started.elapsed();
+    let reference = roots_printed(&out);
+    assert_eq!(reference.len(), 40);
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut mid_run_kills = 0;
+    for round in 0..20 {
+        let db = dir.path().join(format!("db{round}"));
+        let d = db.to_str().unwrap();
+        let mut child = bin()
+            .args(["import", "--db", d, "-i", f, "--batch", "500"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let lines = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<_>>()
+        });
+        let delay = rng.random_range(0..full_time.as_millis().max(20) as u64);
+        std::thread::sleep(Duration::from_millis(delay));
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        let printed = roots_printed(&lines.join().unwrap().join("\n"));
+        if !status.success() {
+            mid_run_kills += 1;
+        }
+        // Every root printed before the kill is the reference root of its block.
+        assert_eq!(printed[..], reference[..printed.len()]);
+        if !db.join("mdbx.dat").exists() {
+            continue; // killed before the database was created
+        }
+        let info: serde_json::Value =
+            serde_json::from_str(&run_ok(bin().args(["info", "--db", d, "--json"]))).unwrap();
+        let block = info["block"].as_u64().unwrap() as usize;
+        let root = info["root"].as_str().unwrap();
+        if block == 0 {
+            assert_eq!(root, format!("0x{}", "0".repeat(64)));
+        } else {
+            assert_eq!(root, reference[block - 1], "round {round}: block {block}");
+            assert!(block >= printed.len(), "a printed block was lost");
+        }
+        // Finish the import: the same final root.
+        let out = run_ok(bin().args(["import", "--db", d, "-i", f, "--batch", "500"]));
+        assert_eq!(
+            roots_printed(&out).last().unwrap(),
+            reference.last().unwrap()
+        );
+    }
+    assert!(
+        mid_run_kills >= 10,
+        "only {mid_run_kills} kills landed mid-run"
+    );
+}
