@@ -1,0 +1,41 @@
+//! The adapter's error type.
+
+use alloy_primitives::{Address, B256};
+use bintrie_store::StoreError;
+use bintrie_trie::TrieError;
+use revm::database_interface::DBErrorMarker;
+
+/// Why a state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The MDBX store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The trie failed (a missing or corrupt node, a store error while loading).
+    #[error("trie: {0}")]
+    Trie(#[from] TrieError<StoreError>),
+    /// A stored account leaf does not decode.
+    #[error("corrupt account {address}: {reason}")]
+    CorruptAccount {
+        /// The account.
+        address: Address,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An account's code hash has no entry in the code table.
+    #[error("code {0} is not in the code table")]
+    MissingCode(B256),
+    /// BLOCKHASH asked for a block whose hash the caller did not supply.
+    #[error("no hash supplied for block {0}")]
+    MissingBlockHash(u64),
+    /// An account cannot be encoded (e.g. a balance over 16 bytes).
+    #[error("account {address}: {source}")]
+    Encode {
+        /// The account.
+        address: Address,
+        /// Why.
+        source: bintrie_keys::KeyError,
+    },
+}
+
+impl DBErrorMarker for StateError {}

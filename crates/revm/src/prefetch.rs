@@ -1,0 +1,93 @@
+//! What to read before a block executes.
+
+use alloy_primitives::{Address, B256, U256, address};
+use bintrie_keys::{Stem, basic_data_key, storage_slot_key};
+
+/// EIP-4788 beacon roots contract.
+pub const BEACON_ROOTS_ADDRESS: Address = address!("0x000F3df6D732807Ef1319fB7B8bB8522d0Beac02");
+/// EIP-2935 history storage contract.
+pub const HISTORY_STORAGE_ADDRESS: Address = address!("0x0000F90827F1C53a10cb7A02335B175320002935");
+/// EIP-7002 withdrawal requests contract.
+pub const WITHDRAWAL_REQUEST_ADDRESS: Address =
+    address!("0x00000961Ef480Eb55e80D19ad83579A64c007002");
+/// EIP-7251 consolidation requests contract.
+pub const CONSOLIDATION_REQUEST_ADDRESS: Address =
+    address!("0x0000BBdDc7CE488642fb579F8B00f3a590007251");
+
+/// The accounts and slots a block is expected to touch: senders, recipients, EIP-2930 access
+/// lists, the coinbase, withdrawal recipients, the system contracts, and an EIP-7928 block
+/// access list when there is one. Duplicates are fine: [`PrefetchList::stems`] dedupes.
+#[derive(Clone, Debug, Default)]
+pub struct PrefetchList {
+    accounts: Vec<Address>,
+    slots: Vec<(Address, U256)>,
+}
+
+impl PrefetchList {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an account (its header stem: BASIC_DATA, CODE_HASH, slots 0..63, first code chunks).
+    pub fn account(&mut self, address: Address) -> &mut Self {
+        self.accounts.push(address);
+        self
+    }
+
+    /// Adds a storage slot (and its account).
+    pub fn slot(&mut self, address: Address, slot: U256) -> &mut Self {
+        self.accounts.push(address);
+        self.slots.push((address, slot));
+        self
+    }
+
+    /// Adds an EIP-2930 access list (or an EIP-7928 block access list's reads): each address
+    /// with its storage keys.
+    pub fn access_list<'a>(
+        &mut self,
+        list: impl IntoIterator<Item = (Address, &'a [B256])>,
+    ) -> &mut Self {
+        for (address, keys) in list {
+            self.accounts.push(address);
+            self.slots
+                .extend(keys.iter().map(|k| (address, U256::from_be_bytes(k.0))));
+        }
+        self
+    }
+
+    /// Adds the system contracts called around every block (EIP-4788, EIP-2935, EIP-7002,
+    /// EIP-7251). Their slots depend on the block, so only the accounts are listed.
+    pub fn system_contracts(&mut self) -> &mut Self {
+        self.accounts.extend([
+            BEACON_ROOTS_ADDRESS,
+            HISTORY_STORAGE_ADDRESS,
+            WITHDRAWAL_REQUEST_ADDRESS,
+            CONSOLIDATION_REQUEST_ADDRESS,
+        ]);
+        self
+    }
+
+    /// Number of accounts and slots listed (with duplicates).
+    pub fn len(&self) -> usize {
+        self.accounts.len() + self.slots.len()
+    }
+
+    /// True when nothing is listed.
+    pub fn is_empty(&self) -> bool {
+        self.accounts.is_empty() && self.slots.is_empty()
+    }
+
+    /// The stems to read, sorted and deduplicated.
+    pub fn stems(&self) -> Vec<Stem> {
+        let mut stems: Vec<Stem> = self
+            .accounts
+            .iter()
+            .map(|a| basic_data_key(a).stem)
+            .chain(self.slots.iter().map(|(a, s)| storage_slot_key(a, s).stem))
+            .collect();
+        stems.sort_unstable();
+        stems.dedup();
+        stems
+    }
+}

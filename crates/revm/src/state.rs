@@ -1,0 +1,142 @@
+//! [`BinTrieState`]: the trie over the MDBX store, block by block.
+
+use crate::{BlockChanges, BlockDb, BlockDbOptions, StateError};
+use alloy_primitives::{Address, B256, keccak256};
+use bintrie_keys::{AccountState, account_entries};
+use bintrie_store::{StateStore, StoreOptions};
+use bintrie_trie::{CommitStats, Trie, TrieStats};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What committing one block cost.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitReport {
+    /// The new root.
+    pub root: B256,
+    /// Applying the writes to the trie and rehashing.
+    pub trie_update: Duration,
+    /// Serializing the dirty nodes and the MDBX write transaction.
+    pub commit: Duration,
+    /// Blobs and bytes written.
+    pub stats: CommitStats,
+    /// Trie work (nodes loaded, hashes) during the update and commit.
+    pub trie: TrieStats,
+}
+
+/// The binary-trie state: a [`Trie`] over a [`StateStore`], committed one block at a time.
+///
+/// Use: [`BinTrieState::block_db`] for a block's revm database, execute, then
+/// [`BinTrieState::commit_block`] with [`BlockDb::into_changes`].
+#[derive(Debug)]
+pub struct BinTrieState {
+    trie: Trie<StateStore>,
+}
+
+impl BinTrieState {
+    /// Opens (or creates) the database in `dir`; the trie starts at the stored root.
+    pub fn open(dir: impl AsRef<Path>, options: &StoreOptions) -> Result<Self, StateError> {
+        Self::from_store(StateStore::open(dir, options)?)
+    }
+
+    /// The state over an open store.
+    pub fn from_store(store: StateStore) -> Result<Self, StateError> {
+        let meta = store.meta();
+        Ok(BinTrieState {
+            trie: Trie::open(store, meta.group_depth, meta.root)?,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &StateStore {
+        self.trie.store()
+    }
+
+    /// The root of the last committed block.
+    pub fn root(&self) -> B256 {
+        B256::from(self.store().meta().root)
+    }
+
+    /// The last committed block number.
+    pub fn block(&self) -> u64 {
+        self.store().meta().block
+    }
+
+    /// A revm database for the next block, over a snapshot of the last committed one.
+    pub fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<'_>, StateError> {
+        BlockDb::new(self.trie.store(), options)
+    }
+
+    /// Applies a block's writes as one sorted batch, rehashes, and commits nodes, flat stems,
+    /// code and meta in one MDBX transaction as block `block`.
+    pub fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        self.trie.reset_stats();
+        let t = Instant::now();
+        self.trie.update(changes.writes)?;
+        let root = self.trie.root();
+        let trie_update = t.elapsed();
+        let t = Instant::now();
+        let code: Vec<([u8; 32], Vec<u8>)> =
+            changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
+        let stats = self
+            .trie
+            .commit_with(|store, set| store.write_block(set, block, &code))?;
+        debug_assert_eq!(stats.root, root);
+        Ok(CommitReport {
+            root: B256::from(root),
+            trie_update,
+            commit: t.elapsed(),
+            stats,
+            trie: self.trie.stats(),
+        })
+    }
+
+    /// Writes whole accounts (a genesis or a pre-state) as block `block`: every account's header,
+    /// code chunks and non-zero storage (SPEC §4), and its code in the code table. An empty
+    /// database is written with sorted appends (MDBX `APPEND`).
+    pub fn import_accounts<'a>(
+        &mut self,
+        accounts: impl IntoIterator<Item = (&'a Address, &'a AccountState)>,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        let mut writes = Vec::new();
+        let mut code = Vec::new();
+        for (address, acct) in accounts {
+            let mut acct = acct.clone();
+            acct.storage.retain(|(_, v)| !v.is_zero());
+            writes.extend(account_entries(address, &acct).map_err(|source| {
+                StateError::Encode {
+                    address: *address,
+                    source,
+                }
+            })?);
+            if !acct.code.is_empty() {
+                code.push((keccak256(&acct.code).0, acct.code.clone()));
+            }
+        }
+        self.trie.reset_stats();
+        let t = Instant::now();
+        self.trie.update(writes)?;
+        let root = self.trie.root();
+        let trie_update = t.elapsed();
+        let t = Instant::now();
+        let empty = self.store().meta().block == 0 && self.store().meta().root == [0; 32];
+        let stats = self.trie.commit_with(|store, set| {
+            if empty {
+                store.bulk_load(set, block, &code)
+            } else {
+                store.write_block(set, block, &code)
+            }
+        })?;
+        Ok(CommitReport {
+            root: B256::from(root),
+            trie_update,
+            commit: t.elapsed(),
+            stats,
+            trie: self.trie.stats(),
+        })
+    }
+}
