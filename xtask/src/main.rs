@@ -38,10 +38,17 @@ fn have_libclang() -> bool {
     {
         return true;
     }
-    let dirs = ["/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"];
+    let dirs = [
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/local/lib",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+    ];
     let found_in = |dir: &std::path::Path| {
         std::fs::read_dir(dir).is_ok_and(|rd| {
-            rd.flatten().any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
         })
     };
     dirs.iter().any(|d| found_in(std::path::Path::new(d)))
@@ -65,11 +72,16 @@ fn ensure_system_deps() -> Result<()> {
     }
     let cmd = "apt-get update && apt-get install -y libclang-dev";
     if !is_root() {
-        bail!("libclang is missing (libmdbx's bindings need it at build time). Run:\n\n    sudo sh -c '{cmd}'\n");
+        bail!(
+            "libclang is missing (libmdbx's bindings need it at build time). Run:\n\n    sudo sh -c '{cmd}'\n"
+        );
     }
     eprintln!("libclang is missing: installing libclang-dev ({cmd})");
     let ok = Command::new("sh")
-        .args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {cmd} >/dev/null")])
+        .args([
+            "-c",
+            &format!("DEBIAN_FRONTEND=noninteractive {cmd} >/dev/null"),
+        ])
         .status()
         .context("running apt-get")?
         .success();
@@ -96,7 +108,14 @@ fn main() -> Result<()> {
         Some("ci") => {
             ensure_system_deps()?;
             cargo(&["fmt", "--all", "--", "--check"])?;
-            cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+            cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])?;
             cargo(&["test", "--workspace"])
         }
         Some("bench") => bail!(
