@@ -376,13 +376,20 @@ impl StateStore {
         let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
         let codes = txn.open_table(Some(T_CODE)).map_err(map_err)?;
         let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
-        for (key, blob) in nodes_sorted {
-            txn.put(&nodes, key.as_bytes(), blob, WriteFlags::APPEND)
-                .map_err(map_err)?;
-        }
-        for (stem, rest) in flat {
-            txn.put(&stems, stem, rest, WriteFlags::APPEND)
-                .map_err(map_err)?;
+        {
+            // Cursor appends: sorted keys go straight to the last leaf page, no tree descent.
+            let mut cursor = txn.cursor(&nodes).map_err(map_err)?;
+            for (key, blob) in nodes_sorted {
+                cursor
+                    .put(key.as_bytes(), blob, WriteFlags::APPEND)
+                    .map_err(map_err)?;
+            }
+            let mut cursor = txn.cursor(&stems).map_err(map_err)?;
+            for (stem, rest) in flat {
+                cursor
+                    .put(stem, rest, WriteFlags::APPEND)
+                    .map_err(map_err)?;
+            }
         }
         for (hash, bytecode) in code {
             txn.put(&codes, hash, bytecode, WriteFlags::APPEND)

@@ -40,17 +40,20 @@ impl CommitSet {
         self.removed.push(key);
     }
 
-    /// Appends another set's blobs and removals (used to merge parallel collection).
-    pub(crate) fn extend(&mut self, other: CommitSet) {
-        let base = self.data.len();
-        self.data.extend_from_slice(&other.data);
-        self.keys.extend(
-            other
-                .keys
-                .into_iter()
-                .map(|(k, r)| (k, r.start + base..r.end + base)),
-        );
-        self.removed.extend(other.removed);
+    /// Appends other sets' blobs and removals (parallel collection), copying their bytes once.
+    pub(crate) fn append_all(&mut self, parts: Vec<CommitSet>) {
+        self.data.reserve(parts.iter().map(|p| p.data.len()).sum());
+        self.keys.reserve(parts.iter().map(|p| p.keys.len()).sum());
+        for part in parts {
+            let base = self.data.len();
+            self.data.extend_from_slice(&part.data);
+            self.keys.extend(
+                part.keys
+                    .into_iter()
+                    .map(|(k, r)| (k, r.start + base..r.end + base)),
+            );
+            self.removed.extend(part.removed);
+        }
     }
 
     /// Drops removals of keys that this set also writes.

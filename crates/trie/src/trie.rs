@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Batches at least this large are split across rayon tasks.
-const PAR_BATCH: usize = 2048;
+const PAR_BATCH: usize = 256;
 /// Subtrees above this depth are hashed in parallel.
 const PAR_HASH_DEPTH: usize = 8;
 
@@ -388,7 +388,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     pub fn prepare_commit(&mut self) -> CommitSet {
         let root = self.root();
         let mut set = CommitSet::new(root, self.group_depth);
-        collect(&self.root, Path::ROOT, self.group_depth, &mut set);
+        collect_all(&self.root, self.group_depth, &mut set);
         for p in &self.vacated {
             set.push_removed(p.to_key());
         }
@@ -691,41 +691,56 @@ fn hash_node<H: TreeHasher>(node: &mut Node, depth: usize) -> (Hash32, u64) {
     }
 }
 
-/// Serializes the dirty nodes under `node` into `set`. Requires hashes to be computed.
-fn collect(node: &Node, path: Path, g: u8, set: &mut CommitSet) {
+/// Serializes the dirty nodes of the tree into `set`. Requires hashes to be computed.
+///
+/// The nodes above depth [`PAR_HASH_DEPTH`] are written here; the dirty subtrees below are
+/// serialized in parallel into their own sets and appended once (one copy of the bytes).
+fn collect_all(root: &Node, g: u8, set: &mut CommitSet) {
+    use rayon::prelude::*;
+    let mut frontier = Vec::new();
+    collect(root, Path::ROOT, g, set, Some(&mut frontier));
+    let parts: Vec<CommitSet> = frontier
+        .par_iter()
+        .map(|(node, path)| {
+            let mut part = CommitSet::default();
+            collect(node, *path, g, &mut part, None);
+            part
+        })
+        .collect();
+    set.append_all(parts);
+}
+
+/// Serializes the dirty nodes under `node`. With a `frontier`, stops at depth
+/// [`PAR_HASH_DEPTH`] and hands the dirty nodes there to the caller instead.
+fn collect<'a>(
+    node: &'a Node,
+    path: Path,
+    g: u8,
+    set: &mut CommitSet,
+    mut frontier: Option<&mut Vec<(&'a Node, Path)>>,
+) {
+    if !node.is_dirty() {
+        return;
+    }
+    if let Some(f) = frontier.as_deref_mut()
+        && path.len() >= PAR_HASH_DEPTH
+    {
+        f.push((node, path));
+        return;
+    }
     match node {
-        Node::Stem(s) if s.dirty => {
+        Node::Stem(s) => {
             set.push_with(path.to_key(), |buf| s.values.encode_blob(&s.stem, buf));
         }
-        Node::Internal(n) if n.dirty => {
-            let depth = path.len();
-            if depth.is_multiple_of(g as usize) {
+        Node::Internal(n) => {
+            if path.len().is_multiple_of(g as usize) {
                 let mut entries = Vec::new();
                 group_entries(node, g, 0, 0, &mut entries);
                 set.push_with(path.to_key(), |buf| GroupBlob::encode(g, &entries, buf));
             }
-            let (lp, rp) = match (path.child(0), path.child(1)) {
-                (Some(l), Some(r)) => (l, r),
-                _ => return,
-            };
-            if depth < PAR_HASH_DEPTH && n.left.is_dirty() && n.right.is_dirty() {
-                let (mut a, b) = rayon::join(
-                    || {
-                        let mut s = CommitSet::default();
-                        collect(&n.left, lp, g, &mut s);
-                        s
-                    },
-                    || {
-                        let mut s = CommitSet::default();
-                        collect(&n.right, rp, g, &mut s);
-                        s
-                    },
-                );
-                a.extend(b);
-                set.extend(a);
-            } else {
-                collect(&n.left, lp, g, set);
-                collect(&n.right, rp, g, set);
+            if let (Some(lp), Some(rp)) = (path.child(0), path.child(1)) {
+                collect(&n.left, lp, g, set, frontier.as_deref_mut());
+                collect(&n.right, rp, g, set, frontier);
             }
         }
         _ => {}
