@@ -18,7 +18,10 @@ use std::path::Path;
 use std::time::Instant;
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn open(dir: &Path) -> StateStore {
@@ -40,7 +43,9 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     let mut rng = StdRng::seed_from_u64(1);
     // The store: n account header stems of random addresses.
-    let addresses: Vec<Address> = (0..n).map(|_| Address::from(rng.random::<[u8; 20]>())).collect();
+    let addresses: Vec<Address> = (0..n)
+        .map(|_| Address::from(rng.random::<[u8; 20]>()))
+        .collect();
     let t = Instant::now();
     {
         let mut trie: Trie<StateStore> = Trie::new(open(&dir), 5).unwrap();
@@ -57,7 +62,9 @@ fn main() {
         size as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
-    let sample: Vec<Address> = (0..keys).map(|_| addresses[rng.random_range(0..n)]).collect();
+    let sample: Vec<Address> = (0..keys)
+        .map(|_| addresses[rng.random_range(0..n)])
+        .collect();
     let mut list = PrefetchList::new();
     for a in &sample {
         list.account(*a);
@@ -71,7 +78,9 @@ fn main() {
     let db = TrieDb::new(&store, ReadPath::Flat).unwrap();
     let t = Instant::now();
     for a in &sample {
-        db.read_stem(&basic_data_key(a).stem).unwrap().expect("present");
+        db.read_stem(&basic_data_key(a).stem)
+            .unwrap()
+            .expect("present");
     }
     let serial = t.elapsed();
     drop(db);

@@ -228,10 +228,12 @@ impl<'s> BlockDb<'s> {
             r.get_stem(s, self.options.read_path)
         })?;
         let mut reads = read.len() as u64;
-        // Second round: the code of the prefetched accounts.
+        // Second round: the code of the prefetched accounts (header stems only).
+        let headers = list.account_stems();
         let mut hashes = Vec::new();
         for (stem, values) in stems.iter().zip(&read) {
-            if let Some(v) = values
+            if headers.contains(stem)
+                && let Some(v) = values
                 && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
             {
                 let h = B256::from(*h);
@@ -247,12 +249,15 @@ impl<'s> BlockDb<'s> {
         reads += codes.len() as u64;
         if self.options.cache {
             self.stems.extend(stems.into_iter().zip(read));
+            // Code missing from the table is not cached: an execution that needs it reads it
+            // on demand and gets `MissingCode` there.
             for (h, c) in hashes.iter().zip(codes) {
-                let raw = c.ok_or(StateError::MissingCode(*h))?;
-                self.codes.insert(
-                    *h,
-                    Bytecode::new_raw_checked(raw.into()).unwrap_or_default(),
-                );
+                if let Some(raw) = c {
+                    self.codes.insert(
+                        *h,
+                        Bytecode::new_raw_checked(raw.into()).unwrap_or_default(),
+                    );
+                }
             }
         }
         self.seen_codes.extend(hashes);

@@ -78,6 +78,15 @@ impl PrefetchList {
         self.accounts.is_empty() && self.slots.is_empty()
     }
 
+    /// The header stems of the listed accounts: the only stems whose sub-index 1 is a
+    /// CODE_HASH (a storage stem's sub-index 1 is an ordinary slot).
+    pub fn account_stems(&self) -> std::collections::HashSet<Stem> {
+        self.accounts
+            .iter()
+            .map(|a| basic_data_key(a).stem)
+            .collect()
+    }
+
     /// The stems to read, sorted and deduplicated.
     pub fn stems(&self) -> Vec<Stem> {
         let mut stems: Vec<Stem> = self

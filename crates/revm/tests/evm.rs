@@ -525,3 +525,31 @@ fn cleared_slot_stays_a_present_zero_leaf() {
     t.update(writes).unwrap();
     assert_eq!(run.root, B256::from(t.root()));
 }
+
+/// Prefetch takes code hashes only from account header stems: a storage stem whose sub-index 1
+/// (slot % 256 == 1, past the header slots) holds an ordinary value is not mistaken for code,
+/// and an account whose code is missing from the table is left to on-demand reads.
+#[test]
+fn prefetch_reads_code_hashes_only_from_account_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pre = pre_state();
+    let odd_slot = (U256::from(5) << 240) | U256::from(1); // sub-index 1 of a storage stem
+    pre.get_mut(&WETH)
+        .unwrap()
+        .storage
+        .push((odd_slot, U256::from_be_slice(&[0xab; 20])));
+    let mut state = open_state(dir.path());
+    state.import_accounts(pre.iter(), 0).unwrap();
+    let mut db = state.block_db(BlockDbOptions::default()).unwrap();
+    let mut list = PrefetchList::new();
+    list.slot(WETH, odd_slot).account(ALICE);
+    db.prefetch(&list, 2).unwrap();
+    // WETH's header stem, the storage stem, ALICE's header, and WETH's code: nothing else.
+    assert_eq!(db.stats().store_reads, 4, "{:?}", db.stats());
+    use revm::Database;
+    assert_eq!(
+        db.storage(WETH, odd_slot).unwrap(),
+        U256::from_be_slice(&[0xab; 20])
+    );
+    assert_eq!(db.stats().misses, 0);
+}

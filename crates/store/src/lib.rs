@@ -283,7 +283,6 @@ impl StateStore {
                     meta
                 }
             };
-            drop(mt);
             txn.commit().map_err(map_err)?;
             meta
         };
@@ -340,7 +339,6 @@ impl StateStore {
             ..self.meta
         };
         put_meta(&txn, &mt, &meta)?;
-        drop((nodes, stems, codes, mt));
         txn.commit().map_err(map_err)?;
         self.meta = meta;
         Ok(())
@@ -401,7 +399,6 @@ impl StateStore {
             ..self.meta
         };
         put_meta(&txn, &mt, &meta)?;
-        drop((nodes, stems, codes, mt));
         txn.commit().map_err(map_err)?;
         self.meta = meta;
         Ok(())
