@@ -15,6 +15,10 @@ Commands:
   test       the test suite: cargo test --workspace (what .ci/run calls)
   ci         cargo fmt --check, clippy -D warnings, then the tests
   deps       install the system packages the build needs (libclang-dev for MDBX's bindings)
+  exec-bench [--runs N] [--fixtures DIR]
+             the recorded mainnet blocks, cold (page cache evicted before each run), in three
+             modes: no cache, cache, cache + prefetch; medians over N runs (default 5) of the
+             state-read time, the block total and the read amplification
   bench      the whole-system group-depth study (not built yet: see the tracker); the criterion
              micro-benchmarks run with `cargo bench -p bintrie-trie` / `-p bintrie-node`
 
@@ -118,6 +122,10 @@ fn main() -> Result<()> {
             ])?;
             cargo(&["test", "--workspace"])
         }
+        Some("exec-bench") => {
+            ensure_system_deps()?;
+            exec_bench(&args[1..])
+        }
         Some("bench") => bail!(
             "the group-depth study is not implemented yet; micro-benchmarks: \
              `cargo bench -p bintrie-trie` and `cargo bench -p bintrie-node`"
@@ -128,4 +136,80 @@ fn main() -> Result<()> {
         }
         Some(other) => bail!("unknown command {other:?}\n\n{HELP}"),
     }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+/// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and prefetch.
+fn exec_bench(args: &[String]) -> Result<()> {
+    let mut runs = 5usize;
+    let mut dir = std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--runs" => runs = it.next().context("--runs N")?.parse().context("--runs N")?,
+            "--fixtures" => dir = it.next().context("--fixtures DIR")?.clone(),
+            other => bail!("exec-bench: unknown argument {other:?}"),
+        }
+    }
+    let dir = std::path::PathBuf::from(dir);
+    if !dir.is_dir() {
+        bail!("no fixtures at {} (set BINTRIE_FIXTURES or pass --fixtures DIR)", dir.display());
+    }
+    cargo(&["build", "--release", "--quiet", "-p", "bintrie"])?;
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/bintrie");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy().to_string();
+            n.contains(".zkpi.") || n.contains(".rpccache.") || n.ends_with(".block.json")
+        })
+        .collect();
+    fixtures.sort();
+    let modes: [(&str, &[&str]); 3] = [
+        ("no cache", &["--no-cache", "--no-prefetch"]),
+        ("cache", &["--no-prefetch"]),
+        ("cache + prefetch", &[]),
+    ];
+    println!("# recorded mainnet blocks, cold, median of {runs} runs\n");
+    println!("| block | mode | state read ms | total ms | Mgas/s | store reads | read amplification | valid |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for f in &fixtures {
+        for (name, flags) in modes {
+            let (mut read, mut total, mut mgas) = (Vec::new(), Vec::new(), Vec::new());
+            let mut last = serde_json::Value::Null;
+            for _ in 0..runs {
+                let out = Command::new(&bin)
+                    .args(["exec", "--json", "--cold", "--fixture"])
+                    .arg(f)
+                    .args(flags)
+                    .output()?;
+                let j: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+                    format!("{}: {}", f.display(), String::from_utf8_lossy(&out.stderr))
+                })?;
+                let t = &j["timings_ms"];
+                let ms = |k: &str| t[k].as_f64().unwrap_or(0.0);
+                read.push(ms("state_read"));
+                total.push(ms("state_read") + ms("execution") + ms("trie_update") + ms("commit"));
+                mgas.push(j["mgas_per_s"].as_f64().unwrap_or(0.0));
+                last = j;
+            }
+            println!(
+                "| {} | {name} | {:.2} | {:.2} | {:.1} | {} | {:.2} | {} |",
+                last["block"],
+                median(&mut read),
+                median(&mut total),
+                median(&mut mgas),
+                last["store_reads"],
+                last["read_amplification"].as_f64().unwrap_or(0.0),
+                last["valid"]
+            );
+        }
+    }
+    Ok(())
 }
