@@ -29,9 +29,7 @@ fn bench_hash64(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("hash64");
     group.throughput(Throughput::Bytes(64));
-    group.bench_function("fast", |b| {
-        b.iter(|| Sha256Hasher::hash64(black_box(&buf)))
-    });
+    group.bench_function("fast", |b| b.iter(|| Sha256Hasher::hash64(black_box(&buf))));
     group.bench_function("sha2_digest", |b| {
         b.iter(|| -> [u8; 32] { Sha256::digest(black_box(&buf)).into() })
     });
@@ -45,9 +43,7 @@ fn bench_hash32(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("hash32");
     group.throughput(Throughput::Bytes(32));
-    group.bench_function("fast", |b| {
-        b.iter(|| Sha256Hasher::hash32(black_box(&buf)))
-    });
+    group.bench_function("fast", |b| b.iter(|| Sha256Hasher::hash32(black_box(&buf))));
     group.bench_function("sha2_digest", |b| {
         b.iter(|| -> [u8; 32] { Sha256::digest(black_box(&buf)).into() })
     });
