@@ -141,13 +141,18 @@ fn main() -> Result<()> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and prefetch.
 fn exec_bench(args: &[String]) -> Result<()> {
     let mut runs = 5usize;
-    let mut dir = std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
+    let mut dir =
+        std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -158,7 +163,10 @@ fn exec_bench(args: &[String]) -> Result<()> {
     }
     let dir = std::path::PathBuf::from(dir);
     if !dir.is_dir() {
-        bail!("no fixtures at {} (set BINTRIE_FIXTURES or pass --fixtures DIR)", dir.display());
+        bail!(
+            "no fixtures at {} (set BINTRIE_FIXTURES or pass --fixtures DIR)",
+            dir.display()
+        );
     }
     cargo(&["build", "--release", "--quiet", "-p", "bintrie"])?;
     let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/bintrie");
@@ -166,7 +174,11 @@ fn exec_bench(args: &[String]) -> Result<()> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            let n = p.file_name().unwrap_or_default().to_string_lossy().to_string();
+            let n = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
             n.contains(".zkpi.") || n.contains(".rpccache.") || n.ends_with(".block.json")
         })
         .collect();
@@ -177,7 +189,9 @@ fn exec_bench(args: &[String]) -> Result<()> {
         ("cache + prefetch", &[]),
     ];
     println!("# recorded mainnet blocks, cold, median of {runs} runs\n");
-    println!("| block | mode | state read ms | total ms | Mgas/s | store reads | read amplification | valid |");
+    println!(
+        "| block | mode | state read ms | total ms | Mgas/s | store reads | read amplification | valid |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     for f in &fixtures {
         for (name, flags) in modes {
@@ -189,9 +203,10 @@ fn exec_bench(args: &[String]) -> Result<()> {
                     .arg(f)
                     .args(flags)
                     .output()?;
-                let j: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-                    format!("{}: {}", f.display(), String::from_utf8_lossy(&out.stderr))
-                })?;
+                let j: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).with_context(|| {
+                        format!("{}: {}", f.display(), String::from_utf8_lossy(&out.stderr))
+                    })?;
                 let t = &j["timings_ms"];
                 let ms = |k: &str| t[k].as_f64().unwrap_or(0.0);
                 read.push(ms("state_read"));

@@ -17,6 +17,10 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::path::Path;
 use std::time::Instant;
 
+/// The allocator the `bintrie` binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
