@@ -73,18 +73,32 @@ impl BinTrieState {
         changes: BlockChanges,
         block: u64,
     ) -> Result<CommitReport, StateError> {
+        let code = changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
+        self.apply(changes.writes, code, block)
+    }
+
+    /// Update, rehash and commit, timed. An empty database takes the bulk-load path.
+    fn apply(
+        &mut self,
+        writes: Vec<(bintrie_keys::TreeKey, [u8; 32])>,
+        code: Vec<([u8; 32], Vec<u8>)>,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
         self.trie.reset_stats();
         let t = Instant::now();
-        self.trie.update(changes.writes)?;
+        self.trie.update(writes)?;
         let root = self.trie.root();
         let trie_update = t.elapsed();
         let t = Instant::now();
-        let code: Vec<([u8; 32], Vec<u8>)> =
-            changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
-        let stats = self
-            .trie
-            .commit_with(|store, set| store.write_block(set, block, &code))?;
-        debug_assert_eq!(stats.root, root);
+        let meta = self.store().meta();
+        let empty = meta.block == 0 && meta.root == [0; 32];
+        let stats = self.trie.commit_with(|store, set| {
+            if empty {
+                store.bulk_load(set, block, &code)
+            } else {
+                store.write_block(set, block, &code)
+            }
+        })?;
         Ok(CommitReport {
             root: B256::from(root),
             trie_update,
@@ -117,26 +131,6 @@ impl BinTrieState {
                 code.push((keccak256(&acct.code).0, acct.code.clone()));
             }
         }
-        self.trie.reset_stats();
-        let t = Instant::now();
-        self.trie.update(writes)?;
-        let root = self.trie.root();
-        let trie_update = t.elapsed();
-        let t = Instant::now();
-        let empty = self.store().meta().block == 0 && self.store().meta().root == [0; 32];
-        let stats = self.trie.commit_with(|store, set| {
-            if empty {
-                store.bulk_load(set, block, &code)
-            } else {
-                store.write_block(set, block, &code)
-            }
-        })?;
-        Ok(CommitReport {
-            root: B256::from(root),
-            trie_update,
-            commit: t.elapsed(),
-            stats,
-            trie: self.trie.stats(),
-        })
+        self.apply(writes, code, block)
     }
 }

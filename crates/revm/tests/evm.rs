@@ -136,8 +136,9 @@ fn reference_db(pre: &BTreeMap<Address, AccountState>) -> CacheDB<EmptyDB> {
     db
 }
 
-/// The root of the reference database's state, built from scratch (zero slots left out).
-fn scratch_root(db: &CacheDB<EmptyDB>) -> B256 {
+/// The tree writes that build the reference database's state from scratch (zero slots and
+/// empty accounts left out).
+fn scratch_writes(db: &CacheDB<EmptyDB>) -> Vec<(TreeKey, [u8; 32])> {
     let mut writes = Vec::new();
     for (a, acct) in &db.cache.accounts {
         if acct.info.is_empty() && acct.storage.values().all(|v| v.is_zero()) {
@@ -162,9 +163,18 @@ fn scratch_root(db: &CacheDB<EmptyDB>) -> B256 {
         };
         writes.extend(account_entries(a, &state).unwrap());
     }
+    writes
+}
+
+fn root_of(writes: Vec<(TreeKey, [u8; 32])>) -> B256 {
     let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
     t.update(writes).unwrap();
     B256::from(t.root())
+}
+
+/// The root of the reference database's state, built from scratch.
+fn scratch_root(db: &CacheDB<EmptyDB>) -> B256 {
+    root_of(scratch_writes(db))
 }
 
 fn tx(caller: Address, nonce: u64, to: Option<Address>, value: u128, data: Bytes) -> TxEnv {
@@ -495,35 +505,12 @@ fn cleared_slot_stays_a_present_zero_leaf() {
         "the cleared slot must stay in the tree"
     );
     // The scratch state plus an explicit zero leaf at the allowance key.
-    let mut writes = Vec::new();
-    for (a, acct) in &reference.cache.accounts {
-        if acct.info.is_empty() {
-            continue;
-        }
-        let code = reference
-            .cache
-            .contracts
-            .get(&acct.info.code_hash)
-            .map(|c| c.original_bytes().to_vec())
-            .unwrap_or_default();
-        let s = AccountState {
-            nonce: acct.info.nonce,
-            balance: acct.info.balance,
-            code,
-            storage: acct
-                .storage
-                .iter()
-                .filter(|(_, v)| !v.is_zero())
-                .map(|(k, v)| (*k, *v))
-                .collect(),
-        };
-        writes.extend(account_entries(a, &s).unwrap());
-    }
-    let key: TreeKey = storage_slot_key(&WETH, &allowance_slot(BOB, CAROL));
-    writes.push((key, [0; 32]));
-    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
-    t.update(writes).unwrap();
-    assert_eq!(run.root, B256::from(t.root()));
+    let mut writes = scratch_writes(&reference);
+    writes.push((
+        storage_slot_key(&WETH, &allowance_slot(BOB, CAROL)),
+        [0; 32],
+    ));
+    assert_eq!(run.root, root_of(writes));
 }
 
 /// Prefetch takes code hashes only from account header stems: a storage stem whose sub-index 1
