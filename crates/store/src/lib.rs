@@ -148,6 +148,16 @@ fn map_err(e: libmdbx::Error) -> StoreError {
     }
 }
 
+type RwTxn<'db> = libmdbx::Transaction<'db, libmdbx::RW, WriteMap>;
+
+/// The tables, opened in one write transaction.
+struct Tables<'txn> {
+    nodes: libmdbx::Table<'txn>,
+    stems: libmdbx::Table<'txn>,
+    code: libmdbx::Table<'txn>,
+    meta: libmdbx::Table<'txn>,
+}
+
 pub(crate) struct Inner {
     pub(crate) db: Database<WriteMap>,
     pub(crate) dir: PathBuf,
@@ -313,32 +323,48 @@ impl StateStore {
         block: u64,
         code: &[(Hash32, Vec<u8>)],
     ) -> Result<(), StoreError> {
-        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
-        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
-        let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
-        let codes = txn.open_table(Some(T_CODE)).map_err(map_err)?;
-        let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
-        for key in commit.removed() {
-            txn.del(&nodes, key.as_bytes(), None).map_err(map_err)?;
-        }
-        for (key, blob) in commit.nodes() {
-            txn.put(&nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
-                .map_err(map_err)?;
-            if blob.first() == Some(&STEM_TAG) && blob.len() >= 32 {
-                txn.put(&stems, &blob[1..32], &blob[32..], WriteFlags::UPSERT)
+        self.block_txn(commit.root, block, |txn, t| {
+            for key in commit.removed() {
+                txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
+            }
+            for (key, blob) in commit.nodes() {
+                txn.put(&t.nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
+                    .map_err(map_err)?;
+                if blob.first() == Some(&STEM_TAG) && blob.len() >= 32 {
+                    txn.put(&t.stems, &blob[1..32], &blob[32..], WriteFlags::UPSERT)
+                        .map_err(map_err)?;
+                }
+            }
+            for (hash, bytecode) in code {
+                txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
                     .map_err(map_err)?;
             }
-        }
-        for (hash, bytecode) in code {
-            txn.put(&codes, hash, bytecode, WriteFlags::UPSERT)
-                .map_err(map_err)?;
-        }
+            Ok(())
+        })
+    }
+
+    /// One write transaction for block `block` with root `root`: `body` writes the tables, then
+    /// the meta is updated and the transaction committed. On any error nothing is written.
+    fn block_txn(
+        &mut self,
+        root: Hash32,
+        block: u64,
+        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
+        let tables = Tables {
+            nodes: txn.open_table(Some(T_NODES)).map_err(map_err)?,
+            stems: txn.open_table(Some(T_STEMS)).map_err(map_err)?,
+            code: txn.open_table(Some(T_CODE)).map_err(map_err)?,
+            meta: txn.open_table(Some(T_META)).map_err(map_err)?,
+        };
+        body(&txn, &tables)?;
         let meta = Meta {
-            root: commit.root,
+            root,
             block,
             ..self.meta
         };
-        put_meta(&txn, &mt, &meta)?;
+        put_meta(&txn, &tables.meta, &meta)?;
         txn.commit().map_err(map_err)?;
         self.meta = meta;
         Ok(())
@@ -369,39 +395,26 @@ impl StateStore {
         let mut code: Vec<_> = code.iter().collect();
         code.sort_unstable_by_key(|c| c.0);
         code.dedup_by_key(|c| c.0);
-        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
-        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
-        let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
-        let codes = txn.open_table(Some(T_CODE)).map_err(map_err)?;
-        let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
-        {
+        self.block_txn(commit.root, block, |txn, t| {
             // Cursor appends: sorted keys go straight to the last leaf page, no tree descent.
-            let mut cursor = txn.cursor(&nodes).map_err(map_err)?;
+            let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
             for (key, blob) in nodes_sorted {
                 cursor
                     .put(key.as_bytes(), blob, WriteFlags::APPEND)
                     .map_err(map_err)?;
             }
-            let mut cursor = txn.cursor(&stems).map_err(map_err)?;
+            let mut cursor = txn.cursor(&t.stems).map_err(map_err)?;
             for (stem, rest) in flat {
                 cursor
                     .put(stem, rest, WriteFlags::APPEND)
                     .map_err(map_err)?;
             }
-        }
-        for (hash, bytecode) in code {
-            txn.put(&codes, hash, bytecode, WriteFlags::APPEND)
-                .map_err(map_err)?;
-        }
-        let meta = Meta {
-            root: commit.root,
-            block,
-            ..self.meta
-        };
-        put_meta(&txn, &mt, &meta)?;
-        txn.commit().map_err(map_err)?;
-        self.meta = meta;
-        Ok(())
+            for (hash, bytecode) in code {
+                txn.put(&t.code, hash, bytecode, WriteFlags::APPEND)
+                    .map_err(map_err)?;
+            }
+            Ok(())
+        })
     }
 
     /// Calls `f(key, blob)` for every stored node in key order, in one read transaction.
