@@ -44,6 +44,10 @@ pub struct ImportArgs {
     /// recent blocks but never tears one).
     #[arg(long)]
     relaxed: bool,
+    /// MDBX page size of a new database: a power of two from 4096 to 65536 (default: the OS
+    /// page size). An existing database keeps the page size it was created with.
+    #[arg(long)]
+    page_size: Option<usize>,
 }
 
 pub fn cmd_import(args: ImportArgs) -> Result<()> {
@@ -51,6 +55,7 @@ pub fn cmd_import(args: ImportArgs) -> Result<()> {
         &args.db,
         &StoreOptions {
             group_depth: args.group_depth,
+            page_size: args.page_size,
             durability: if args.relaxed {
                 bintrie_store::Durability::Relaxed
             } else {
