@@ -124,15 +124,20 @@ pub struct InfoArgs {
     json: bool,
 }
 
-pub fn cmd_info(args: InfoArgs) -> Result<()> {
-    let store = StateStore::open(
-        &args.db,
+/// Opens an existing database (never creates one), at its own group depth.
+fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
+    StateStore::open(
+        dir,
         &StoreOptions {
             create: false,
             ..Default::default()
         },
     )
-    .with_context(|| format!("opening {}", args.db.display()))?;
+    .with_context(|| format!("opening {}", dir.display()))
+}
+
+pub fn cmd_info(args: InfoArgs) -> Result<()> {
+    let store = open_existing(&args.db)?;
     let meta = store.meta();
     let (nodes, stems, codes) = store.counts()?;
     let mut groups = 0u64;
@@ -217,14 +222,7 @@ pub struct GetArgs {
 
 pub fn cmd_get(args: GetArgs) -> Result<()> {
     let key = TreeKey::from_bytes(input::parse_b32(&args.key).context("KEY")?);
-    let store = StateStore::open(
-        &args.db,
-        &StoreOptions {
-            create: false,
-            ..Default::default()
-        },
-    )
-    .with_context(|| format!("opening {}", args.db.display()))?;
+    let store = open_existing(&args.db)?;
     let reader = store.reader()?;
     if let Some(values) = reader.get_stem(&key.stem, args.read_path.into())?
         && let Some(v) = values.get(key.sub_index)

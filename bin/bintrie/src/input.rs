@@ -54,8 +54,9 @@ pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey,
     Ok(out)
 }
 
-/// A uint from a JSON number, a decimal string or a 0x-hex string.
-fn json_u256(v: &Value, at: &str) -> Result<U256> {
+/// A uint from a JSON number, a decimal string or a 0x-hex string (`0x` alone is zero); errors
+/// name `at`.
+pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
     match v {
         Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
             anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
@@ -77,7 +78,8 @@ fn json_u256(v: &Value, at: &str) -> Result<U256> {
     }
 }
 
-fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
+/// Bytes from a hex string (0x optional, even digit count); errors name `at`.
+pub fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
     let s = v
         .as_str()
         .ok_or_else(|| anyhow!("{at}: expected a hex string, got {v}"))?;

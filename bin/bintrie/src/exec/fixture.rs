@@ -13,6 +13,7 @@
 //!   output, with the pre-state from a separate file: address -> {basic {balance, nonce}, code
 //!   {bytecode, original_len} or null, code_hash, storage}. It has no post values.
 
+use crate::input::{json_hex_bytes as hex_bytes, json_u256 as uint};
 use alloy_consensus::transaction::SignerRecoverable;
 use alloy_consensus::{Transaction as _, TxEnvelope};
 use alloy_eips::eip2718::Encodable2718;
@@ -35,6 +36,47 @@ pub struct PreAccount {
     /// block touches without running its code, e.g. a withdrawal recipient). `state.code` is
     /// then empty and the account is imported with this hash and no code.
     pub code_hash_only: Option<B256>,
+}
+
+impl PreAccount {
+    /// An account of the pre-state; zero slots are dropped (absent from the tree).
+    fn new(
+        nonce: u64,
+        balance: U256,
+        code: Vec<u8>,
+        storage: impl IntoIterator<Item = (U256, U256)>,
+        code_hash_only: Option<B256>,
+    ) -> Self {
+        PreAccount {
+            state: AccountState {
+                nonce,
+                balance,
+                code,
+                storage: storage.into_iter().filter(|(_, v)| !v.is_zero()).collect(),
+            },
+            code_hash_only,
+        }
+    }
+}
+
+/// For formats that give both code and code hash: `Some(hash)` when the code is missing (an
+/// account imported with its hash only), otherwise the code must hash to `code_hash`.
+fn code_hash_only(code: &[u8], code_hash: B256, at: &str) -> Result<Option<B256>> {
+    if code.is_empty() && code_hash != EMPTY_CODE_HASH {
+        return Ok(Some(code_hash));
+    }
+    check_code(code, code_hash, at)?;
+    Ok(None)
+}
+
+/// The `slot -> value` entries of a JSON object.
+fn storage_entries(s: &serde_json::Map<String, Value>, at: &str) -> Result<Vec<(U256, U256)>> {
+    s.iter()
+        .map(|(k, val)| {
+            let sat = format!("{at}.storage.{k}");
+            Ok((uint(&Value::String(k.clone()), &sat)?, uint(val, &sat)?))
+        })
+        .collect()
 }
 
 /// What an account must hold after the block.
@@ -182,25 +224,6 @@ fn object<'a>(v: &'a Value, key: &str, at: &str) -> Result<&'a serde_json::Map<S
         .ok_or_else(|| anyhow!("`{}` is not an object", join(at, key)))
 }
 
-/// A uint from a JSON number or a (0x-hex or decimal) string; `0x` alone is zero.
-fn uint(v: &Value, at: &str) -> Result<U256> {
-    match v {
-        Value::Number(n) => n
-            .as_u64()
-            .map(U256::from)
-            .ok_or_else(|| anyhow!("`{at}`: {n} is not a non-negative integer")),
-        Value::String(s) => {
-            let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-                Some("") => Ok(U256::ZERO),
-                Some(h) => U256::from_str_radix(h, 16),
-                None => U256::from_str_radix(s, 10),
-            };
-            parsed.map_err(|e| anyhow!("`{at}`: {s:?} is not a 256-bit number: {e}"))
-        }
-        other => bail!("`{at}`: expected a number or a string, got {other}"),
-    }
-}
-
 fn uint_field(v: &Value, key: &str, at: &str) -> Result<U256> {
     uint(field(v, key, at)?, &join(at, key))
 }
@@ -213,23 +236,6 @@ fn u64_field(v: &Value, key: &str, at: &str) -> Result<u64> {
 /// 32 bytes from hex (shorter hex is left-padded, as RPC quantities are).
 fn word(v: &Value, at: &str) -> Result<B256> {
     Ok(B256::from(uint(v, at)?))
-}
-
-fn hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
-    let s = v
-        .as_str()
-        .ok_or_else(|| anyhow!("`{at}`: expected a hex string"))?;
-    let h = s.strip_prefix("0x").unwrap_or(s);
-    if h.len() % 2 != 0 {
-        bail!("`{at}`: odd number of hex digits");
-    }
-    (0..h.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&h[i..i + 2], 16)
-                .map_err(|_| anyhow!("`{at}`: not hex at digit {i}"))
-        })
-        .collect()
 }
 
 fn address(s: &str, at: &str) -> Result<Address> {
@@ -510,22 +516,15 @@ fn load_zkpi(root: &Value) -> Result<Fixture> {
             Some(c) => hex_bytes(c, &join(&at, "code"))?,
             None => Vec::new(),
         };
-        let code_hash_only = if code.is_empty() && code_hash != EMPTY_CODE_HASH {
-            Some(code_hash)
-        } else {
-            check_code(&code, code_hash, &join(&at, "code"))?;
-            None
+        let hash_only = code_hash_only(&code, code_hash, &join(&at, "code"))?;
+        let storage = match v.get("storage").filter(|s| !s.is_null()) {
+            Some(s) => storage_entries(
+                s.as_object()
+                    .ok_or_else(|| anyhow!("`{at}.storage` is not an object"))?,
+                &at,
+            )?,
+            None => Vec::new(),
         };
-        let mut storage = Vec::new();
-        if let Some(s) = v.get("storage").filter(|s| !s.is_null()) {
-            let s = s
-                .as_object()
-                .ok_or_else(|| anyhow!("`{at}.storage` is not an object"))?;
-            for (k, val) in s {
-                let sat = format!("{at}.storage.{k}");
-                storage.push((uint(&Value::String(k.clone()), &sat)?, uint(val, &sat)?));
-            }
-        }
         expected.insert(
             a,
             ExpectedAccount {
@@ -533,18 +532,7 @@ fn load_zkpi(root: &Value) -> Result<Fixture> {
                 storage: storage.iter().copied().collect(),
             },
         );
-        pre.insert(
-            a,
-            PreAccount {
-                state: AccountState {
-                    nonce,
-                    balance,
-                    code,
-                    storage: storage.into_iter().filter(|(_, v)| !v.is_zero()).collect(),
-                },
-                code_hash_only,
-            },
-        );
+        pre.insert(a, PreAccount::new(nonce, balance, code, storage, hash_only));
     }
 
     // Post values: the pre-state with the changed accounts and slots applied.
@@ -659,30 +647,10 @@ fn load_block_with_pre_state(block_v: &Value, pre_v: &Value) -> Result<Fixture> 
             Some(Value::Null) => EMPTY_CODE_HASH,
             Some(h) => word(h, &join(&at, "code_hash"))?,
         };
-        let code_hash_only = if code.is_empty() && code_hash != EMPTY_CODE_HASH {
-            Some(code_hash)
-        } else {
-            check_code(&code, code_hash, &join(&at, "code"))?;
-            None
-        };
-        let mut storage = Vec::new();
-        for (k, val) in object(v, "storage", &at)? {
-            let sat = format!("{at}.storage.{k}");
-            storage.push((uint(&Value::String(k.clone()), &sat)?, uint(val, &sat)?));
-        }
+        let hash_only = code_hash_only(&code, code_hash, &join(&at, "code"))?;
+        let storage = storage_entries(object(v, "storage", &at)?, &at)?;
         keys.insert(a, storage.iter().map(|(k, _)| *k).collect());
-        pre.insert(
-            a,
-            PreAccount {
-                state: AccountState {
-                    nonce,
-                    balance,
-                    code,
-                    storage: storage.into_iter().filter(|(_, v)| !v.is_zero()).collect(),
-                },
-                code_hash_only,
-            },
-        );
+        pre.insert(a, PreAccount::new(nonce, balance, code, storage, hash_only));
     }
     let block_hashes = BTreeMap::from([(number - 1, block.header.inner.parent_hash)]);
     Ok(Fixture {
@@ -867,7 +835,7 @@ fn load_rpccache(root: &Value) -> Result<Fixture> {
             None => Vec::new(),
         };
         let mut storage = slots.remove(&a).unwrap_or_default();
-        let mut code_hash_only = None;
+        let mut hash_only = None;
         if let Some(p) = parent_proofs.get(&a) {
             if p.balance != balance || p.nonce != nonce {
                 bail!(
@@ -885,7 +853,7 @@ fn load_rpccache(root: &Value) -> Result<Fixture> {
             if codes.contains_key(&a) {
                 check_code(&code, proof_hash, &format!("code of {a}"))?;
             } else if proof_hash != EMPTY_CODE_HASH {
-                code_hash_only = Some(proof_hash);
+                hash_only = Some(proof_hash);
             }
             for (k, v) in &p.storage {
                 if let Some(old) = storage.insert(*k, *v)
@@ -900,24 +868,13 @@ fn load_rpccache(root: &Value) -> Result<Fixture> {
             bail!("{at}: missing `code` (and no eth_getProof answer gives its code hash)");
         }
         keys.insert(a, storage.keys().copied().collect());
-        if nonce == 0 && balance.is_zero() && code.is_empty() && code_hash_only.is_none() {
+        if nonce == 0 && balance.is_zero() && code.is_empty() && hash_only.is_none() {
             if storage.values().any(|v| !v.is_zero()) {
                 bail!("{at}: an empty account with non-zero storage");
             }
             continue; // absent
         }
-        pre.insert(
-            a,
-            PreAccount {
-                state: AccountState {
-                    nonce,
-                    balance,
-                    code,
-                    storage: storage.into_iter().filter(|(_, v)| !v.is_zero()).collect(),
-                },
-                code_hash_only,
-            },
-        );
+        pre.insert(a, PreAccount::new(nonce, balance, code, storage, hash_only));
     }
 
     Ok(Fixture {
