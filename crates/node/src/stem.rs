@@ -183,29 +183,45 @@ impl StemValues {
             return Err(CodecError::UnknownTag(blob[0]));
         }
         let stem: Stem = blob[1..1 + STEM_LEN].try_into().expect("length checked");
+        let values = Self::decode_values(&blob[1 + STEM_LEN..]).map_err(|e| match e {
+            CodecError::BadLength { expected, got } => CodecError::BadLength {
+                expected: expected + 1 + STEM_LEN,
+                got: got + 1 + STEM_LEN,
+            },
+            other => other,
+        })?;
+        Ok((stem, values))
+    }
+
+    /// Parses the part of a stem blob after the stem: the 32-byte bitmap and the present values
+    /// (what the flat stem table stores). Same checks as [`StemValues::decode_blob`].
+    pub fn decode_values(bytes: &[u8]) -> Result<StemValues, CodecError> {
+        if bytes.len() < 32 {
+            return Err(CodecError::Truncated {
+                len: bytes.len(),
+                min: 32,
+            });
+        }
         let mut bitmap = [0u64; 4];
-        for (w, chunk) in bitmap
-            .iter_mut()
-            .zip(blob[1 + STEM_LEN..STEM_HEADER_LEN].chunks_exact(8))
-        {
+        for (w, chunk) in bitmap.iter_mut().zip(bytes[..32].chunks_exact(8)) {
             *w = u64::from_be_bytes(chunk.try_into().expect("8 bytes"));
         }
         let n: usize = bitmap.iter().map(|w| w.count_ones() as usize).sum();
         if n == 0 {
             return Err(CodecError::EmptyStem);
         }
-        let expected = STEM_HEADER_LEN + 32 * n;
-        if blob.len() != expected {
+        let expected = 32 + 32 * n;
+        if bytes.len() != expected {
             return Err(CodecError::BadLength {
                 expected,
-                got: blob.len(),
+                got: bytes.len(),
             });
         }
-        let values = blob[STEM_HEADER_LEN..]
+        let values = bytes[32..]
             .chunks_exact(32)
             .map(|c| c.try_into().expect("32 bytes"))
             .collect();
-        Ok((stem, StemValues { bitmap, values }))
+        Ok(StemValues { bitmap, values })
     }
 }
 

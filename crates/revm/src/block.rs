@@ -164,10 +164,16 @@ impl<'s> BlockDb<'s> {
         }
     }
 
-    fn stem(&mut self, stem: &Stem) -> Result<Option<StemValues>, StateError> {
+    /// Runs `f` on the values of `stem`: from the cache, or read from the store (counted,
+    /// timed, and cached when the cache is on). No copy of the stem is made on a hit.
+    fn with_stem<R>(
+        &mut self,
+        stem: &Stem,
+        f: impl FnOnce(Option<&StemValues>) -> R,
+    ) -> Result<R, StateError> {
         if let Some(v) = self.stems.get(stem) {
             self.stats.cache_hits += 1;
-            return Ok(v.clone());
+            return Ok(f(v.as_ref()));
         }
         let t = Instant::now();
         let v = self.db.read_stem(stem)?;
@@ -175,10 +181,11 @@ impl<'s> BlockDb<'s> {
         self.stats.misses += 1;
         self.stats.store_reads += 1;
         self.seen_stems.insert(*stem);
+        let out = f(v.as_ref());
         if self.options.cache {
-            self.stems.insert(*stem, v.clone());
+            self.stems.insert(*stem, v);
         }
-        Ok(v)
+        Ok(out)
     }
 
     fn code(&mut self, hash: &B256) -> Result<Bytecode, StateError> {
@@ -202,8 +209,9 @@ impl<'s> BlockDb<'s> {
     }
 
     fn stored_account(&mut self, address: &Address) -> Result<Option<StoredAccount>, StateError> {
-        let stem = self.stem(&basic_data_key(address).stem)?;
-        let acct = decode_account(address, stem.as_ref())?;
+        let acct = self.with_stem(&basic_data_key(address).stem, |v| {
+            decode_account(address, v)
+        })??;
         if let Some(a) = &acct {
             self.code_sizes.insert(*address, a.code_size);
         }
@@ -217,22 +225,20 @@ impl<'s> BlockDb<'s> {
     /// store error while recording changes) is reported by [`BlockDb::into_changes`].
     pub fn prefetch(&mut self, list: &PrefetchList, workers: usize) -> Result<u64, StateError> {
         let start = Instant::now();
-        let mut stems: Vec<Stem> = list
+        // Already sorted and deduplicated; filtering keeps the order.
+        let (stems, is_header): (Vec<Stem>, Vec<bool>) = list
             .stems()
             .into_iter()
-            .filter(|s| !self.stems.contains_key(s))
-            .collect();
-        stems.sort_unstable();
-        stems.dedup();
+            .filter(|(s, _)| !self.stems.contains_key(s))
+            .unzip();
         let read = parallel_read(self.store, &stems, workers, |r, s| {
             r.get_stem(s, self.options.read_path)
         })?;
         let mut reads = read.len() as u64;
         // Second round: the code of the prefetched accounts (header stems only).
-        let headers = list.account_stems();
         let mut hashes = Vec::new();
-        for (stem, values) in stems.iter().zip(&read) {
-            if headers.contains(stem)
+        for ((stem, values), header) in stems.iter().zip(&read).zip(is_header) {
+            if header
                 && let Some(v) = values
                 && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
             {
@@ -465,7 +471,7 @@ impl Database for BlockDb<'_> {
             return Ok(U256::ZERO);
         }
         let key = storage_slot_key(&address, &index);
-        Ok(slot_value(self.stem(&key.stem)?.as_ref(), key.sub_index))
+        self.with_stem(&key.stem, |v| slot_value(v, key.sub_index))
     }
 
     fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {

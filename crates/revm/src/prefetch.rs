@@ -78,25 +78,34 @@ impl PrefetchList {
         self.accounts.is_empty() && self.slots.is_empty()
     }
 
-    /// The header stems of the listed accounts: the only stems whose sub-index 1 is a
-    /// CODE_HASH (a storage stem's sub-index 1 is an ordinary slot).
-    pub fn account_stems(&self) -> std::collections::HashSet<Stem> {
-        self.accounts
+    /// The stems to read, sorted and deduplicated, each with whether it is an account's header
+    /// stem (the only stems whose sub-index 1 is a CODE_HASH; a storage stem's sub-index 1 is an
+    /// ordinary slot). Each distinct address and slot is hashed once.
+    pub fn stems(&self) -> Vec<(Stem, bool)> {
+        let mut accounts = self.accounts.clone();
+        accounts.sort_unstable();
+        accounts.dedup();
+        let mut slots = self.slots.clone();
+        slots.sort_unstable();
+        slots.dedup();
+        let mut stems: Vec<(Stem, bool)> = accounts
             .iter()
-            .map(|a| basic_data_key(a).stem)
-            .collect()
-    }
-
-    /// The stems to read, sorted and deduplicated.
-    pub fn stems(&self) -> Vec<Stem> {
-        let mut stems: Vec<Stem> = self
-            .accounts
-            .iter()
-            .map(|a| basic_data_key(a).stem)
-            .chain(self.slots.iter().map(|(a, s)| storage_slot_key(a, s).stem))
+            .map(|a| (basic_data_key(a).stem, true))
+            .chain(
+                slots
+                    .iter()
+                    .map(|(a, s)| (storage_slot_key(a, s).stem, false)),
+            )
             .collect();
         stems.sort_unstable();
-        stems.dedup();
+        // Equal stems are adjacent; keep one, a header if any of them is.
+        stems.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 |= later.1;
+            }
+            same
+        });
         stems
     }
 }

@@ -110,11 +110,7 @@ impl<'db> Reader<'db> {
         let Some(rest) = self.get(&self.stems, stem)? else {
             return Ok(None);
         };
-        let mut blob = Vec::with_capacity(32 + rest.len());
-        blob.push(bintrie_node::STEM_TAG);
-        blob.extend_from_slice(stem);
-        blob.extend_from_slice(&rest);
-        let (_, values) = StemValues::decode_blob(&blob)
+        let values = StemValues::decode_values(&rest)
             .map_err(|e| StoreError::Corrupt(format!("flat stem: {e}")))?;
         Ok(Some(values))
     }
