@@ -1,0 +1,1 @@
+//! The report: results.json, report.md, SVG charts and index.html.

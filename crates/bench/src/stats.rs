@@ -1,0 +1,1 @@
+//! Medians, CV% and Mann-Whitney U tests over the kept runs.
