@@ -4,6 +4,8 @@
 //! report.md, SVG charts, index.html), and the runner (state building, workload blocks, cold
 //! measurement).
 
+pub mod contracts;
 pub mod model;
 pub mod report;
+pub mod runner;
 pub mod stats;

@@ -56,6 +56,11 @@ pub struct ReadStats {
     pub prefetch_reads: u64,
     /// Wall time of prefetch.
     pub prefetch_time: Duration,
+    /// MDBX lookups behind those reads (node and stem blobs on the trie-walk path, one per
+    /// stem on the flat path, plus code), prefetch workers included.
+    pub lookups: u64,
+    /// Bytes those lookups returned.
+    pub bytes: u64,
 }
 
 impl ReadStats {
@@ -158,8 +163,11 @@ impl<'s> BlockDb<'s> {
 
     /// The read counters so far.
     pub fn stats(&self) -> ReadStats {
+        let own = self.db.store_stats();
         ReadStats {
             unique_keys: (self.seen_stems.len() + self.seen_codes.len()) as u64,
+            lookups: self.stats.lookups + own.lookups,
+            bytes: self.stats.bytes + own.bytes,
             ..self.stats
         }
     }
@@ -231,7 +239,7 @@ impl<'s> BlockDb<'s> {
             .into_iter()
             .filter(|(s, _)| !self.stems.contains_key(s))
             .unzip();
-        let read = parallel_read(self.store, &stems, workers, |r, s| {
+        let (read, io) = parallel_read(self.store, &stems, workers, |r, s| {
             r.get_stem(s, self.options.read_path)
         })?;
         let mut reads = read.len() as u64;
@@ -251,8 +259,11 @@ impl<'s> BlockDb<'s> {
         }
         hashes.sort_unstable();
         hashes.dedup();
-        let codes = parallel_read(self.store, &hashes, workers, |r, h| r.get_code(&h.0))?;
+        let (codes, code_io) =
+            parallel_read(self.store, &hashes, workers, |r, h| r.get_code(&h.0))?;
         reads += codes.len() as u64;
+        self.stats.lookups += io.lookups + code_io.lookups;
+        self.stats.bytes += io.bytes + code_io.bytes;
         if self.options.cache {
             self.stems.extend(stems.into_iter().zip(read));
             // Code missing from the table is not cached: an execution that needs it reads it
@@ -412,22 +423,26 @@ fn parallel_read<T: Sync, R: Send>(
     items: &[T],
     workers: usize,
     read: impl Fn(&bintrie_store::Reader<'_>, &T) -> Result<R, bintrie_store::StoreError> + Sync,
-) -> Result<Vec<R>, StateError> {
+) -> Result<(Vec<R>, bintrie_store::ReadStats), StateError> {
+    let mut io = bintrie_store::ReadStats::default();
     if items.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), io));
     }
     let workers = workers.clamp(1, items.len());
     let chunk = items.len().div_ceil(workers);
-    let results: Vec<Result<Vec<R>, StateError>> = std::thread::scope(|s| {
+    type Part<R> = Result<(Vec<R>, bintrie_store::ReadStats), StateError>;
+    let results: Vec<Part<R>> = std::thread::scope(|s| {
         let handles: Vec<_> = items
             .chunks(chunk)
             .map(|part| {
                 let read = &read;
-                s.spawn(move || -> Result<Vec<R>, StateError> {
+                s.spawn(move || -> Part<R> {
                     let reader = store.reader()?;
-                    part.iter()
+                    let out = part
+                        .iter()
                         .map(|x| read(&reader, x).map_err(StateError::from))
-                        .collect()
+                        .collect::<Result<Vec<R>, StateError>>()?;
+                    Ok((out, reader.stats()))
                 })
             })
             .collect();
@@ -441,9 +456,12 @@ fn parallel_read<T: Sync, R: Send>(
     });
     let mut out = Vec::with_capacity(items.len());
     for r in results {
-        out.extend(r?);
+        let (part, stats) = r?;
+        out.extend(part);
+        io.lookups += stats.lookups;
+        io.bytes += stats.bytes;
     }
-    Ok(out)
+    Ok((out, io))
 }
 
 impl Database for BlockDb<'_> {

@@ -77,6 +77,19 @@ impl BinTrieState {
         self.apply(changes.writes, code, block)
     }
 
+    /// Writes raw tree entries (and code by hash) as block `block`, timed like a block. For
+    /// synthetic state (random stems) that no account list describes; an empty database is
+    /// written with sorted appends (MDBX `APPEND`). Later writes to the same key win.
+    pub fn import_entries(
+        &mut self,
+        writes: Vec<(bintrie_keys::TreeKey, [u8; 32])>,
+        code: Vec<(B256, Vec<u8>)>,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        let code = code.into_iter().map(|(h, c)| (h.0, c)).collect();
+        self.apply(writes, code, block)
+    }
+
     /// Update, rehash and commit, timed. An empty database takes the bulk-load path.
     fn apply(
         &mut self,

@@ -1,0 +1,125 @@
+//! The study pipeline end to end on a tiny state: the contracts behave as the runner assumes,
+//! and every workload produces the work it claims.
+
+use alloy_primitives::{Address, U256};
+use bintrie_bench::contracts::{self, DRIVER, SENDER, TOKEN};
+use bintrie_bench::model::{ReadPathKind, RunRow, Workload};
+use bintrie_bench::runner::{Scale, StudyOptions, run_study, workload_accounts};
+use bintrie_revm::{BinTrieState, BlockDbOptions};
+use bintrie_store::StoreOptions;
+use revm::context::result::{ExecutionResult, Output};
+use revm::context::{Context, TxEnv};
+use revm::primitives::hardfork::SpecId;
+use revm::{ExecuteEvm, MainBuilder, MainContext};
+
+fn call(state: &BinTrieState, to: Address, data: alloy_primitives::Bytes) -> U256 {
+    let mut db = state.block_db(BlockDbOptions::default()).unwrap();
+    let mut evm = Context::mainnet()
+        .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
+        .modify_block_chained(|b| b.basefee = 0)
+        .with_db(&mut db)
+        .build_mainnet();
+    let tx = TxEnv::builder()
+        .caller(SENDER)
+        .to(to)
+        .data(data)
+        .gas_limit(1_000_000)
+        .gas_price(0)
+        .build()
+        .unwrap();
+    match evm.transact(tx).unwrap().result {
+        ExecutionResult::Success {
+            output: Output::Call(out),
+            ..
+        } => U256::from_be_slice(&out[..32]),
+        other => panic!("call failed: {other:?}"),
+    }
+}
+
+#[test]
+fn token_storage_layout_matches_the_compiled_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = BinTrieState::open(dir.path(), &StoreOptions::default()).unwrap();
+    let accounts = workload_accounts(3);
+    state
+        .import_accounts(accounts.iter().map(|(a, s)| (a, s)), 1)
+        .unwrap();
+    let one = U256::from(1_000_000_000_000_000_000u128);
+    let holder = contracts::counter_address(U256::from(1u64 << 32));
+    assert_eq!(call(&state, TOKEN, contracts::balance_of(holder)), one);
+    let third = contracts::counter_address(U256::from((1u64 << 32) + 2));
+    assert_eq!(call(&state, TOKEN, contracts::balance_of(third)), one);
+    let absent = contracts::counter_address(U256::from((1u64 << 32) + 3));
+    assert_eq!(call(&state, TOKEN, contracts::balance_of(absent)), U256::ZERO);
+    assert_eq!(
+        call(&state, TOKEN, contracts::total_supply()),
+        one * U256::from(3)
+    );
+    // The driver reads its own pre-populated slots 0..n (values i + 1): 1 + 2 + 3 + 4.
+    let sum = call(&state, DRIVER, contracts::sload_loop(0, 4));
+    assert!(sum != U256::ZERO, "sloadLoop read nothing");
+    assert_eq!(
+        call(&state, TOKEN, contracts::allowance(DRIVER, holder)),
+        U256::ZERO
+    );
+}
+
+fn rows<'a>(rows: &'a [RunRow], w: Workload) -> impl Iterator<Item = &'a RunRow> {
+    rows.iter().filter(move |r| r.key.workload == w)
+}
+
+#[test]
+fn tiny_study_measures_every_cell_with_the_work_each_workload_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = StudyOptions::for_scale(Scale::Smoke, dir.path().join("dbs"));
+    opts.stems = 2_000;
+    opts.holders = 200;
+    opts.group_depths = vec![1, 6];
+    opts.runs = 2;
+    opts.progress = false;
+    let results = run_study(&opts).unwrap();
+    // 2 group depths x 5 workloads x 2 read paths x 2 prefetch x 2 runs.
+    assert_eq!(results.runs.len(), 2 * 5 * 2 * 2 * 2);
+    assert_eq!(results.databases.len(), 2);
+    assert!(
+        !dir.path().join("dbs/db-p4096-g1").exists(),
+        "databases are deleted when done"
+    );
+    for r in &results.runs {
+        assert!(r.gas > 1_000_000 && r.gas <= 1 << 24, "{r:?}");
+        assert!(r.total_ms > 0.0 && r.mgas_s > 0.0);
+        assert_eq!(r.kept, r.run > 0);
+        assert!(r.state_read_ms <= r.total_ms);
+    }
+    // Reads: thousands of distinct balance slots, nothing written but the sender's nonce.
+    for r in rows(&results.runs, Workload::Erc20Balanceof) {
+        assert!(r.cold_reads > 1_000, "{r:?}");
+        assert_eq!(r.slots_written, 0);
+    }
+    // Approve: hundreds of brand-new slots per block.
+    for r in rows(&results.runs, Workload::Erc20Approve) {
+        assert!(r.slots_written > 300, "{r:?}");
+        assert!(r.hashes > 0 && r.hash_floor.is_some());
+    }
+    for r in rows(&results.runs, Workload::Mixed) {
+        assert!(r.slots_written > 100 && r.cold_reads > 500, "{r:?}");
+    }
+    // Sequential slots: 256 share a stem, so few keys cover thousands of reads.
+    for r in rows(&results.runs, Workload::SloadBenchmark) {
+        assert!(r.cold_reads < 100, "{r:?}");
+    }
+    // zero->nonzero, nonzero->other change; nonzero->same and zero->zero do not.
+    for r in rows(&results.runs, Workload::SstoreVariants) {
+        assert!(r.slots_written > 100, "{r:?}");
+    }
+    // The flat path reads one blob per key; the trie walk reads several at group depth 1.
+    let per_key = |rp, g| {
+        let v: Vec<f64> = rows(&results.runs, Workload::Erc20Balanceof)
+            .filter(|r| r.key.read_path == rp && r.key.group_depth == g)
+            .map(|r| r.store_reads as f64 / r.cold_reads as f64)
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    assert!(per_key(ReadPathKind::Flat, 1) < 1.1);
+    assert!(per_key(ReadPathKind::Trie, 1) > 3.0 * per_key(ReadPathKind::Trie, 6));
+}
