@@ -19,8 +19,10 @@ Commands:
              the recorded mainnet blocks, cold (page cache evicted before each run), in three
              modes: no cache, cache, cache + prefetch; medians over N runs (default 5) of the
              state-read time, the block total and the read amplification
-  bench      the whole-system group-depth study (not built yet: see the tracker); the criterion
-             micro-benchmarks run with `cargo bench -p bintrie-trie` / `-p bintrie-node`
+  bench [--scale smoke|small|study] [--group-depths 1-8] [--workloads ...] [--runs N] ...
+             the whole-system group-depth study: `bintrie bench` in a release build (see
+             `cargo xtask bench --help`); the report goes to target/bench/<timestamp>/. The
+             criterion micro-benchmarks stay in the crates: `cargo bench -p bintrie-trie` etc.
 
 Every command first checks for libclang (needed by libmdbx's bindgen) and installs
 libclang-dev with apt-get when running as root; otherwise it prints the command to run.
@@ -126,10 +128,21 @@ fn main() -> Result<()> {
             ensure_system_deps()?;
             exec_bench(&args[1..])
         }
-        Some("bench") => bail!(
-            "the group-depth study is not implemented yet; micro-benchmarks: \
-             `cargo bench -p bintrie-trie` and `cargo bench -p bintrie-node`"
-        ),
+        Some("bench") => {
+            ensure_system_deps()?;
+            // The study is the binary's `bench` command, built with the release profile.
+            let mut a = vec![
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "bintrie",
+                "--",
+                "bench",
+            ];
+            a.extend(args[1..].iter().map(String::as_str));
+            cargo(&a)
+        }
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             Ok(())

@@ -5,6 +5,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod bench;
 mod db;
 mod exec;
 mod input;
@@ -51,6 +52,15 @@ enum Command {
     /// execution, trie update, commit), Mgas/s over their total, keys read and written, store
     /// reads and read amplification, and the new root.
     Exec(exec::ExecArgs),
+    /// The whole-system group-depth study (what `cargo xtask bench` runs).
+    ///
+    /// For each page size and group depth: build a database of random state plus an ERC-20 and
+    /// the loop-driver contracts (bulk load), then for every workload, read path and prefetch
+    /// setting run one-transaction blocks (100M block gas, 2^24 transaction gas), each cold:
+    /// the database is evicted from the OS page cache and every in-process cache is empty. The
+    /// first run of each configuration is dropped. Writes results.json, report.md, SVG charts
+    /// and index.html into --out; each database is deleted when its group depth is done.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -86,6 +96,7 @@ fn main() {
         Command::Info(args) => db::cmd_info(args),
         Command::Get(args) => db::cmd_get(args),
         Command::Exec(args) => exec::cmd_exec(args),
+        Command::Bench(args) => bench::cmd_bench(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

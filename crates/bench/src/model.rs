@@ -114,8 +114,14 @@ pub struct RunRow {
     pub state_read_ms: f64,
     /// EVM execution without its store reads.
     pub execution_ms: f64,
-    /// Applying the writes to the trie and rehashing (includes loading trie nodes).
+    /// Applying the writes to the trie and rehashing (includes loading trie nodes that were not
+    /// preloaded).
     pub trie_update_ms: f64,
+    /// Wall time of the background trie-path preload (prefetch on only: the group and stem
+    /// blobs on the paths of the access list's stems are read in parallel while the EVM
+    /// executes, so the trie update finds them in memory); overlapped, so not part of the sum
+    /// of the other stages. 0 when prefetch is off.
+    pub trie_warm_ms: f64,
     /// Serializing dirty nodes and the MDBX write transaction (durable).
     pub commit_ms: f64,
     /// Gas / total time, in millions of gas per second.
@@ -131,11 +137,16 @@ pub struct RunRow {
     pub hashes: u64,
     /// Bytes of blobs written by the commit.
     pub bytes_written: u64,
-    /// Unique state keys (accounts, slots, code) read from the store in this block.
+    /// Unique state keys (stems: an account header or 256 storage slots; and code) read from
+    /// the store in this block.
     pub cold_reads: u64,
+    /// Storage slots the EVM read from the state (revm asks once per slot per transaction, and
+    /// every block has one transaction, so these are distinct cold slot reads).
+    pub slots_read: u64,
     /// Storage slots whose value changed in this block.
     pub slots_written: u64,
-    /// state_read_ms / cold_reads; `None` when nothing was read.
+    /// state_read_ms / slots_read (the anchor's "ms per cold slot read"); `None` when no slot
+    /// was read.
     pub ms_per_cold_read: Option<f64>,
     /// total_ms / slots_written; `None` when nothing was written.
     pub ms_per_written_slot: Option<f64>,
@@ -144,12 +155,13 @@ pub struct RunRow {
 }
 
 /// The metrics the statistics summarise, by field name of [`RunRow`].
-pub const METRICS: [&str; 17] = [
+pub const METRICS: [&str; 19] = [
     "gas",
     "total_ms",
     "state_read_ms",
     "execution_ms",
     "trie_update_ms",
+    "trie_warm_ms",
     "commit_ms",
     "mgas_s",
     "store_reads",
@@ -158,6 +170,7 @@ pub const METRICS: [&str; 17] = [
     "hashes",
     "bytes_written",
     "cold_reads",
+    "slots_read",
     "slots_written",
     "ms_per_cold_read",
     "ms_per_written_slot",
@@ -174,6 +187,7 @@ impl RunRow {
             "state_read_ms" => self.state_read_ms,
             "execution_ms" => self.execution_ms,
             "trie_update_ms" => self.trie_update_ms,
+            "trie_warm_ms" => self.trie_warm_ms,
             "commit_ms" => self.commit_ms,
             "mgas_s" => self.mgas_s,
             "store_reads" => self.store_reads as f64,
@@ -182,6 +196,7 @@ impl RunRow {
             "hashes" => self.hashes as f64,
             "bytes_written" => self.bytes_written as f64,
             "cold_reads" => self.cold_reads as f64,
+            "slots_read" => self.slots_read as f64,
             "slots_written" => self.slots_written as f64,
             "ms_per_cold_read" => return self.ms_per_cold_read,
             "ms_per_written_slot" => return self.ms_per_written_slot,
@@ -196,8 +211,8 @@ impl RunRow {
 pub struct MetricSummary {
     /// Median of the kept runs.
     pub median: f64,
-    /// Coefficient of variation (standard deviation / mean x 100) of the kept runs; 0 when the
-    /// mean is 0.
+    /// Coefficient of variation (sample standard deviation / mean x 100) of the kept runs; 0
+    /// when the mean is 0 or fewer than 2 runs had the metric.
     pub cv_pct: f64,
     /// Number of kept runs that had this metric.
     pub n: usize,
@@ -229,7 +244,8 @@ pub struct Comparison {
     pub metric: String,
     /// (median_b - median_a) / median_a x 100.
     pub pct_diff: f64,
-    /// Two-sided Mann-Whitney U p-value; `None` when either side has fewer than 2 runs.
+    /// Two-sided Mann-Whitney U p-value; `None` when either side has fewer than 2 runs or every
+    /// value is identical.
     pub p_value: Option<f64>,
 }
 
@@ -277,6 +293,8 @@ pub struct StudyConfig {
     pub mixed_read_pct: u32,
     /// Prefetch worker threads.
     pub prefetch_workers: usize,
+    /// `durable` (fsync per block) or `relaxed` (MDBX SAFE_NOSYNC).
+    pub durability: String,
     /// Seed of the random state.
     pub seed: u64,
 }

@@ -1,1 +1,392 @@
 //! The report: results.json, report.md, SVG charts and index.html.
+//!
+//! [`write_report`] renders a [`Results`] as it is: the tables show `results.summaries` and
+//! `results.comparisons` (the runner fills them with [`crate::stats::summarize`] and
+//! [`crate::stats::compare`]); the findings additionally test best against runner-up group
+//! depth on the kept runs in `results.runs`. Any subset of group depths, workloads, read paths,
+//! prefetch settings and page sizes renders; what was not measured is left out.
+
+pub mod anchor;
+mod charts;
+mod doc;
+mod findings;
+mod format;
+mod view;
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use self::charts::{Chart, ChartKind};
+use self::doc::{Block, NONE, Table};
+use self::format::{bytes, count, duration, num, opt, page, pct};
+use self::view::{Combo, View};
+use crate::model::{ConfigKey, Results, Workload};
+use crate::stats::{KIND_ADJACENT, KIND_VS_GD1};
+
+/// File name of the serialized [`Results`] inside the report directory.
+pub const RESULTS_FILE: &str = "results.json";
+/// File name of the Markdown report inside the report directory.
+pub const MARKDOWN_FILE: &str = "report.md";
+/// File name of the HTML page inside the report directory.
+pub const HTML_FILE: &str = "index.html";
+
+/// Writes the whole report for `results` into directory `out` (created if missing):
+///
+/// - `results.json`: `results`, pretty-printed;
+/// - SVG charts, each only when its data is present: `mgas_by_gd_<workload>.svg` (median Mgas/s
+///   by group depth, one line per read path / prefetch / page size combination),
+///   `breakdown_<workload>.svg` (stacked median stage times for flat + prefetch, else the first
+///   combination), `read_paths.svg` (state read, trie vs flat) and `prefetch.svg` (state read,
+///   prefetch off vs on);
+/// - `report.md`: command, machine, configuration, database builds, per workload and
+///   combination a table by group depth (and the anchor's figures beside ours for
+///   erc20_balanceof, erc20_approve and mixed), the charts, and findings computed from the data;
+/// - `index.html`: the same content as a self-contained page embedding the charts.
+///
+/// Existing files of the same names are overwritten; other files in `out` are left alone.
+pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<()> {
+    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let json = serde_json::to_string_pretty(results)? + "\n";
+    fs::write(out.join(RESULTS_FILE), json).context("writing results.json")?;
+    let view = View::new(results);
+    let charts = charts::write_charts(&view, out).context("writing the SVG charts")?;
+    let blocks = document(&view, &charts);
+    fs::write(out.join(MARKDOWN_FILE), doc::to_markdown(&blocks)).context("writing report.md")?;
+    let title = format!("bintrie group-depth study ({})", results.config.scale);
+    fs::write(out.join(HTML_FILE), doc::to_html(&title, &blocks)).context("writing index.html")?;
+    Ok(())
+}
+
+/// One line describing `workload`.
+fn describe(workload: Workload, results: &Results) -> String {
+    match workload {
+        Workload::Erc20Balanceof => {
+            "Read: `balanceOf(counter)` in a loop on a real ERC-20; random, mostly absent slots."
+                .to_string()
+        }
+        Workload::Erc20Approve => {
+            "Write: `approve(spender = counter, amount)` in a loop; every write a brand-new slot."
+                .to_string()
+        }
+        Workload::Mixed => format!(
+            "Mixed: a balanceOf loop then an approve loop, {}% of the gas on reads.",
+            results.config.mixed_read_pct
+        ),
+        Workload::SloadBenchmark => {
+            "Synthetic read: sequential storage slots of one account (256 slots share a stem)."
+                .to_string()
+        }
+        Workload::SstoreVariants => {
+            "Synthetic write: sequential slots of one account through the four sstore transitions."
+                .to_string()
+        }
+    }
+}
+
+/// The whole report as blocks.
+fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
+    let r = view.results;
+    let c = &r.config;
+    let mut b = vec![Block::Heading(
+        1,
+        format!("bintrie group-depth study ({})", c.scale),
+    )];
+    b.push(Block::Para(format!(
+        "Started {}; the study took {}. `results.json` schema version {}. Figures are medians \
+         over the kept runs of each configuration (run 0 is a dropped warm-up); see the notes at \
+         the end.",
+        r.started,
+        duration(r.elapsed_s),
+        r.schema_version
+    )));
+
+    b.push(Block::Heading(2, "Command".to_string()));
+    b.push(Block::Code(r.command.clone()));
+
+    b.push(Block::Heading(2, "Machine".to_string()));
+    let m = &r.machine;
+    b.push(Block::List(vec![
+        format!("CPUs: {}", m.cpus),
+        format!("CPU model: {}", m.cpu_model.as_deref().unwrap_or("unknown")),
+        format!(
+            "memory: {}",
+            m.memory_bytes.map_or("unknown".to_string(), bytes)
+        ),
+        format!("kernel: {}", m.kernel.as_deref().unwrap_or("unknown")),
+        format!("one 64-byte SHA-256 node hash: {} ns", num(m.hash64_ns)),
+    ]));
+
+    b.push(Block::Heading(2, "Configuration".to_string()));
+    let list = |v: Vec<String>| {
+        if v.is_empty() {
+            NONE.to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    b.push(Block::List(vec![
+        format!("scale: {}", c.scale),
+        format!("random stems per database: {}", count(c.stems)),
+        format!("ERC-20 holders: {}", count(c.holders)),
+        format!(
+            "group depths: {}",
+            list(c.group_depths.iter().map(u8::to_string).collect())
+        ),
+        format!(
+            "workloads: {}",
+            list(c.workloads.iter().map(|w| w.name().to_string()).collect())
+        ),
+        format!(
+            "read paths: {}",
+            list(c.read_paths.iter().map(|p| p.name().to_string()).collect())
+        ),
+        format!(
+            "prefetch: {}",
+            list(
+                c.prefetch
+                    .iter()
+                    .map(|&p| if p { "on" } else { "off" }.to_string())
+                    .collect()
+            )
+        ),
+        format!(
+            "MDBX page sizes: {}",
+            list(c.page_sizes.iter().map(|&s| page(s)).collect())
+        ),
+        format!(
+            "runs per configuration: {} (run 0 dropped as warm-up)",
+            c.runs
+        ),
+        format!("block gas limit: {}", count(c.block_gas_limit)),
+        format!("transaction gas limit: {}", count(c.tx_gas_limit)),
+        format!("mixed workload: {}% of gas on reads", c.mixed_read_pct),
+        format!("prefetch workers: {}", c.prefetch_workers),
+        format!("commit durability: {}", c.durability),
+        format!("seed: {}", c.seed),
+    ]));
+
+    b.push(Block::Heading(2, "Databases".to_string()));
+    if r.databases.is_empty() {
+        b.push(Block::Para("No database build was recorded.".to_string()));
+    } else {
+        let mut t = Table::new([
+            "page size",
+            "GD",
+            "build",
+            "file size",
+            "node blobs",
+            "flat stems",
+        ]);
+        let mut dbs: Vec<_> = r.databases.iter().collect();
+        dbs.sort_by_key(|d| (d.page_size, d.group_depth));
+        for d in dbs {
+            t.rows.push(vec![
+                page(d.page_size),
+                d.group_depth.to_string(),
+                duration(d.build_s),
+                bytes(d.file_bytes),
+                count(d.nodes),
+                count(d.stems),
+            ]);
+        }
+        b.push(Block::Table(t));
+    }
+
+    b.push(Block::Heading(2, "Results by workload".to_string()));
+    let workloads = view.workloads();
+    if workloads.is_empty() {
+        b.push(Block::Para("No kept runs were summarised.".to_string()));
+    }
+    for w in workloads {
+        b.push(Block::Heading(3, w.name().to_string()));
+        b.push(Block::Para(describe(w, r)));
+        for chart in charts.iter().filter(|ch| ch.workload == Some(w)) {
+            b.push(image(chart));
+        }
+        for combo in view.combos(w) {
+            b.push(Block::Heading(
+                4,
+                format!("{}: {}", w.name(), combo.label(true)),
+            ));
+            b.push(Block::Table(main_table(view, w, combo)));
+            if let Some(t) = anchor_table(view, w, combo) {
+                b.push(Block::Para(
+                    "Beside the anchor (geth, part 1; its per-slot figures are state read / 6,141 \
+                     cold reads and total / 681 written slots):"
+                        .to_string(),
+                ));
+                b.push(Block::Table(t));
+            }
+        }
+    }
+
+    let cross: Vec<&Chart> = charts
+        .iter()
+        .filter(|ch| matches!(ch.kind, ChartKind::ReadPaths | ChartKind::Prefetch))
+        .collect();
+    if !cross.is_empty() {
+        b.push(Block::Heading(2, "Read paths and prefetch".to_string()));
+        for chart in cross {
+            b.push(image(chart));
+        }
+    }
+
+    b.push(Block::Heading(2, "Findings".to_string()));
+    b.extend(findings::findings(view));
+
+    b.push(Block::Heading(2, "Notes".to_string()));
+    b.push(Block::List(vec![
+        "Each figure is the median over the kept runs; stage medians are taken separately, so \
+         they need not add up to the median total."
+            .to_string(),
+        "CV% is the sample standard deviation over the mean of the kept runs' total block time."
+            .to_string(),
+        format!(
+            "\"vs prev GD\" and \"vs GD-1\" give the change of the median total block time and the \
+             two-sided Mann-Whitney U p-value of the kept runs; * marks p < {}.",
+            findings::ALPHA
+        ),
+        "ms/cold read is state read time over the unique state keys read from the store; \
+         ms/written slot is total block time over the slots written; the hash floor is trie \
+         update time over (hash calls x the measured cost of one hash)."
+            .to_string(),
+        format!(
+            "The anchor (STUDY.md) is go-ethereum on ~{:.0} M state entries in Pebble on other \
+             hardware; this study wrote {} random stems per database. Compare shapes and \
+             per-slot costs rather than absolute block times; the anchor's gas followed EIP-4762.",
+            anchor::STATE_ENTRIES / 1e6,
+            count(c.stems)
+        ),
+    ]));
+    b
+}
+
+fn image(chart: &Chart) -> Block {
+    Block::Image {
+        src: chart.file.clone(),
+        alt: chart.title.clone(),
+    }
+}
+
+/// "+4.1% (p 0.021)*" for the comparison of total_ms of `kind` at `key`, or [`NONE`].
+fn comparison_cell(view: &View, key: &ConfigKey, kind: &str) -> String {
+    match view.comparison(key, kind, "total_ms") {
+        None => NONE.to_string(),
+        Some(c) => {
+            let star = if c.p_value.is_some_and(|p| p < findings::ALPHA) {
+                "*"
+            } else {
+                ""
+            };
+            format!("{} (p {}){star}", pct(c.pct_diff), format::p(c.p_value))
+        }
+    }
+}
+
+/// The table by group depth of one workload and combination.
+fn main_table(view: &View, workload: Workload, combo: Combo) -> Table {
+    let mut header = vec![
+        "GD",
+        "runs",
+        "total ms",
+        "state read ms",
+        "execution ms",
+        "trie update ms",
+        "commit ms",
+        "Mgas/s",
+        "CV% total",
+        "total vs prev GD",
+        "total vs GD-1",
+        "ms/cold read",
+        "ms/written slot",
+    ];
+    if workload.writes() {
+        header.push("hash floor");
+    }
+    let mut t = Table::new(header);
+    for gd in view.group_depths(workload, combo) {
+        let key = combo.key(workload, gd);
+        let med = |m: &str| opt(view.median(&key, m));
+        let total = view.metric(&key, "total_ms");
+        let mut row = vec![
+            gd.to_string(),
+            total.map_or(NONE.to_string(), |s| s.n.to_string()),
+            med("total_ms"),
+            med("state_read_ms"),
+            med("execution_ms"),
+            med("trie_update_ms"),
+            med("commit_ms"),
+            med("mgas_s"),
+            total.map_or(NONE.to_string(), |s| format!("{:.1}", s.cv_pct)),
+            comparison_cell(view, &key, KIND_ADJACENT),
+            comparison_cell(view, &key, KIND_VS_GD1),
+            med("ms_per_cold_read"),
+            med("ms_per_written_slot"),
+        ];
+        if workload.writes() {
+            row.push(
+                view.median(&key, "hash_floor")
+                    .map_or(NONE.to_string(), |h| format!("{}×", num(h))),
+            );
+        }
+        t.rows.push(row);
+    }
+    t.drop_empty_columns();
+    t
+}
+
+/// Ours beside the anchor's part-1 medians, for the workloads the anchor measured; `None` for
+/// other workloads or when no measured group depth is in 1..=8.
+fn anchor_table(view: &View, workload: Workload, combo: Combo) -> Option<Table> {
+    type Ours = &'static str;
+    type Theirs = fn(&anchor::AnchorRow) -> f64;
+    let columns: Vec<(&str, Ours, Theirs)> = match workload {
+        Workload::Erc20Balanceof => vec![
+            ("state read ms", "state_read_ms", |a| a.read_state_read_ms),
+            ("total ms", "total_ms", |a| a.read_total_ms),
+            ("Mgas/s", "mgas_s", |a| a.read_mgas_s),
+            ("ms/cold read", "ms_per_cold_read", |a| a.ms_per_cold_read()),
+        ],
+        Workload::Erc20Approve => vec![
+            ("state read ms", "state_read_ms", |a| a.write_read_ms),
+            ("trie update ms", "trie_update_ms", |a| {
+                a.write_trie_update_ms
+            }),
+            ("commit ms", "commit_ms", |a| a.write_commit_ms),
+            ("total ms", "total_ms", |a| a.write_total_ms),
+            ("Mgas/s", "mgas_s", |a| a.write_mgas_s),
+            ("ms/written slot", "ms_per_written_slot", |a| {
+                a.ms_per_written_slot()
+            }),
+        ],
+        Workload::Mixed => vec![
+            ("total ms", "total_ms", |a| a.mixed_total_ms),
+            ("Mgas/s", "mgas_s", |a| a.mixed_mgas_s),
+        ],
+        Workload::SloadBenchmark | Workload::SstoreVariants => return None,
+    };
+    let mut header = vec!["GD".to_string()];
+    for (name, _, _) in &columns {
+        header.push(format!("{name} (ours)"));
+        header.push(format!("{name} (anchor)"));
+    }
+    let mut t = Table::new(header);
+    for gd in view.group_depths(workload, combo) {
+        let Some(a) = anchor::at(gd) else {
+            continue;
+        };
+        let key = combo.key(workload, gd);
+        let mut row = vec![gd.to_string()];
+        for (_, ours, theirs) in &columns {
+            row.push(opt(view.median(&key, ours)));
+            row.push(num(theirs(a)));
+        }
+        t.rows.push(row);
+    }
+    (!t.rows.is_empty()).then_some(t)
+}
+
+#[cfg(test)]
+mod tests;

@@ -142,6 +142,13 @@ pub struct StudyOptions {
     pub db_dir: PathBuf,
     /// Keep each database after its configuration is measured.
     pub keep_databases: bool,
+    /// Measure on an existing database in `db_dir` (from `keep_databases`) instead of building
+    /// a new one, when one with the right group depth is there. For iterating on the engine;
+    /// the report then shows a build time of 0 and the state includes earlier runs' writes.
+    pub reuse_databases: bool,
+    /// MDBX durability of every commit: `Durable` (fsync per block, the default) or
+    /// `Relaxed` (atomic and consistent, but the last blocks may be lost on a system crash).
+    pub durability: Durability,
     /// Show progress bars on stderr.
     pub progress: bool,
     /// The command line, for the report.
@@ -167,6 +174,8 @@ impl StudyOptions {
             seed: 7864,
             db_dir,
             keep_databases: false,
+            reuse_databases: false,
+            durability: Durability::Durable,
             progress: true,
             command: String::new(),
         }
@@ -287,7 +296,8 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     for &page_size in &opts.page_sizes {
         for &g in &opts.group_depths {
             let dir = opts.db_dir.join(format!("db-p{page_size}-g{g}"));
-            if dir.exists() {
+            let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
+            if dir.exists() && !reuse {
                 std::fs::remove_dir_all(&dir)
                     .with_context(|| format!("removing stale {}", dir.display()))?;
             }
@@ -299,9 +309,19 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
             ));
             build.enable_steady_tick(Duration::from_millis(200));
             let result = (|| -> Result<()> {
-                let (mut bench, info) = Bench::build(&dir, g, page_size, opts)?;
+                let (mut bench, info) = if reuse {
+                    Bench::reopen(&dir, g, page_size, opts)?
+                } else {
+                    Bench::build(&dir, g, page_size, opts)?
+                };
                 build.finish_and_clear();
-                tracing::info!(g, page_size, build_s = info.build_s, bytes = info.file_bytes, "database built");
+                tracing::info!(
+                    g,
+                    page_size,
+                    build_s = info.build_s,
+                    bytes = info.file_bytes,
+                    "database built"
+                );
                 databases.push(info);
                 for &w in &opts.workloads {
                     let sizing = bench.size(w, opts)?;
@@ -358,6 +378,11 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
             tx_gas_limit: TX_GAS_LIMIT,
             mixed_read_pct: opts.mixed_read_pct,
             prefetch_workers: opts.workers,
+            durability: match opts.durability {
+                Durability::Durable => "durable",
+                Durability::Relaxed => "relaxed",
+            }
+            .to_string(),
             seed: opts.seed,
         },
         databases,
@@ -476,12 +501,17 @@ struct Bench {
 }
 
 impl Bench {
-    fn build(dir: &Path, g: u8, page_size: u32, opts: &StudyOptions) -> Result<(Bench, DatabaseInfo)> {
+    fn build(
+        dir: &Path,
+        g: u8,
+        page_size: u32,
+        opts: &StudyOptions,
+    ) -> Result<(Bench, DatabaseInfo)> {
         let t = Instant::now();
         let store_options = StoreOptions {
             group_depth: Some(g),
             page_size: Some(page_size as usize),
-            durability: Durability::Durable,
+            durability: opts.durability,
             ..Default::default()
         };
         let mut state = BinTrieState::open(dir, &store_options)
@@ -493,23 +523,59 @@ impl Bench {
             code.push((keccak256(&acct.code), acct.code));
         }
         state.import_entries(writes, code, 1)?;
+        Self::with_state(dir, state, store_options, page_size, t.elapsed(), opts)
+    }
+
+    fn reopen(
+        dir: &Path,
+        g: u8,
+        page_size: u32,
+        opts: &StudyOptions,
+    ) -> Result<(Bench, DatabaseInfo)> {
+        let store_options = StoreOptions {
+            group_depth: Some(g),
+            create: false,
+            durability: opts.durability,
+            ..Default::default()
+        };
+        let state = BinTrieState::open(dir, &store_options)
+            .with_context(|| format!("reopening {}", dir.display()))?;
+        Self::with_state(dir, state, store_options, page_size, Duration::ZERO, opts)
+    }
+
+    fn with_state(
+        dir: &Path,
+        state: BinTrieState,
+        store_options: StoreOptions,
+        page_size: u32,
+        build: Duration,
+        opts: &StudyOptions,
+    ) -> Result<(Bench, DatabaseInfo)> {
         let (nodes, stems, _) = state.store().counts()?;
         let info = DatabaseInfo {
             page_size,
-            group_depth: g,
-            build_s: t.elapsed().as_secs_f64(),
+            group_depth: state.store().meta().group_depth,
+            build_s: build.as_secs_f64(),
             file_bytes: state.store().file_size()?,
             nodes,
             stems,
         };
+        let nonce = bintrie_revm::TrieDb::new(state.store(), ReadPath::Flat)?
+            .read_account(&SENDER)?
+            .context("the database lacks the benchmark sender")?
+            .info
+            .nonce;
+        // Per-block keys derive from the block number (a session makes far fewer than 10^6
+        // transactions), so they stay fresh on a reused database.
+        let seq = state.block() * 1_000_000;
         Ok((
             Bench {
                 dir: dir.to_path_buf(),
                 store_options,
                 state: Some(state),
-                nonce: 0,
-                seq: 0,
-                rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed),
+                nonce,
+                seq,
+                rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed ^ seq),
                 holders: opts.holders,
             },
             info,
@@ -596,7 +662,10 @@ impl Bench {
         let db = f(self, b);
         let gb = self.dry_run(self.tx(db, None)?)?.0 as f64;
         let per = (gb - ga) / (b - a) as f64;
-        ensure!(per > 0.0, "a loop iteration costs no gas: the driver is broken");
+        ensure!(
+            per > 0.0,
+            "a loop iteration costs no gas: the driver is broken"
+        );
         Ok((per, ga - per * a as f64))
     }
 
@@ -608,10 +677,22 @@ impl Bench {
         Ok(match w {
             Workload::Mixed => {
                 let reads = self.gas_line(|s, n| {
-                    s.calldata(Workload::Mixed, &Sizing { count: n, writes: 0 })
+                    s.calldata(
+                        Workload::Mixed,
+                        &Sizing {
+                            count: n,
+                            writes: 0,
+                        },
+                    )
                 })?;
                 let writes = self.gas_line(|s, n| {
-                    s.calldata(Workload::Mixed, &Sizing { count: 0, writes: n })
+                    s.calldata(
+                        Workload::Mixed,
+                        &Sizing {
+                            count: 0,
+                            writes: n,
+                        },
+                    )
                 })?;
                 let share = f64::from(opts.mixed_read_pct) / 100.0;
                 Sizing {
@@ -645,6 +726,9 @@ impl Bench {
     ) -> Result<RunRow> {
         let data = self.calldata(key.workload, sizing);
         let mut prefetch_list = None;
+        // The stems the block will write (what an EIP-7928 block access list tells apart from
+        // its reads): the trie prefetcher preloads their paths.
+        let mut write_stems: Vec<bintrie_keys::Stem> = Vec::new();
         let tx = if key.prefetch {
             // What eth_createAccessList gives: everything the transaction touches.
             let (_, touched) = self.dry_run(self.tx(data.clone(), None)?)?;
@@ -652,6 +736,12 @@ impl Bench {
             let mut list = PrefetchList::new();
             list.account(SENDER).account(DRIVER).account(COINBASE);
             for (address, account) in &touched {
+                write_stems.push(bintrie_keys::basic_data_key(address).stem);
+                write_stems.extend(
+                    account
+                        .changed_storage_slots()
+                        .map(|(k, _)| bintrie_keys::storage_slot_key(address, k).stem),
+                );
                 let keys: Vec<B256> = account.storage.keys().map(|k| B256::from(*k)).collect();
                 list.access_list([(*address, keys.as_slice())]);
                 // The sender and the callee are warm anyway; list the callee's slots only.
@@ -676,16 +766,50 @@ impl Bench {
         let number = self.state().block() + 1;
         let t_total = Instant::now();
         let state = self.state.as_ref().expect("open");
-        let mut db = state.block_db(BlockDbOptions {
-            cache: true,
-            read_path,
+        let store = state.store();
+        write_stems.sort_unstable();
+        write_stems.dedup();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        // With prefetch, a trie prefetcher preloads the blobs on the paths of the stems the
+        // block writes, in parallel with the state prefetch and the execution, so the trie
+        // update finds them in memory. It is stopped when the update starts; the update reads
+        // whatever it has not reached from the store.
+        let (result, exec_wall, trie_warm, wait, db) = std::thread::scope(|s| {
+            let warm = (!write_stems.is_empty()).then(|| {
+                s.spawn(|| {
+                    let t = Instant::now();
+                    store
+                        .warm_trie_paths(&write_stems, opts.workers, &stop)
+                        .map(|_| t.elapsed())
+                })
+            });
+            let run = || -> Result<_> {
+                let mut db = state.block_db(BlockDbOptions {
+                    cache: true,
+                    read_path,
+                })?;
+                if let Some(list) = &prefetch_list {
+                    db.prefetch(list, opts.workers)?;
+                }
+                let t_exec = Instant::now();
+                let result = evm(&mut db, number).transact_commit(tx)?;
+                Ok((result, t_exec.elapsed(), db))
+            };
+            let out = run();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let t_wait = Instant::now();
+            let trie_warm = match warm {
+                Some(h) => h.join().unwrap_or_else(|_| {
+                    Err(bintrie_store::StoreError::Corrupt(
+                        "trie warm-up panicked".into(),
+                    ))
+                }),
+                None => Ok(Duration::ZERO),
+            };
+            let wait = t_wait.elapsed();
+            out.map(|(r, e, db)| (r, e, trie_warm, wait, db))
         })?;
-        if let Some(list) = &prefetch_list {
-            db.prefetch(list, opts.workers)?;
-        }
-        let t_exec = Instant::now();
-        let result = evm(&mut db, number).transact_commit(tx)?;
-        let exec_wall = t_exec.elapsed();
+        let trie_warm = trie_warm?;
         let gas = success_gas(&result)?;
         let reads = db.stats();
         let changes = db.into_changes()?;
@@ -697,8 +821,10 @@ impl Bench {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let state_read_ms = ms(reads.prefetch_time + reads.miss_time);
         let total_ms = ms(total);
-        let trie_update_ms = ms(report.trie_update);
+        // Stopping the trie prefetcher is part of the update.
+        let trie_update_ms = ms(wait + report.trie_update);
         let cold_reads = reads.unique_keys;
+        let slots_read = reads.slot_reads;
         let hashes = report.trie.hashes;
         Ok(RunRow {
             key,
@@ -709,6 +835,7 @@ impl Bench {
             state_read_ms,
             execution_ms: ms(exec_wall.saturating_sub(reads.miss_time)),
             trie_update_ms,
+            trie_warm_ms: ms(trie_warm),
             commit_ms: ms(report.commit),
             mgas_s: gas as f64 / 1e6 / total.as_secs_f64(),
             store_reads: reads.lookups,
@@ -717,11 +844,11 @@ impl Bench {
             hashes,
             bytes_written: report.stats.bytes as u64,
             cold_reads,
+            slots_read,
             slots_written,
-            ms_per_cold_read: (cold_reads > 0).then(|| state_read_ms / cold_reads as f64),
+            ms_per_cold_read: (slots_read > 0).then(|| state_read_ms / slots_read as f64),
             ms_per_written_slot: (slots_written > 0).then(|| total_ms / slots_written as f64),
-            hash_floor: (hashes > 0)
-                .then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
+            hash_floor: (hashes > 0).then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
         })
     }
 }

@@ -56,6 +56,9 @@ pub struct ReadStats {
     pub prefetch_reads: u64,
     /// Wall time of prefetch.
     pub prefetch_time: Duration,
+    /// Storage slots revm asked for that the block had not written (revm asks once per slot
+    /// per transaction), whether the cache or the store answered.
+    pub slot_reads: u64,
     /// MDBX lookups behind those reads (node and stem blobs on the trie-walk path, one per
     /// stem on the flat path, plus code), prefetch workers included.
     pub lookups: u64,
@@ -488,6 +491,7 @@ impl Database for BlockDb<'_> {
             self.stats.cache_hits += 1;
             return Ok(U256::ZERO);
         }
+        self.stats.slot_reads += 1;
         let key = storage_slot_key(&address, &index);
         self.with_stem(&key.stem, |v| slot_value(v, key.sub_index))
     }

@@ -23,8 +23,8 @@ pub use reader::{ReadPath, ReadStats, Reader};
 use bintrie_node::{Hash32, PathKey, STEM_TAG, ZERO_HASH};
 use bintrie_trie::{CommitSet, NodeStore};
 use libmdbx::{
-    Database, DatabaseOptions, Mode, PageSize, ReadWriteOptions, SyncMode, TableFlags, WriteFlags,
-    WriteMap,
+    Database, DatabaseOptions, Mode, NoWriteMap, PageSize, ReadWriteOptions, SyncMode, TableFlags,
+    WriteFlags,
 };
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
@@ -148,7 +148,12 @@ fn map_err(e: libmdbx::Error) -> StoreError {
     }
 }
 
-type RwTxn<'db> = libmdbx::Transaction<'db, libmdbx::RW, WriteMap>;
+/// How MDBX writes: through file I/O, not the memory map. With a writable map, every page a
+/// commit allocates is faulted in from disk before it is overwritten (a random read per dirty
+/// page on a cold database).
+pub(crate) type MapKind = NoWriteMap;
+
+type RwTxn<'db> = libmdbx::Transaction<'db, libmdbx::RW, MapKind>;
 
 /// The tables, opened in one write transaction.
 struct Tables<'txn> {
@@ -159,8 +164,11 @@ struct Tables<'txn> {
 }
 
 pub(crate) struct Inner {
-    pub(crate) db: Database<WriteMap>,
+    pub(crate) db: Database<MapKind>,
     pub(crate) dir: PathBuf,
+    /// Node blobs preloaded by [`StateStore::warm_trie_paths`] for the last committed block,
+    /// by path key; [`NodeStore::get_node`] takes from here first. Cleared by every commit.
+    pub(crate) warm: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
 }
 
 /// An open state database. Cloning is cheap (shared environment).
@@ -214,7 +222,7 @@ impl StateStore {
             }
         };
         std::fs::create_dir_all(&dir)?;
-        let db = Database::<WriteMap>::open_with_options(
+        let db = Database::<MapKind>::open_with_options(
             &dir,
             DatabaseOptions {
                 max_tables: Some(8),
@@ -235,7 +243,11 @@ impl StateStore {
             },
         )
         .map_err(map_err)?;
-        let inner = Arc::new(Inner { db, dir });
+        let inner = Arc::new(Inner {
+            db,
+            dir,
+            warm: Default::default(),
+        });
         let meta = {
             let txn = inner.db.begin_rw_txn().map_err(map_err)?;
             for t in [T_NODES, T_STEMS, T_CODE, T_META] {
@@ -358,16 +370,98 @@ impl StateStore {
             code: txn.open_table(Some(T_CODE)).map_err(map_err)?,
             meta: txn.open_table(Some(T_META)).map_err(map_err)?,
         };
+        let t = std::time::Instant::now();
         body(&txn, &tables)?;
+        let body_time = t.elapsed();
         let meta = Meta {
             root,
             block,
             ..self.meta
         };
         put_meta(&txn, &tables.meta, &meta)?;
+        let t = std::time::Instant::now();
         txn.commit().map_err(map_err)?;
+        tracing::debug!(block, ?body_time, commit_time = ?t.elapsed(), "block transaction");
         self.meta = meta;
+        // Preloaded blobs belong to the previous block's tree.
+        self.warm().clear();
         Ok(())
+    }
+
+    fn warm(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Vec<u8>, Vec<u8>>> {
+        // The map holds plain bytes; a panic while it was locked cannot leave it inconsistent.
+        self.inner
+            .warm
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Blobs preloaded by [`StateStore::warm_trie_paths`] that no trie load has taken yet.
+    pub fn warm_blobs(&self) -> usize {
+        self.warm().len()
+    }
+
+    /// Preloads, with `workers` threads each in its own read transaction, every group and stem
+    /// blob on the root-to-stem paths of `stems`, so that a trie update touching them (through
+    /// [`NodeStore::get_node`]) finds them in memory instead of on disk: a trie prefetcher, meant
+    /// to run while the EVM executes. Workers stop early once `stop` is set (what they loaded is
+    /// kept). Safe to call concurrently with readers; the blobs are dropped at the next commit.
+    /// Returns the blobs and bytes preloaded.
+    pub fn warm_trie_paths(
+        &self,
+        stems: &[bintrie_keys::Stem],
+        workers: usize,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<ReadStats, StoreError> {
+        if stems.is_empty() {
+            return Ok(ReadStats::default());
+        }
+        let workers = workers.clamp(1, stems.len());
+        let chunk = stems.len().div_ceil(workers);
+        type Blobs = Vec<(Vec<u8>, Vec<u8>)>;
+        let parts: Vec<Result<Blobs, StoreError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = stems
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        let reader = self.reader()?;
+                        let mut seen = std::collections::HashSet::new();
+                        let mut out = Vec::new();
+                        for stem in part {
+                            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                break;
+                            }
+                            reader.walk(stem, |key, blob| {
+                                if seen.insert(key.to_vec()) {
+                                    out.push((key.to_vec(), blob.to_vec()));
+                                }
+                            })?;
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(StoreError::Corrupt("warm-up worker panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let mut stats = ReadStats::default();
+        let mut warm = self.warm();
+        for part in parts {
+            for (key, blob) in part? {
+                if let std::collections::hash_map::Entry::Vacant(e) = warm.entry(key) {
+                    stats.lookups += 1;
+                    stats.bytes += blob.len() as u64;
+                    e.insert(blob);
+                }
+            }
+        }
+        Ok(stats)
     }
 
     /// Writes a whole tree into an empty database with sorted appends (MDBX `APPEND`), as block
@@ -447,7 +541,7 @@ impl StateStore {
 }
 
 fn put_meta(
-    txn: &libmdbx::Transaction<'_, libmdbx::RW, WriteMap>,
+    txn: &libmdbx::Transaction<'_, libmdbx::RW, MapKind>,
     mt: &libmdbx::Table<'_>,
     meta: &Meta,
 ) -> Result<(), StoreError> {
@@ -468,6 +562,9 @@ impl NodeStore for StateStore {
     type Error = StoreError;
 
     fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(blob) = self.warm().remove(key.as_bytes()) {
+            return Ok(Some(blob));
+        }
         let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
         let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
         txn.get(&nodes, key.as_bytes()).map_err(map_err)

@@ -1,9 +1,10 @@
 //! Read transactions: the two read paths, counted.
 
+use crate::MapKind;
 use crate::{StateStore, StoreError, T_CODE, T_META, T_NODES, T_STEMS, map_err};
 use bintrie_keys::Stem;
 use bintrie_node::{GroupBlob, NodeBlob, Path, StemValues};
-use libmdbx::{RO, Table, Transaction, WriteMap};
+use libmdbx::{RO, Table, Transaction};
 use std::cell::Cell;
 
 /// Which way a stem is found.
@@ -29,7 +30,7 @@ pub struct ReadStats {
 /// One MDBX read transaction: a consistent snapshot of the last block committed before it
 /// began. Not shared between threads: give each worker its own.
 pub struct Reader<'db> {
-    txn: Transaction<'db, RO, WriteMap>,
+    txn: Transaction<'db, RO, MapKind>,
     nodes: Table<'db>,
     stems: Table<'db>,
     code: Table<'db>,
@@ -117,11 +118,20 @@ impl<'db> Reader<'db> {
 
     /// From the root through the group blobs to the stem.
     pub fn get_stem_walk(&self, stem: &Stem) -> Result<Option<StemValues>, StoreError> {
+        self.walk(stem, |_, _| {})
+    }
+
+    /// [`Reader::get_stem_walk`], showing `visit` every blob read on the way (path key, blob).
+    pub(crate) fn walk(
+        &self,
+        stem: &Stem,
+        mut visit: impl FnMut(&[u8], &[u8]),
+    ) -> Result<Option<StemValues>, StoreError> {
         let g = self.group_depth as usize;
         let mut depth = 0usize;
         loop {
-            let path = Path::from_stem_prefix(stem, depth);
-            let Some(blob) = self.get(&self.nodes, path.to_key().as_bytes())? else {
+            let key = Path::from_stem_prefix(stem, depth).to_key();
+            let Some(blob) = self.get(&self.nodes, key.as_bytes())? else {
                 return if depth == 0 {
                     Ok(None) // empty tree
                 } else {
@@ -130,6 +140,7 @@ impl<'db> Reader<'db> {
                     )))
                 };
             };
+            visit(key.as_bytes(), &blob);
             match NodeBlob::decode(&blob)
                 .map_err(|e| StoreError::Corrupt(format!("node at depth {depth}: {e}")))?
             {

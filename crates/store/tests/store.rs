@@ -189,3 +189,88 @@ fn reader_snapshot_is_stable_during_a_commit() {
         Some(&[0xee; 32])
     );
 }
+
+/// The trie prefetcher: blobs preloaded for the paths of the next block's stems serve the trie
+/// update (fewer store reads), the result is the same tree, and blobs preloaded for one block
+/// are never served after a commit has changed the tree.
+#[test]
+fn warmed_trie_paths_serve_the_update_and_never_outlive_a_commit() {
+    use bintrie_trie::MemoryStore;
+    use std::sync::atomic::AtomicBool;
+    let mut rng = StdRng::seed_from_u64(11);
+    let g = 4;
+    let base = random_writes(&mut rng, 3_000);
+    let next = random_writes(&mut rng, 200);
+    let mut reference: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
+    reference.update(base.clone()).unwrap();
+    reference.update(next.clone()).unwrap();
+    let want = reference.root();
+
+    let build = |dir: &std::path::Path| {
+        let store = StateStore::open(dir, &opts(g)).unwrap();
+        let mut trie: Trie<StateStore> = Trie::new(store, g).unwrap();
+        trie.update(base.clone()).unwrap();
+        trie.commit().unwrap();
+        let store = trie.into_store();
+        let root = store.meta().root;
+        Trie::<StateStore>::open(store, g, root).unwrap()
+    };
+    let stems: Vec<_> = next.iter().map(|(k, _)| k.stem).collect();
+    let no_stop = AtomicBool::new(false);
+
+    // Without preloading: every blob on the paths comes from MDBX.
+    let cold_dir = tempfile::tempdir().unwrap();
+    let mut cold = build(cold_dir.path());
+    cold.update(next.clone()).unwrap();
+    assert_eq!(cold.root(), want);
+    let cold_loads = cold.stats().nodes_loaded;
+
+    // With preloading: the same tree, and the blobs were taken from memory.
+    let warm_dir = tempfile::tempdir().unwrap();
+    let mut warm = build(warm_dir.path());
+    let loaded = warm.store().warm_trie_paths(&stems, 3, &no_stop).unwrap();
+    assert!(loaded.lookups > 0 && loaded.bytes > 0);
+    assert_eq!(warm.store().warm_blobs() as u64, loaded.lookups);
+    warm.update(next.clone()).unwrap();
+    assert_eq!(warm.root(), want);
+    assert_eq!(warm.stats().nodes_loaded, cold_loads);
+    // Every blob the update needed was preloaded, so it took them all from memory.
+    assert_eq!(
+        loaded.lookups - warm.store().warm_blobs() as u64,
+        cold_loads,
+        "the update did not take its blobs from the preload"
+    );
+    warm.commit().unwrap();
+    assert_eq!(warm.store().meta().root, want);
+    assert_eq!(
+        warm.store().warm_blobs(),
+        0,
+        "a commit drops preloaded blobs"
+    );
+
+    // Preload for the current tree, then commit a block that rewrites those paths: the next
+    // update must not see the stale blobs (it would compute a wrong root or fail to decode).
+    let stale_dir = tempfile::tempdir().unwrap();
+    let mut t = build(stale_dir.path());
+    t.store().warm_trie_paths(&stems, 2, &no_stop).unwrap();
+    t.update(next[..100].to_vec()).unwrap();
+    t.commit().unwrap();
+    let store = t.into_store();
+    let root = store.meta().root;
+    let mut t: Trie<StateStore> = Trie::open(store, g, root).unwrap();
+    t.update(next[100..].to_vec()).unwrap();
+    assert_eq!(t.root(), want);
+    assert_eq!(t.verify().unwrap(), want);
+
+    // A set stop flag loads nothing.
+    let stopped = AtomicBool::new(true);
+    let stop_dir = tempfile::tempdir().unwrap();
+    let t = build(stop_dir.path());
+    assert_eq!(
+        t.store()
+            .warm_trie_paths(&stems, 2, &stopped)
+            .unwrap()
+            .lookups,
+        0
+    );
+}

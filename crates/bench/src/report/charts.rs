@@ -1,0 +1,303 @@
+//! The SVG charts (plotters' SVG backend: text is written as `<text>` elements, no fonts needed).
+
+use std::path::Path;
+
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+use super::view::{Combo, Vary, View};
+use crate::model::Workload;
+
+/// What a chart shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ChartKind {
+    /// Median Mgas/s by group depth, one line per combination, for one workload.
+    MgasByGd,
+    /// Stacked median stage times by group depth for one workload and combination.
+    Breakdown,
+    /// Median state read by group depth, trie against flat, across workloads.
+    ReadPaths,
+    /// Median state read by group depth, prefetch off against on, across workloads.
+    Prefetch,
+}
+
+/// One chart written next to the report.
+#[derive(Clone, Debug)]
+pub(super) struct Chart {
+    /// What it shows.
+    pub kind: ChartKind,
+    /// The workload of a per-workload chart.
+    pub workload: Option<Workload>,
+    /// File name, relative to the report directory.
+    pub file: String,
+    /// Caption.
+    pub title: String,
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+const SIZE: (u32, u32) = (900, 540);
+
+/// The stages of the breakdown chart: metric and legend label.
+const STAGES: [(&str, &str); 4] = [
+    ("state_read_ms", "state read"),
+    ("execution_ms", "execution"),
+    ("trie_update_ms", "trie update"),
+    ("commit_ms", "commit"),
+];
+
+/// One line of a line chart.
+struct Series {
+    label: String,
+    color: RGBColor,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+/// Writes every chart whose data is present into `out` and returns them in report order:
+/// per workload the Mgas/s and breakdown charts, then the read-path and prefetch charts.
+pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>> {
+    let mut charts = Vec::new();
+    let multi_page = view.multi_page();
+    for w in view.workloads() {
+        let series: Vec<Series> = view
+            .combos(w)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| Series {
+                label: c.label(multi_page),
+                color: COLORS[i % COLORS.len()],
+                dashed: false,
+                points: points(view, w, c, "mgas_s"),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        if !series.is_empty() {
+            let file = format!("mgas_by_gd_{}.svg", w.name());
+            let title = format!("{}: throughput by group depth", w.name());
+            line_chart(&out.join(&file), &title, "Mgas/s (median)", &series)?;
+            charts.push(Chart {
+                kind: ChartKind::MgasByGd,
+                workload: Some(w),
+                file,
+                title,
+            });
+        }
+        if let Some(c) = view.preferred_combo(w) {
+            let bars: Vec<(f64, [f64; 4])> = view
+                .group_depths(w, c)
+                .into_iter()
+                .map(|gd| {
+                    let key = c.key(w, gd);
+                    let parts = STAGES.map(|(m, _)| view.median(&key, m).unwrap_or(0.0).max(0.0));
+                    (f64::from(gd), parts)
+                })
+                .filter(|(_, parts)| parts.iter().any(|&p| p > 0.0))
+                .collect();
+            if !bars.is_empty() {
+                let file = format!("breakdown_{}.svg", w.name());
+                let title = format!(
+                    "{}: block time by stage ({})",
+                    w.name(),
+                    c.label(multi_page)
+                );
+                breakdown_chart(&out.join(&file), &title, &bars)?;
+                charts.push(Chart {
+                    kind: ChartKind::Breakdown,
+                    workload: Some(w),
+                    file,
+                    title,
+                });
+            }
+        }
+    }
+    for (kind, vary, file, title) in [
+        (
+            ChartKind::ReadPaths,
+            Vary::ReadPath,
+            "read_paths.svg",
+            "State read by group depth: trie path (dashed) vs flat path (solid)",
+        ),
+        (
+            ChartKind::Prefetch,
+            Vary::Prefetch,
+            "prefetch.svg",
+            "State read by group depth: prefetch off (dashed) vs on (solid)",
+        ),
+    ] {
+        let mut series = Vec::new();
+        for (i, w) in view.workloads().into_iter().enumerate() {
+            let Some((a, b)) = view.pair(w, vary) else {
+                continue;
+            };
+            for (c, dashed) in [(a, true), (b, false)] {
+                let s = Series {
+                    label: format!("{}, {}", w.name(), c.label(multi_page)),
+                    color: COLORS[i % COLORS.len()],
+                    dashed,
+                    points: points(view, w, c, "state_read_ms"),
+                };
+                if !s.points.is_empty() {
+                    series.push(s);
+                }
+            }
+        }
+        if !series.is_empty() {
+            line_chart(&out.join(file), title, "state read ms (median)", &series)?;
+            charts.push(Chart {
+                kind,
+                workload: None,
+                file: file.to_string(),
+                title: title.to_string(),
+            });
+        }
+    }
+    Ok(charts)
+}
+
+/// (group depth, median of `metric`) for every measured group depth of `workload` in `combo`.
+fn points(view: &View, workload: Workload, combo: Combo, metric: &str) -> Vec<(f64, f64)> {
+    view.group_depths(workload, combo)
+        .into_iter()
+        .filter_map(|gd| {
+            let m = view.median(&combo.key(workload, gd), metric)?;
+            Some((f64::from(gd), m))
+        })
+        .collect()
+}
+
+/// The x range covering `xs` with half a group depth of padding.
+fn x_range(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    if lo.is_finite() {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (0.5, 1.5)
+    }
+}
+
+/// Labels integer ticks as group depths; other ticks stay blank.
+fn gd_tick(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 && *x >= 1.0 {
+        format!("{}", x.round() as i64)
+    } else {
+        String::new()
+    }
+}
+
+/// Upper end of the y axis: the data maximum plus headroom for a legend of `entries` lines.
+fn y_top(max: f64, entries: usize) -> f64 {
+    let max = if max.is_finite() && max > 0.0 {
+        max
+    } else {
+        1.0
+    };
+    max * (1.1 + 0.075 * entries as f64)
+}
+
+/// Draws `series` as lines with point markers and a legend into the SVG file `path`.
+fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyhow::Result<()> {
+    let (x0, x1) = x_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max);
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(75)
+        .build_cartesian_2d(x0..x1, 0.0..y_top(ymax, series.len()))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(((x1 - x0).ceil() as usize + 1).max(2))
+        .x_label_formatter(&gd_tick)
+        .x_desc("group depth")
+        .y_desc(y_desc)
+        .draw()?;
+    for s in series {
+        let color = s.color;
+        let style = color.stroke_width(2);
+        let anno = if s.dashed {
+            chart.draw_series(DashedLineSeries::new(s.points.clone(), 8, 5, style))?
+        } else {
+            chart.draw_series(LineSeries::new(s.points.clone(), style))?
+        };
+        // A dash longer than the legend's 21-pixel line draws it solid.
+        let (dash, gap) = if s.dashed { (8, 5) } else { (100, 1) };
+        anno.label(s.label.clone()).legend(move |(x, y)| {
+            DashedPathElement::new(vec![(x, y), (x + 21, y)], dash, gap, color.stroke_width(2))
+        });
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Draws `bars` (group depth, the four [`STAGES`] medians) as stacked bars into `path`.
+fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow::Result<()> {
+    let (x0, x1) = x_range(bars.iter().map(|b| b.0));
+    let ymax = bars
+        .iter()
+        .map(|(_, parts)| parts.iter().sum::<f64>())
+        .fold(0.0f64, f64::max);
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(75)
+        .build_cartesian_2d(x0..x1, 0.0..y_top(ymax, STAGES.len()))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(((x1 - x0).ceil() as usize + 1).max(2))
+        .x_label_formatter(&gd_tick)
+        .x_desc("group depth")
+        .y_desc("ms per block (median of each stage)")
+        .draw()?;
+    for (i, (_, label)) in STAGES.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(bars.iter().map(|(gd, parts)| {
+                let bottom: f64 = parts[..i].iter().sum();
+                Rectangle::new(
+                    [(gd - 0.35, bottom), (gd + 0.35, bottom + parts[i])],
+                    color.filled(),
+                )
+            }))?
+            .label(*label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

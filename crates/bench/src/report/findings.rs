@@ -1,0 +1,437 @@
+//! The "Findings" section: statements computed from the data, worded by what the data shows.
+
+use super::anchor;
+use super::doc::Block;
+use super::format::{num, p as fmt_p, pct, share, times};
+use super::view::{Combo, Vary, View};
+use crate::model::{ReadPathKind, Workload};
+use crate::stats;
+
+/// Significance level of the findings' tests.
+pub(super) const ALPHA: f64 = 0.05;
+
+/// One group depth's median of a metric.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Ranked {
+    /// Group depth.
+    pub gd: u8,
+    /// Median.
+    pub value: f64,
+}
+
+/// The measured group depths of `workload` in `combo` ranked by the median of `metric`, best
+/// first (highest when `higher_is_better`, else lowest; ties to the lower group depth).
+pub(super) fn rank(
+    view: &View,
+    workload: Workload,
+    combo: Combo,
+    metric: &str,
+    higher_is_better: bool,
+) -> Vec<Ranked> {
+    let mut v: Vec<Ranked> = view
+        .group_depths(workload, combo)
+        .into_iter()
+        .filter_map(|gd| {
+            let value = view.median(&combo.key(workload, gd), metric)?;
+            Some(Ranked { gd, value })
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        let ord = a.value.total_cmp(&b.value);
+        let ord = if higher_is_better { ord.reverse() } else { ord };
+        ord.then(a.gd.cmp(&b.gd))
+    });
+    v
+}
+
+/// Mann-Whitney p-value of `metric` between two group depths of `workload` in `combo`.
+fn p_between(
+    view: &View,
+    workload: Workload,
+    combo: Combo,
+    metric: &str,
+    a: u8,
+    b: u8,
+) -> Option<f64> {
+    stats::mann_whitney_p(
+        &view.samples(&combo.key(workload, a), metric),
+        &view.samples(&combo.key(workload, b), metric),
+    )
+}
+
+/// "significant (p = ...)" / "not significant ..." / "not testable ..." for best against
+/// runner-up.
+fn verdict(p: Option<f64>, best: u8, runner_up: u8) -> String {
+    match p {
+        Some(p) if p < ALPHA => format!(
+            "the difference is significant (Mann-Whitney p = {})",
+            fmt_p(Some(p))
+        ),
+        Some(p) => format!(
+            "the difference is not significant (p = {} ≥ {ALPHA}): GD-{best} and GD-{runner_up} cannot be told apart with these runs",
+            fmt_p(Some(p))
+        ),
+        None => "significance not testable (fewer than 2 kept runs on a side, or identical values)"
+            .to_string(),
+    }
+}
+
+/// The best group depth by the median of `metric`, the runner-up and the p-value between them.
+struct Best {
+    best: Ranked,
+    runner_up: Option<(Ranked, Option<f64>)>,
+}
+
+fn best_of(
+    view: &View,
+    workload: Workload,
+    combo: Combo,
+    metric: &str,
+    higher_is_better: bool,
+) -> Option<Best> {
+    let ranked = rank(view, workload, combo, metric, higher_is_better);
+    let best = *ranked.first()?;
+    let runner_up = ranked.get(1).map(|&second| {
+        let p = p_between(view, workload, combo, metric, best.gd, second.gd);
+        (second, p)
+    });
+    Some(Best { best, runner_up })
+}
+
+/// `+24.6%` change from `from` to `to`, or empty when `from` is 0.
+fn change(from: f64, to: f64) -> String {
+    if from != 0.0 {
+        format!(", {}", pct((to - from) / from * 100.0))
+    } else {
+        String::new()
+    }
+}
+
+/// The sentence naming the best group depth by `metric`.
+fn best_sentence(b: &Best, what: &str, unit: &str) -> String {
+    let best = b.best;
+    let Some((second, p)) = b.runner_up else {
+        return format!(
+            "Only GD-{} was measured ({} {unit} {what}): no group-depth comparison.",
+            best.gd,
+            num(best.value)
+        );
+    };
+    format!(
+        "Best by {what}: **GD-{}** ({} {unit}); runner-up GD-{} ({} {unit}{}); {}.",
+        best.gd,
+        num(best.value),
+        second.gd,
+        num(second.value),
+        change(best.value, second.value),
+        verdict(p, best.gd, second.gd)
+    )
+}
+
+/// The short sentence for a second metric that agrees on the best group depth.
+fn agreeing_sentence(b: &Best, what: &str, unit: &str) -> String {
+    match b.runner_up {
+        None => String::new(),
+        Some((second, p)) => format!(
+            "The same group depth has the best {what} ({} {unit}; GD-{}: {} {unit}{}, p = {}).",
+            num(b.best.value),
+            second.gd,
+            num(second.value),
+            change(b.best.value, second.value),
+            fmt_p(p)
+        ),
+    }
+}
+
+/// The share of state read in block time at the best group depth and across group depths.
+fn share_sentence(view: &View, workload: Workload, combo: Combo, best_gd: u8) -> Option<String> {
+    let share_at = |gd: u8| {
+        let key = combo.key(workload, gd);
+        let total = view.median(&key, "total_ms")?;
+        let read = view.median(&key, "state_read_ms")?;
+        (total > 0.0).then_some(read / total)
+    };
+    let at_best = share_at(best_gd)?;
+    let all: Vec<f64> = view
+        .group_depths(workload, combo)
+        .into_iter()
+        .filter_map(share_at)
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let range = if all.len() > 1 {
+        format!(
+            " ({}–{} across the measured group depths)",
+            share(lo),
+            share(hi)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "State read is {} of block time at GD-{best_gd}{range}.",
+        share(at_best)
+    ))
+}
+
+/// "N× better" / "N× worse" for an anchor figure against ours (both costs: lower is better).
+fn versus(anchor: f64, ours: f64) -> String {
+    let r = anchor / ours;
+    if r >= 1.0 {
+        format!("**{} better**", times(r))
+    } else {
+        format!("**{} worse**", times(1.0 / r))
+    }
+}
+
+/// Like [`versus`] against an anchor range `low..=high`.
+fn versus_range(low: f64, high: f64, ours: f64) -> String {
+    let (lo, hi) = (low / ours, high / ours);
+    if lo >= 1.0 {
+        format!("**{}–{} better**", times(lo), times(hi))
+    } else if hi <= 1.0 {
+        format!("**{}–{} worse**", times(1.0 / hi), times(1.0 / lo))
+    } else {
+        format!(
+            "between **{} worse** and **{} better**",
+            times(1.0 / lo),
+            times(hi)
+        )
+    }
+}
+
+/// Describes the ratios `values` (baseline / variant, > 1 meaning the variant is faster).
+fn ratio_range(ratios: &[f64], faster: &str, slower: &str) -> String {
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let span = |a: f64, b: f64| {
+        if (a - b).abs() < 0.05 * a.max(b) {
+            times(a)
+        } else {
+            format!("{}–{}", times(a), times(b))
+        }
+    };
+    if lo >= 1.0 {
+        format!("{} {faster}", span(lo, hi))
+    } else if hi <= 1.0 {
+        format!("{} {slower}", span(1.0 / hi, 1.0 / lo))
+    } else {
+        format!(
+            "from {} {slower} to {} {faster}, depending on group depth",
+            times(1.0 / lo),
+            times(hi)
+        )
+    }
+}
+
+/// State read of a pair of combinations compared group depth by group depth.
+fn pair_sentence(view: &View, workload: Workload, vary: Vary) -> Option<String> {
+    let (a, b) = view.pair(workload, vary)?;
+    let gds: Vec<u8> = view
+        .group_depths(workload, a)
+        .into_iter()
+        .filter(|gd| view.group_depths(workload, b).contains(gd))
+        .collect();
+    let mut ratios = Vec::new();
+    let mut significant = 0;
+    let mut tested = 0;
+    for &gd in &gds {
+        let (ka, kb) = (a.key(workload, gd), b.key(workload, gd));
+        let (Some(ma), Some(mb)) = (
+            view.median(&ka, "state_read_ms"),
+            view.median(&kb, "state_read_ms"),
+        ) else {
+            continue;
+        };
+        if ma <= 0.0 || mb <= 0.0 {
+            continue;
+        }
+        ratios.push(ma / mb);
+        if let Some(p) = stats::mann_whitney_p(
+            &view.samples(&ka, "state_read_ms"),
+            &view.samples(&kb, "state_read_ms"),
+        ) {
+            tested += 1;
+            if p < ALPHA {
+                significant += 1;
+            }
+        }
+    }
+    if ratios.is_empty() {
+        return None;
+    }
+    let (subject, setting) = match vary {
+        Vary::ReadPath => (
+            "the flat path reads state",
+            format!(
+                "than the trie path (prefetch {})",
+                if a.prefetch { "on" } else { "off" }
+            ),
+        ),
+        Vary::Prefetch => (
+            "prefetching makes state reads",
+            format!("than no prefetch ({} path)", a.read_path.name()),
+        ),
+    };
+    let gd_span = match (gds.first(), gds.last()) {
+        (Some(f), Some(l)) if f != l => format!(" over GD-{f}..GD-{l}"),
+        (Some(f), _) => format!(" at GD-{f}"),
+        _ => String::new(),
+    };
+    let tests = if tested > 0 {
+        format!(
+            "; the difference is significant (p < {ALPHA}) at {significant} of {tested} group depths tested"
+        )
+    } else {
+        "; not testable (too few kept runs)".to_string()
+    };
+    Some(format!(
+        "**{}**: {subject} {} {setting}{gd_span}{tests}.",
+        workload.name(),
+        ratio_range(&ratios, "faster", "slower"),
+    ))
+}
+
+/// The per-slot comparison with the anchor for the flat + prefetch combination.
+fn anchor_sentences(view: &View) -> Vec<String> {
+    let mut out = Vec::new();
+    let flat_prefetch = |w: Workload| {
+        view.combos(w)
+            .into_iter()
+            .find(|c| c.read_path == ReadPathKind::Flat && c.prefetch)
+    };
+    if let Some(c) = flat_prefetch(Workload::Erc20Balanceof) {
+        let w = Workload::Erc20Balanceof;
+        if let Some(best) = rank(view, w, c, "mgas_s", true).first() {
+            let mut gds = vec![best.gd];
+            if best.gd != 5 && view.group_depths(w, c).contains(&5) {
+                gds.push(5);
+            }
+            for gd in gds {
+                let Some(ours) = view.median(&c.key(w, gd), "ms_per_cold_read") else {
+                    continue;
+                };
+                if ours <= 0.0 {
+                    continue;
+                }
+                let what = if gd == best.gd {
+                    format!("at its best group depth GD-{gd}")
+                } else {
+                    format!("at GD-{gd} (the anchor's choice)")
+                };
+                let mut s = format!(
+                    "**erc20_balanceof** (flat + prefetch), {what}: {} ms of state read per cold read against the anchor's {} ms (geth GD-5, part 2): {}",
+                    num(ours),
+                    num(anchor::MS_PER_COLD_READ),
+                    versus(anchor::MS_PER_COLD_READ, ours),
+                );
+                if let Some(a) = anchor::at(gd) {
+                    s.push_str(&format!(
+                        "; against part 1 at GD-{gd} ({} ms = state read / 6,141): {}",
+                        num(a.ms_per_cold_read()),
+                        versus(a.ms_per_cold_read(), ours)
+                    ));
+                }
+                s.push('.');
+                out.push(s);
+            }
+        }
+    }
+    if let Some(c) = flat_prefetch(Workload::Erc20Approve) {
+        let w = Workload::Erc20Approve;
+        if let Some(best) = rank(view, w, c, "mgas_s", true).first()
+            && let Some(ours) = view.median(&c.key(w, best.gd), "ms_per_written_slot")
+            && ours > 0.0
+        {
+            out.push(format!(
+                "**erc20_approve** (flat + prefetch), at its best group depth GD-{}: {} ms of block time per written slot against the anchor's {}–{} ms (part 2; part 1 GD-5 total / 681): {}.",
+                best.gd,
+                num(ours),
+                num(anchor::MS_PER_WRITTEN_SLOT_LOW),
+                num(anchor::MS_PER_WRITTEN_SLOT_HIGH),
+                versus_range(
+                    anchor::MS_PER_WRITTEN_SLOT_LOW,
+                    anchor::MS_PER_WRITTEN_SLOT_HIGH,
+                    ours
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The findings section's blocks (without its heading).
+pub(super) fn findings(view: &View) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let multi_page = view.multi_page();
+    for w in view.workloads() {
+        let mut items = Vec::new();
+        for c in view.combos(w) {
+            let mut sentences = Vec::new();
+            let by_mgas = best_of(view, w, c, "mgas_s", true);
+            let by_total = best_of(view, w, c, "total_ms", false);
+            const MGAS: (&str, &str) = ("median Mgas/s", "Mgas/s");
+            const TOTAL: (&str, &str) = ("median total block time", "ms");
+            match (&by_mgas, &by_total) {
+                (Some(m), Some(t)) if m.best.gd == t.best.gd => {
+                    sentences.push(best_sentence(m, MGAS.0, MGAS.1));
+                    sentences.push(agreeing_sentence(t, TOTAL.0, TOTAL.1));
+                }
+                _ => {
+                    if let Some(m) = &by_mgas {
+                        sentences.push(best_sentence(m, MGAS.0, MGAS.1));
+                    }
+                    if let Some(t) = &by_total {
+                        sentences.push(best_sentence(t, TOTAL.0, TOTAL.1));
+                    }
+                }
+            }
+            sentences.retain(|s| !s.is_empty());
+            let best_gd = by_mgas.as_ref().or(by_total.as_ref()).map(|b| b.best.gd);
+            if let Some(gd) = best_gd
+                && let Some(s) = share_sentence(view, w, c, gd)
+            {
+                sentences.push(s);
+            }
+            if !sentences.is_empty() {
+                items.push(format!(
+                    "**{}**: {}",
+                    c.label(multi_page),
+                    sentences.join(" ")
+                ));
+            }
+        }
+        if !items.is_empty() {
+            blocks.push(Block::Heading(3, w.name().to_string()));
+            blocks.push(Block::List(items));
+        }
+    }
+    for (vary, title) in [
+        (Vary::ReadPath, "Read path: trie vs flat (state read)"),
+        (Vary::Prefetch, "Prefetch: off vs on (state read)"),
+    ] {
+        let items: Vec<String> = view
+            .workloads()
+            .into_iter()
+            .filter_map(|w| pair_sentence(view, w, vary))
+            .collect();
+        if !items.is_empty() {
+            blocks.push(Block::Heading(3, title.to_string()));
+            blocks.push(Block::List(items));
+        }
+    }
+    let anchor_items = anchor_sentences(view);
+    if !anchor_items.is_empty() {
+        blocks.push(Block::Heading(
+            3,
+            "Per-slot cost against the anchor (flat + prefetch)".to_string(),
+        ));
+        blocks.push(Block::List(anchor_items));
+    }
+    if blocks.is_empty() {
+        blocks.push(Block::Para(
+            "No kept runs: nothing to conclude.".to_string(),
+        ));
+    }
+    blocks
+}

@@ -1,0 +1,350 @@
+use std::fs;
+use std::path::Path;
+
+use super::write_report;
+use crate::model::{
+    ConfigKey, DatabaseInfo, Machine, ReadPathKind, Results, RunRow, SCHEMA_VERSION, StudyConfig,
+    Workload,
+};
+use crate::stats;
+
+/// The shape of a synthetic study.
+struct Shape<'a> {
+    gds: &'a [u8],
+    workloads: &'a [Workload],
+    read_paths: &'a [ReadPathKind],
+    prefetch: &'a [bool],
+    kept_runs: u32,
+}
+
+/// A synthetic run: state read is `100 + 25 (gd - 3)^2` ms (x3 on the trie path, x2 without
+/// prefetch), so GD-3 is the best everywhere; runs add a small jitter.
+fn run_row(key: ConfigKey, run: u32) -> RunRow {
+    let gd = f64::from(key.group_depth);
+    let jitter = f64::from(run) * 0.1;
+    let path = if key.read_path == ReadPathKind::Trie {
+        3.0
+    } else {
+        1.0
+    };
+    let prefetch = if key.prefetch { 1.0 } else { 2.0 };
+    let state_read_ms = (100.0 + 25.0 * (gd - 3.0).powi(2)) * path * prefetch + jitter;
+    let writes = key.workload.writes();
+    let trie_update_ms = if writes { 20.0 + 5.0 * gd } else { 0.0 };
+    let commit_ms = if writes { 5.0 + gd } else { 0.0 };
+    let execution_ms = 10.0;
+    let total_ms = state_read_ms + execution_ms + trie_update_ms + commit_ms;
+    let gas = 10_000_000u64;
+    let cold_reads = 1_000u64;
+    let slots_written = if writes { 100 } else { 0 };
+    RunRow {
+        key,
+        run,
+        kept: run > 0,
+        gas,
+        total_ms,
+        state_read_ms,
+        execution_ms,
+        trie_update_ms,
+        commit_ms,
+        mgas_s: gas as f64 / (total_ms * 1e3),
+        store_reads: cold_reads,
+        bytes_read: cold_reads * 100,
+        nodes_loaded: if writes { 50 } else { 0 },
+        hashes: if writes { 1_000 } else { 0 },
+        bytes_written: if writes { 10_000 } else { 0 },
+        cold_reads,
+        slots_written,
+        slots_read: cold_reads,
+        trie_warm_ms: 0.0,
+        ms_per_cold_read: Some(state_read_ms / cold_reads as f64),
+        ms_per_written_slot: writes.then(|| total_ms / slots_written as f64),
+        hash_floor: writes.then(|| trie_update_ms / (1_000.0 * 60e-6)),
+    }
+}
+
+fn synthetic(shape: &Shape) -> Results {
+    let mut runs = Vec::new();
+    for &gd in shape.gds {
+        for &workload in shape.workloads {
+            for &read_path in shape.read_paths {
+                for &prefetch in shape.prefetch {
+                    let key = ConfigKey {
+                        page_size: 4096,
+                        group_depth: gd,
+                        workload,
+                        read_path,
+                        prefetch,
+                    };
+                    for run in 0..=shape.kept_runs {
+                        runs.push(run_row(key, run));
+                    }
+                }
+            }
+        }
+    }
+    let summaries = stats::summarize(&runs);
+    let comparisons = stats::compare(&runs, &["total_ms", "mgas_s", "state_read_ms"]);
+    Results {
+        schema_version: SCHEMA_VERSION,
+        started: "2026-01-01T00:00:00Z".to_string(),
+        elapsed_s: 3723.0,
+        command: "cargo xtask bench --scale smoke".to_string(),
+        machine: Machine {
+            cpus: 2,
+            cpu_model: Some("Test CPU".to_string()),
+            memory_bytes: Some(8 << 30),
+            kernel: None,
+            hash64_ns: 60.0,
+        },
+        config: StudyConfig {
+            scale: "smoke".to_string(),
+            stems: 1_000_000,
+            holders: 10_000,
+            group_depths: shape.gds.to_vec(),
+            workloads: shape.workloads.to_vec(),
+            read_paths: shape.read_paths.to_vec(),
+            prefetch: shape.prefetch.to_vec(),
+            page_sizes: vec![4096],
+            runs: shape.kept_runs + 1,
+            block_gas_limit: 100_000_000,
+            tx_gas_limit: 30_000_000,
+            mixed_read_pct: 50,
+            prefetch_workers: 2,
+            durability: "durable".into(),
+            seed: 42,
+        },
+        databases: shape
+            .gds
+            .iter()
+            .map(|&gd| DatabaseInfo {
+                page_size: 4096,
+                group_depth: gd,
+                build_s: 12.5,
+                file_bytes: 300 << 20,
+                nodes: 123_456,
+                stems: 1_000_000,
+            })
+            .collect(),
+        runs,
+        summaries,
+        comparisons,
+    }
+}
+
+const BOTH_PATHS: [ReadPathKind; 2] = [ReadPathKind::Trie, ReadPathKind::Flat];
+
+/// Equal JSON trees, numbers to a relative 1e-12.
+fn json_close(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_close(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_close(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// True when `svg` has a `<text>` element reading `label` (plotters writes the text on its
+/// own line).
+fn has_text(svg: &str, label: &str) -> bool {
+    svg.contains(&format!(">\n{label}\n</text>")) || svg.contains(&format!(">{label}</text>"))
+}
+
+fn read(dir: &Path, file: &str) -> String {
+    fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+fn svg_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".svg"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn full_study_report() {
+    let results = synthetic(&Shape {
+        gds: &[1, 2, 3, 4],
+        workloads: &[Workload::Erc20Balanceof, Workload::Erc20Approve],
+        read_paths: &BOTH_PATHS,
+        prefetch: &[false, true],
+        kept_runs: 3,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+
+    // results.json round-trips (floats to within serde_json's default parsing precision).
+    let back: serde_json::Value = serde_json::from_str(&read(dir.path(), "results.json")).unwrap();
+    assert!(json_close(&back, &serde_json::to_value(&results).unwrap()));
+    let back: Results = serde_json::from_value(back).unwrap();
+    assert_eq!(back.runs.len(), results.runs.len());
+    assert_eq!(back.config, results.config);
+
+    // Every expected chart, and nothing else.
+    assert_eq!(
+        svg_files(dir.path()),
+        vec![
+            "breakdown_erc20_approve.svg",
+            "breakdown_erc20_balanceof.svg",
+            "mgas_by_gd_erc20_approve.svg",
+            "mgas_by_gd_erc20_balanceof.svg",
+            "prefetch.svg",
+            "read_paths.svg",
+        ]
+    );
+    for file in svg_files(dir.path()) {
+        let svg = read(dir.path(), &file);
+        assert!(svg.trim_start().starts_with("<svg"), "{file}");
+        assert!(svg.trim_end().ends_with("</svg>"), "{file}");
+        assert!(
+            has_text(&svg, "group depth"),
+            "{file} lacks the x axis label"
+        );
+        // Tick labels for the group depths.
+        for gd in 1..=4 {
+            assert!(has_text(&svg, &gd.to_string()), "{file} lacks tick {gd}");
+        }
+    }
+    let mgas = read(dir.path(), "mgas_by_gd_erc20_balanceof.svg");
+    assert!(has_text(&mgas, "Mgas/s (median)"));
+    assert!(has_text(&mgas, "flat + prefetch"));
+    assert!(has_text(&mgas, "trie, no prefetch"));
+    let breakdown = read(dir.path(), "breakdown_erc20_approve.svg");
+    for stage in ["state read", "execution", "trie update", "commit"] {
+        assert!(has_text(&breakdown, stage), "{stage}");
+    }
+    assert!(breakdown.contains("flat + prefetch"));
+    let paths = read(dir.path(), "read_paths.svg");
+    assert!(has_text(&paths, "erc20_balanceof, trie, no prefetch"));
+    assert!(has_text(&paths, "erc20_balanceof, flat, no prefetch"));
+    assert!(has_text(&paths, "state read ms (median)"));
+    let prefetch = read(dir.path(), "prefetch.svg");
+    assert!(has_text(&prefetch, "erc20_approve, flat + prefetch"));
+
+    let md = read(dir.path(), "report.md");
+    for needle in [
+        "# bintrie group-depth study (smoke)",
+        "cargo xtask bench --scale smoke",
+        "| page size | GD | build | file size | node blobs | flat stems |",
+        "| 4 KB | 3 | 12.5 s | 300.0 MiB | 123,456 | 1,000,000 |",
+        "#### erc20_balanceof: flat + prefetch, 4 KB pages",
+        "#### erc20_approve: trie, no prefetch, 4 KB pages",
+        "| GD | runs | total ms | state read ms | execution ms | trie update ms | commit ms | Mgas/s | CV% total | total vs prev GD | total vs GD-1 | ms/cold read |\n",
+        "| GD | runs | total ms | state read ms | execution ms | trie update ms | commit ms | Mgas/s | CV% total | total vs prev GD | total vs GD-1 | ms/cold read | ms/written slot | hash floor |",
+        "| state read ms (ours) | state read ms (anchor) |",
+        "| 3 | 100.2 | 2866 | 110.2 | 3213 | 90.74 | 5.20 | 0.100 | 0.467 |",
+        "## Findings",
+        "Best by median Mgas/s: **GD-3**",
+        "The same group depth has the best median total block time (110.2 ms; GD-2: 135.2 ms, +22.7%, p = 0.100).",
+        // 3 kept runs a side cannot reach p < 0.05 (exact minimum 0.1): the wording says so.
+        "not significant (p = 0.100 ≥ 0.05): GD-3 and GD-2 cannot be told apart",
+        "the flat path reads state 3.0× faster than the trie path (prefetch off) over GD-1..GD-4",
+        "prefetching makes state reads 2.0× faster than no prefetch (flat path)",
+        // 0.405 / 0.1002 ms per cold read.
+        "against the anchor's 0.405 ms (geth GD-5, part 2): **4.0× better**",
+        "![erc20_balanceof: throughput by group depth](mgas_by_gd_erc20_balanceof.svg)",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle:?}\n{md}");
+    }
+    // GD-1 has nothing to compare against; GD-2's adjacent and vs-GD-1 cells agree.
+    assert!(md.contains("| 1 | 3 | "));
+    // State read share at the best group depth: 100.2 / 110.2.
+    assert!(md.contains("State read is 91% of block time at GD-3"));
+
+    let html = read(dir.path(), "index.html");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<table>"));
+    assert!(html.contains("<strong>GD-3</strong>"));
+    assert!(!html.contains("<link") && !html.contains("<script"));
+    for file in svg_files(dir.path()) {
+        assert!(html.contains(&format!("<img src=\"{file}\"")), "{file}");
+    }
+}
+
+#[test]
+fn clearly_separated_best_is_significant() {
+    let results = synthetic(&Shape {
+        gds: &[2, 3, 4],
+        workloads: &[Workload::Erc20Balanceof],
+        read_paths: &[ReadPathKind::Flat],
+        prefetch: &[true],
+        kept_runs: 9,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let md = read(dir.path(), "report.md");
+    assert!(
+        md.contains("Best by median Mgas/s: **GD-3**")
+            && md.contains("the difference is significant (Mann-Whitney p = "),
+        "{md}"
+    );
+    // p-values in the table are marked significant.
+    assert!(md.contains(")*"));
+    // Only one read path and one prefetch setting: no cross charts.
+    assert_eq!(
+        svg_files(dir.path()),
+        vec![
+            "breakdown_erc20_balanceof.svg",
+            "mgas_by_gd_erc20_balanceof.svg"
+        ]
+    );
+}
+
+#[test]
+fn single_group_depth_and_workload() {
+    let results = synthetic(&Shape {
+        gds: &[5],
+        workloads: &[Workload::Mixed],
+        read_paths: &[ReadPathKind::Trie],
+        prefetch: &[false],
+        kept_runs: 1,
+    });
+    assert!(results.comparisons.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let md = read(dir.path(), "report.md");
+    assert!(md.contains("Only GD-5 was measured"), "{md}");
+    assert!(md.contains("#### mixed: trie, no prefetch, 4 KB pages"));
+    // No comparison columns when nothing was compared.
+    assert!(!md.contains("total vs prev GD |"));
+    // The anchor's mixed row beside ours.
+    assert!(md.contains(
+        "| GD | total ms (ours) | total ms (anchor) | Mgas/s (ours) | Mgas/s (anchor) |"
+    ));
+    assert!(md.contains("| 1910 |"));
+    let svg = read(dir.path(), "mgas_by_gd_mixed.svg");
+    assert!(has_text(&svg, "5") && has_text(&svg, "group depth"));
+    assert!(!dir.path().join("read_paths.svg").exists());
+    assert!(!dir.path().join("prefetch.svg").exists());
+    assert!(dir.path().join("index.html").exists());
+}
+
+#[test]
+fn empty_results_still_render() {
+    let mut results = synthetic(&Shape {
+        gds: &[],
+        workloads: &[],
+        read_paths: &[],
+        prefetch: &[],
+        kept_runs: 0,
+    });
+    results.databases.clear();
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, &dir.path().join("nested/out")).unwrap();
+    let md = read(&dir.path().join("nested/out"), "report.md");
+    assert!(md.contains("No kept runs"));
+    assert!(svg_files(&dir.path().join("nested/out")).is_empty());
+}

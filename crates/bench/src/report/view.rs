@@ -1,0 +1,204 @@
+//! Lookups over a [`Results`]: which workloads, combinations and group depths were measured, and
+//! their medians, CV% and comparisons.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{
+    Comparison, ConfigKey, MetricSummary, ReadPathKind, Results, Summary, Workload,
+};
+use crate::stats;
+
+/// Everything of a [`ConfigKey`] but the workload and the group depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) struct Combo {
+    /// MDBX page size.
+    pub page_size: u32,
+    /// Read path.
+    pub read_path: ReadPathKind,
+    /// Prefetch on or off.
+    pub prefetch: bool,
+}
+
+impl Combo {
+    /// The combination of `key`.
+    pub fn of(key: &ConfigKey) -> Combo {
+        Combo {
+            page_size: key.page_size,
+            read_path: key.read_path,
+            prefetch: key.prefetch,
+        }
+    }
+
+    /// The configuration of this combination for `workload` at `group_depth`.
+    pub fn key(self, workload: Workload, group_depth: u8) -> ConfigKey {
+        ConfigKey {
+            page_size: self.page_size,
+            group_depth,
+            workload,
+            read_path: self.read_path,
+            prefetch: self.prefetch,
+        }
+    }
+
+    /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page`.
+    pub fn label(self, with_page: bool) -> String {
+        let mut s = format!(
+            "{}{}",
+            self.read_path.name(),
+            if self.prefetch {
+                " + prefetch"
+            } else {
+                ", no prefetch"
+            }
+        );
+        if with_page {
+            s.push_str(&format!(", {} pages", super::format::page(self.page_size)));
+        }
+        s
+    }
+}
+
+/// Indexed access to one [`Results`].
+pub(super) struct View<'a> {
+    /// The results viewed.
+    pub results: &'a Results,
+    summaries: BTreeMap<ConfigKey, &'a Summary>,
+}
+
+impl<'a> View<'a> {
+    /// Indexes `results.summaries` by configuration.
+    pub fn new(results: &'a Results) -> View<'a> {
+        let summaries = results.summaries.iter().map(|s| (s.key, s)).collect();
+        View { results, summaries }
+    }
+
+    /// Workloads with at least one summary, in [`Workload::ALL`] order.
+    pub fn workloads(&self) -> Vec<Workload> {
+        let present: BTreeSet<Workload> = self.summaries.keys().map(|k| k.workload).collect();
+        Workload::ALL
+            .into_iter()
+            .filter(|w| present.contains(w))
+            .collect()
+    }
+
+    /// Combinations measured for `workload`, sorted (page size, trie before flat, prefetch off
+    /// before on).
+    pub fn combos(&self, workload: Workload) -> Vec<Combo> {
+        let set: BTreeSet<Combo> = self
+            .summaries
+            .keys()
+            .filter(|k| k.workload == workload)
+            .map(Combo::of)
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Group depths measured for `workload` in `combo`, ascending.
+    pub fn group_depths(&self, workload: Workload, combo: Combo) -> Vec<u8> {
+        self.summaries
+            .keys()
+            .filter(|k| k.workload == workload && Combo::of(k) == combo)
+            .map(|k| k.group_depth)
+            .collect::<BTreeSet<u8>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// Page sizes with at least one summary, ascending.
+    pub fn page_sizes(&self) -> Vec<u32> {
+        self.summaries
+            .keys()
+            .map(|k| k.page_size)
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// True when more than one page size was measured (labels then name the page size).
+    pub fn multi_page(&self) -> bool {
+        self.page_sizes().len() > 1
+    }
+
+    /// The summary of `metric` for `key`, if measured.
+    pub fn metric(&self, key: &ConfigKey, metric: &str) -> Option<&'a MetricSummary> {
+        self.summaries.get(key)?.metrics.get(metric)
+    }
+
+    /// The median of `metric` for `key`, if measured.
+    pub fn median(&self, key: &ConfigKey, metric: &str) -> Option<f64> {
+        self.metric(key, metric).map(|m| m.median)
+    }
+
+    /// The comparison of `metric` for `key` (as group depth b) of `kind`, if computed.
+    pub fn comparison(&self, key: &ConfigKey, kind: &str, metric: &str) -> Option<&'a Comparison> {
+        self.results
+            .comparisons
+            .iter()
+            .find(|c| c.key == *key && c.kind == kind && c.metric == metric)
+    }
+
+    /// The kept runs' values of `metric` for `key`.
+    pub fn samples(&self, key: &ConfigKey, metric: &str) -> Vec<f64> {
+        stats::kept_samples(&self.results.runs, key, metric)
+    }
+
+    /// The combination the breakdown chart and the per-slot findings use for `workload`:
+    /// flat + prefetch (smallest page size having it), else the first measured.
+    pub fn preferred_combo(&self, workload: Workload) -> Option<Combo> {
+        let combos = self.combos(workload);
+        combos
+            .iter()
+            .copied()
+            .find(|c| c.read_path == ReadPathKind::Flat && c.prefetch)
+            .or_else(|| combos.first().copied())
+    }
+}
+
+/// Which setting a pair of combinations differs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Vary {
+    /// Trie against flat, prefetch equal (off preferred).
+    ReadPath,
+    /// Prefetch off against on, read path equal (flat preferred).
+    Prefetch,
+}
+
+impl View<'_> {
+    /// Two measured combinations of `workload` that differ only in `vary`, as (baseline,
+    /// variant): (trie, flat) or (prefetch off, prefetch on). The smallest page size that has a
+    /// pair wins; then prefetch off (for read paths) or the flat path (for prefetch).
+    pub fn pair(&self, workload: Workload, vary: Vary) -> Option<(Combo, Combo)> {
+        let combos = self.combos(workload);
+        let has = |c: &Combo| combos.contains(c);
+        for page_size in self.page_sizes() {
+            let candidates: Vec<(Combo, Combo)> = match vary {
+                Vary::ReadPath => [false, true]
+                    .into_iter()
+                    .map(|prefetch| {
+                        let c = |read_path| Combo {
+                            page_size,
+                            read_path,
+                            prefetch,
+                        };
+                        (c(ReadPathKind::Trie), c(ReadPathKind::Flat))
+                    })
+                    .collect(),
+                Vary::Prefetch => [ReadPathKind::Flat, ReadPathKind::Trie]
+                    .into_iter()
+                    .map(|read_path| {
+                        let c = |prefetch| Combo {
+                            page_size,
+                            read_path,
+                            prefetch,
+                        };
+                        (c(false), c(true))
+                    })
+                    .collect(),
+            };
+            if let Some(p) = candidates.into_iter().find(|(a, b)| has(a) && has(b)) {
+                return Some(p);
+            }
+        }
+        None
+    }
+}
