@@ -1,7 +1,7 @@
 //! `bintrie bench`: the whole-system group-depth study (what `cargo xtask bench` runs).
 
 use anyhow::{Context, Result, bail};
-use bintrie_bench::model::{ReadPathKind, Workload};
+use bintrie_bench::model::{ReadPathKind, Results, SCHEMA_VERSION, Workload};
 use bintrie_bench::runner::{Scale, StudyOptions, run_study};
 use bintrie_bench::{report, stats};
 use std::path::PathBuf;
@@ -70,6 +70,10 @@ pub struct BenchArgs {
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
+    /// Do not measure: re-render the report (statistics, report.md, charts, index.html) from
+    /// an existing results.json into --out, e.g. after a change to the report.
+    #[arg(long, value_name = "RESULTS_JSON")]
+    from_results: Option<PathBuf>,
     /// Print results.json to stdout when done (the report is written either way).
     #[arg(long)]
     json: bool,
@@ -163,13 +167,39 @@ pub fn cmd_bench(args: BenchArgs) -> Result<()> {
     opts.command = std::env::args().collect::<Vec<_>>().join(" ");
 
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let mut results = run_study(&opts)?;
+    let mut results = match &args.from_results {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let results: Results = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{}: not a results.json of schema {SCHEMA_VERSION}",
+                    path.display()
+                )
+            })?;
+            if results.schema_version != SCHEMA_VERSION {
+                bail!(
+                    "{}: schema version {} (this build reads {SCHEMA_VERSION})",
+                    path.display(),
+                    results.schema_version
+                );
+            }
+            results
+        }
+        None => run_study(&opts)?,
+    };
     results.summaries = stats::summarize(&results.runs);
     results.comparisons = stats::compare(&results.runs, &bintrie_bench::model::METRICS);
     report::write_report(&results, &out)
         .with_context(|| format!("writing the report into {}", out.display()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
+    } else if args.from_results.is_some() {
+        println!(
+            "report of {} blocks re-rendered: {}",
+            results.runs.len(),
+            out.join("report.md").display()
+        );
     } else {
         println!(
             "{} blocks measured in {:.0} s; report: {}",

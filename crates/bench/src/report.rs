@@ -11,6 +11,7 @@ mod charts;
 mod doc;
 mod findings;
 mod format;
+mod recommend;
 mod view;
 
 use std::fs;
@@ -194,6 +195,9 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         b.push(Block::Table(t));
     }
 
+    b.push(Block::Heading(2, "Recommendation".to_string()));
+    b.extend(recommend::recommendation(view));
+
     b.push(Block::Heading(2, "Results by workload".to_string()));
     let workloads = view.workloads();
     if workloads.is_empty() {
@@ -248,7 +252,8 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
              two-sided Mann-Whitney U p-value of the kept runs; * marks p < {}.",
             findings::ALPHA
         ),
-        "ms/cold read is state read time over the unique state keys read from the store; \
+        "ms/cold read is state read time over the storage slots the EVM read from the state \
+         (one transaction per block, so each is a distinct cold slot read); \
          ms/written slot is total block time over the slots written; the hash floor is trie \
          update time over (hash calls x the measured cost of one hash)."
             .to_string(),

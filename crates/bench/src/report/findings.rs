@@ -217,7 +217,7 @@ fn ratio_range(ratios: &[f64], faster: &str, slower: &str) -> String {
         format!("{} {slower}", span(1.0 / hi, 1.0 / lo))
     } else {
         format!(
-            "from {} {slower} to {} {faster}, depending on group depth",
+            "between {} {slower} and {} {faster} (by group depth)",
             times(1.0 / lo),
             times(hi)
         )
@@ -264,13 +264,13 @@ fn pair_sentence(view: &View, workload: Workload, vary: Vary) -> Option<String> 
         Vary::ReadPath => (
             "the flat path reads state",
             format!(
-                "than the trie path (prefetch {})",
+                "compared with the trie path (prefetch {})",
                 if a.prefetch { "on" } else { "off" }
             ),
         ),
         Vary::Prefetch => (
             "prefetching makes state reads",
-            format!("than no prefetch ({} path)", a.read_path.name()),
+            format!("compared with no prefetch ({} path)", a.read_path.name()),
         ),
     };
     let gd_span = match (gds.first(), gds.last()) {
