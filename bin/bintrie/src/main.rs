@@ -60,7 +60,7 @@ enum Command {
     /// the database is evicted from the OS page cache and every in-process cache is empty. The
     /// first run of each configuration is dropped. Writes results.json, report.md, SVG charts
     /// and index.html into --out; each database is deleted when its group depth is done.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 #[derive(clap::Args, Debug)]
@@ -96,7 +96,7 @@ fn main() {
         Command::Info(args) => db::cmd_info(args),
         Command::Get(args) => db::cmd_get(args),
         Command::Exec(args) => exec::cmd_exec(args),
-        Command::Bench(args) => bench::cmd_bench(args),
+        Command::Bench(args) => bench::cmd_bench(*args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -114,13 +114,13 @@ pub struct RunRow {
     pub state_read_ms: f64,
     /// EVM execution without its store reads.
     pub execution_ms: f64,
-    /// Applying the writes to the trie and rehashing (includes loading trie nodes that were not
-    /// preloaded).
+    /// Waiting for the trie prefetcher, applying the writes to the trie and rehashing (includes
+    /// loading trie nodes that were not preloaded).
     pub trie_update_ms: f64,
     /// Wall time of the background trie-path preload (prefetch on only: the group and stem
-    /// blobs on the paths of the access list's stems are read in parallel while the EVM
-    /// executes, so the trie update finds them in memory); overlapped, so not part of the sum
-    /// of the other stages. 0 when prefetch is off.
+    /// blobs on the paths of the stems the block writes are read in parallel with the state
+    /// prefetch and the execution, so the trie update finds them in memory); overlapped, so not
+    /// part of the sum of the other stages. 0 when prefetch is off.
     pub trie_warm_ms: f64,
     /// Serializing dirty nodes and the MDBX write transaction (durable).
     pub commit_ms: f64,

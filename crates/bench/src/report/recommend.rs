@@ -65,6 +65,11 @@ pub(super) fn scores(view: &View, combo: Combo, workloads: &[Workload]) -> Vec<S
     out
 }
 
+/// A slowdown factor as percent above 1: `3.2%`.
+fn above(slowdown: f64) -> String {
+    format!("{:.1}%", (slowdown - 1.0) * 100.0)
+}
+
 fn best_for(view: &View, combo: Combo, w: Workload) -> Option<u8> {
     rank(view, w, combo, "total_ms", false)
         .first()
@@ -109,7 +114,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
              workload: {}.",
             c.label(multi_page),
             top.gd,
-            format!("{:.1}%", (top.slowdown - 1.0) * 100.0),
+            above(top.slowdown),
             top.significantly_worse,
             workloads.len(),
             if close.is_empty() {
@@ -118,7 +123,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
                 format!("; within 5% of it: {}", close.join(", "))
             },
             worst.gd,
-            format!("{:.1}%", (worst.slowdown - 1.0) * 100.0),
+            above(worst.slowdown),
             per.join(", ")
         ));
         let rank_of = |c: Combo| (c.read_path == ReadPathKind::Flat, c.prefetch);
@@ -145,8 +150,8 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
             },
             top.gd,
             workloads.len(),
-            format!("{:.1}%", (top.slowdown - 1.0) * 100.0),
-            format!("{:.1}%", (spread - 1.0) * 100.0)
+            above(top.slowdown),
+            above(spread)
         )));
     }
     if !items.is_empty() {
