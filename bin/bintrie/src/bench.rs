@@ -9,8 +9,9 @@ use std::path::PathBuf;
 /// Arguments of `bintrie bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// Preset sizes: `smoke` (20k stems, 3 runs: checks the pipeline in minutes), `small` (1M
-    /// stems, 10 runs), `study` (16M stems per database, 10 runs: hours; see the README for disk).
+    /// Preset sizes: `smoke` (20k stems, 3 runs: checks the pipeline in about a minute), `small`
+    /// (1M stems, 10 runs: about 9 minutes on 2 cores), `study` (16M stems per database, 10 runs:
+    /// about 30 minutes and one 5-6 GB database at a time).
     #[arg(long, default_value = "small")]
     scale: String,
     /// Random stems per database (overrides the scale's).
