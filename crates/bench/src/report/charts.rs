@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
@@ -206,6 +207,33 @@ fn y_top(max: f64, entries: usize) -> f64 {
     max * (1.1 + 0.075 * entries as f64)
 }
 
+/// A white chart area on `root` with the title, group depths on x (`x` range) and `y_desc`
+/// from 0 to `y_max` on y: the frame every chart here shares.
+fn axes<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    y_desc: &str,
+    x: (f64, f64),
+    y_max: f64,
+) -> anyhow::Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(75)
+        .build_cartesian_2d(x.0..x.1, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(((x.1 - x.0).ceil() as usize + 1).max(2))
+        .x_label_formatter(&gd_tick)
+        .x_desc("group depth")
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(chart)
+}
+
 /// Draws `series` as lines with point markers and a legend into the SVG file `path`.
 fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyhow::Result<()> {
     let (x0, x1) = x_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
@@ -214,21 +242,7 @@ fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyh
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(75)
-        .build_cartesian_2d(x0..x1, 0.0..y_top(ymax, series.len()))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(((x1 - x0).ceil() as usize + 1).max(2))
-        .x_label_formatter(&gd_tick)
-        .x_desc("group depth")
-        .y_desc(y_desc)
-        .draw()?;
+    let mut chart = axes(&root, title, y_desc, (x0, x1), y_top(ymax, series.len()))?;
     for s in series {
         let color = s.color;
         let style = color.stroke_width(2);
@@ -263,21 +277,13 @@ fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow
         .map(|(_, parts)| parts.iter().sum::<f64>())
         .fold(0.0f64, f64::max);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(75)
-        .build_cartesian_2d(x0..x1, 0.0..y_top(ymax, STAGES.len()))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(((x1 - x0).ceil() as usize + 1).max(2))
-        .x_label_formatter(&gd_tick)
-        .x_desc("group depth")
-        .y_desc("ms per block (median of each stage)")
-        .draw()?;
+    let mut chart = axes(
+        &root,
+        title,
+        "ms per block (median of each stage)",
+        (x0, x1),
+        y_top(ymax, STAGES.len()),
+    )?;
     for (i, (_, label)) in STAGES.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
