@@ -234,6 +234,22 @@ fn axes<'a, 'b>(
     Ok(chart)
 }
 
+/// Draws the legend in the upper right and writes the SVG out.
+fn finish<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 /// Draws `series` as lines with point markers and a legend into the SVG file `path`.
 fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyhow::Result<()> {
     let (x0, x1) = x_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
@@ -258,15 +274,7 @@ fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyh
         });
         chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish(&root, &mut chart)
 }
 
 /// Draws `bars` (group depth, the four [`STAGES`] medians) as stacked bars into `path`.
@@ -297,13 +305,5 @@ fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow
             .label(*label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish(&root, &mut chart)
 }
