@@ -37,32 +37,93 @@ fn cargo(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// True when a libclang shared library is visible to bindgen.
-fn have_libclang() -> bool {
-    if let Ok(p) = std::env::var("LIBCLANG_PATH")
-        && std::path::Path::new(&p).exists()
-    {
+/// True when `name` is a file name that bindgen (through clang-sys) loads as libclang:
+/// `libclang.so`, `libclang-N.so`, `libclang.so.N` or `libclang-N.so.N`. `libclang-cpp.so.N`
+/// (the C++ interface, which some images ship without libclang itself) does not count.
+fn is_bindgen_libclang(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("libclang") else {
+        return false;
+    };
+    let version_ok = |v: &str| {
+        !v.is_empty()
+            && v.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if rest == ".so" {
         return true;
     }
-    let dirs = [
+    if let Some(v) = rest.strip_prefix(".so.") {
+        return version_ok(v);
+    }
+    if let Some(r) = rest.strip_prefix('-') {
+        // libclang-N.so or libclang-N.so.M, where N is a version (never "cpp").
+        let (ver, tail) = match r.find(".so") {
+            Some(i) => (&r[..i], &r[i..]),
+            None => return false,
+        };
+        return version_ok(ver)
+            && (tail == ".so" || tail.strip_prefix(".so.").is_some_and(version_ok));
+    }
+    false
+}
+
+/// The first directory of `dirs` that holds a libclang bindgen can load.
+fn libclang_in(dirs: &[std::path::PathBuf]) -> Option<std::path::PathBuf> {
+    dirs.iter()
+        .find(|dir| {
+            std::fs::read_dir(dir).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|e| is_bindgen_libclang(&e.file_name().to_string_lossy()))
+            })
+        })
+        .cloned()
+}
+
+/// The directories bindgen searches for libclang, in its order: `LIBCLANG_PATH` (a directory
+/// or the library itself), `llvm-config --libdir`, then the system's library directories and
+/// every `/usr/lib/llvm-*/lib`.
+fn libclang_search_dirs() -> Vec<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let mut dirs = Vec::new();
+    if let Ok(p) = std::env::var("LIBCLANG_PATH") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            if let Some(parent) = p.parent() {
+                dirs.push(parent.to_path_buf());
+            }
+        } else {
+            dirs.push(p);
+        }
+    }
+    if let Ok(out) = Command::new("llvm-config").arg("--libdir").output()
+        && out.status.success()
+    {
+        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    for d in [
         "/usr/lib",
         "/usr/lib64",
         "/usr/local/lib",
         "/usr/lib/x86_64-linux-gnu",
         "/usr/lib/aarch64-linux-gnu",
-    ];
-    let found_in = |dir: &std::path::Path| {
-        std::fs::read_dir(dir).is_ok_and(|rd| {
-            rd.flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
-        })
-    };
-    dirs.iter().any(|d| found_in(std::path::Path::new(d)))
-        || std::fs::read_dir("/usr/lib").is_ok_and(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
-                .any(|e| found_in(&e.path().join("lib")))
-        })
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Ok(rd) = std::fs::read_dir("/usr/lib") {
+        let mut llvm: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+            .map(|e| e.path().join("lib"))
+            .collect();
+        llvm.sort();
+        dirs.extend(llvm);
+    }
+    dirs
+}
+
+/// True when a libclang shared library that bindgen can load is installed.
+fn have_libclang() -> bool {
+    libclang_in(&libclang_search_dirs()).is_some()
 }
 
 fn is_root() -> bool {
@@ -240,4 +301,49 @@ fn exec_bench(args: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libclang_names_bindgen_loads() {
+        for ok in [
+            "libclang.so",
+            "libclang.so.1",
+            "libclang-14.so",
+            "libclang-14.0.6.so",
+            "libclang-14.so.1",
+            "libclang.so.14.0.6",
+        ] {
+            assert!(is_bindgen_libclang(ok), "{ok} should count");
+        }
+        for no in [
+            "libclang-cpp.so.14",
+            "libclang-cpp.so",
+            "libclangBasic.a",
+            "libclang.a",
+            "libclang-14.a",
+            "libclang.so.",
+            "libclang-.so",
+            "libclang-14.so.x",
+            "libclang",
+        ] {
+            assert!(!is_bindgen_libclang(no), "{no} should not count");
+        }
+    }
+
+    #[test]
+    fn a_directory_with_only_libclang_cpp_has_no_libclang() {
+        let dir = std::env::temp_dir().join(format!("xtask-libclang-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libclang-cpp.so.14"), b"").unwrap();
+        let dirs = vec![dir.clone()];
+        assert_eq!(libclang_in(&dirs), None);
+        std::fs::write(dir.join("libclang-14.so.1"), b"").unwrap();
+        assert_eq!(libclang_in(&dirs), Some(dir.clone()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
