@@ -271,12 +271,11 @@ impl<'s> BlockDb<'s> {
             self.stems.extend(stems.into_iter().zip(read));
             // Code missing from the table is not cached: an execution that needs it reads it
             // on demand and gets `MissingCode` there.
+            // Code that fails its hash or does not decode is not cached either: the read on
+            // demand reports it as `CorruptCode`.
             for (h, c) in hashes.iter().zip(codes) {
-                if let Some(raw) = c {
-                    self.codes.insert(
-                        *h,
-                        Bytecode::new_raw_checked(raw.into()).unwrap_or_default(),
-                    );
+                if let Some(Ok(code)) = c.map(|raw| crate::db::decode_code(h, raw)) {
+                    self.codes.insert(*h, code);
                 }
             }
         }

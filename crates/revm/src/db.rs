@@ -121,7 +121,7 @@ impl<'s> TrieDb<'s> {
             .reader
             .get_code(&hash.0)?
             .ok_or(StateError::MissingCode(*hash))?;
-        Ok(Bytecode::new_raw_checked(raw.into()).unwrap_or_default())
+        decode_code(hash, raw)
     }
 
     /// Reads and decodes an account, with the code size from BASIC_DATA.
@@ -171,4 +171,21 @@ impl DatabaseRef for TrieDb<'_> {
     fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
         self.block_hash(number)
     }
+}
+
+/// Stored code as revm bytecode: it must hash (keccak256) to `hash`, the code hash it is
+/// stored under, and decode; otherwise [`StateError::CorruptCode`] (never empty code in its
+/// place, which would execute as a different contract).
+pub(crate) fn decode_code(hash: &B256, raw: Vec<u8>) -> Result<Bytecode, StateError> {
+    let got = alloy_primitives::keccak256(&raw);
+    if got != *hash {
+        return Err(StateError::CorruptCode {
+            hash: *hash,
+            reason: format!("the stored bytes hash to {got}"),
+        });
+    }
+    Bytecode::new_raw_checked(raw.into()).map_err(|e| StateError::CorruptCode {
+        hash: *hash,
+        reason: format!("does not decode: {e:?}"),
+    })
 }

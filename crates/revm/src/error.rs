@@ -10,15 +10,23 @@ use revm::database_interface::DBErrorMarker;
 pub enum StateError {
     /// The MDBX store failed.
     #[error("store: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// The trie failed (a missing or corrupt node, a store error while loading).
     #[error("trie: {0}")]
-    Trie(#[from] TrieError<StoreError>),
+    Trie(TrieError<StoreError>),
     /// A stored account leaf does not decode.
     #[error("corrupt account {address}: {reason}")]
     CorruptAccount {
         /// The account.
         address: Address,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Stored code does not hash to its code hash, or does not decode as bytecode.
+    #[error("corrupt code {hash}: {reason}")]
+    CorruptCode {
+        /// The code hash it is stored under.
+        hash: B256,
         /// What is wrong.
         reason: String,
     },
@@ -39,3 +47,17 @@ pub enum StateError {
 }
 
 impl DBErrorMarker for StateError {}
+
+// By hand rather than `#[from]`: the message already includes the inner error, and a
+// `#[source]` would print it twice in an error chain.
+impl From<StoreError> for StateError {
+    fn from(e: StoreError) -> Self {
+        StateError::Store(e)
+    }
+}
+
+impl From<TrieError<StoreError>> for StateError {
+    fn from(e: TrieError<StoreError>) -> Self {
+        StateError::Trie(e)
+    }
+}

@@ -16,9 +16,11 @@
 
 mod evict;
 mod reader;
+mod verify;
 
 pub use evict::evict_page_cache;
 pub use reader::{ReadPath, ReadStats, Reader};
+pub use verify::VerifyReport;
 
 use bintrie_node::{Hash32, PathKey, STEM_TAG, ZERO_HASH};
 use bintrie_trie::{CommitSet, NodeStore};
@@ -71,8 +73,13 @@ pub struct StoreOptions {
     pub max_size: Option<usize>,
     /// Growth step of the data file, bytes (default MDBX's).
     pub growth_step: Option<usize>,
-    /// Create the database if it does not exist (default true).
+    /// Create the database if it does not exist (default true). Ignored with `read_only`.
     pub create: bool,
+    /// Open read-only (default false): nothing is ever created, formatted or written, the file
+    /// may be on a read-only mount or owned by another user, and the store coexists with a
+    /// writer of any durability. [`StateStore::write_block`] and [`StateStore::bulk_load`]
+    /// fail with [`StoreError::ReadOnly`].
+    pub read_only: bool,
 }
 
 impl Default for StoreOptions {
@@ -84,6 +91,7 @@ impl Default for StoreOptions {
             max_size: None,
             growth_step: None,
             create: true,
+            read_only: false,
         }
     }
 }
@@ -108,7 +116,7 @@ pub struct Meta {
 pub enum StoreError {
     /// MDBX reported an error.
     #[error("mdbx: {0}")]
-    Mdbx(#[from] libmdbx::Error),
+    Mdbx(libmdbx::Error),
     /// The commit did not fit the configured maximum size; the database is still at its last
     /// committed block.
     #[error(
@@ -116,6 +124,10 @@ pub enum StoreError {
          reopen with a larger max size"
     )]
     MapFull,
+    /// The filesystem holding the database has no space left; the commit was not written and
+    /// the database is still at its last committed block.
+    #[error("no space left on the disk holding the database; the last committed block is intact")]
+    DiskFull,
     /// The database was created with another group depth.
     #[error("the database stores group depth {stored}, {requested} was asked for")]
     GroupDepthMismatch {
@@ -127,9 +139,40 @@ pub enum StoreError {
     /// The database has another format version.
     #[error("unsupported database format {0} (this build reads format {FORMAT_VERSION})")]
     Format(u32),
-    /// No database at the path and `create` was false.
+    /// No database at the path and `create` was false (or the store was opened read-only).
     #[error("no bintrie database at {0}")]
     NotFound(PathBuf),
+    /// A file exists at the path but is not a bintrie database (not MDBX, truncated, or an
+    /// MDBX file without this project's tables). Nothing was written to it.
+    #[error(
+        "{path} is not a bintrie database ({reason}); refusing to use it, and nothing was written"
+    )]
+    NotADatabase {
+        /// The data file.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// Another writer committed since this store read its meta: committing would build on a
+    /// state that is no longer the database's. Nothing was written.
+    #[error(
+        "the database changed under this writer: it is at block {stored_block} (root {stored_root}), \
+         this writer built on block {expected_block} (root {expected_root}); is another process \
+         writing to it? Nothing was written"
+    )]
+    Conflict {
+        /// The block the database holds now.
+        stored_block: u64,
+        /// Its root, hex.
+        stored_root: String,
+        /// The block this writer started from.
+        expected_block: u64,
+        /// Its root, hex.
+        expected_root: String,
+    },
+    /// A write was attempted through a store opened read-only.
+    #[error("the database was opened read-only")]
+    ReadOnly,
     /// A metadata record or a stored value is malformed.
     #[error("corrupt database: {0}")]
     Corrupt(String),
@@ -138,12 +181,38 @@ pub enum StoreError {
     Options(String),
     /// Filesystem error.
     #[error("{0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
 }
 
-fn map_err(e: libmdbx::Error) -> StoreError {
+impl From<libmdbx::Error> for StoreError {
+    fn from(e: libmdbx::Error) -> Self {
+        map_err(e)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            StoreError::DiskFull
+        } else {
+            StoreError::Io(e)
+        }
+    }
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(2 + 2 * b.len());
+    s.push_str("0x");
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+pub(crate) fn map_err(e: libmdbx::Error) -> StoreError {
     match e {
         libmdbx::Error::MapFull => StoreError::MapFull,
+        libmdbx::Error::Other(code) if code == libc::ENOSPC => StoreError::DiskFull,
         other => StoreError::Mdbx(other),
     }
 }
@@ -166,9 +235,18 @@ struct Tables<'txn> {
 pub(crate) struct Inner {
     pub(crate) db: Database<MapKind>,
     pub(crate) dir: PathBuf,
-    /// Node blobs preloaded by [`StateStore::warm_trie_paths`] for the last committed block,
-    /// by path key; [`NodeStore::get_node`] takes from here first. Cleared by every commit.
-    pub(crate) warm: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
+    pub(crate) read_only: bool,
+    /// Node blobs preloaded by [`StateStore::warm_trie_paths`], by path key, tagged with the
+    /// root of the snapshot they were read from; [`NodeStore::get_node`] takes from here first,
+    /// and only while its own root is that one. Cleared by every commit.
+    pub(crate) warm: std::sync::Mutex<WarmSet>,
+}
+
+/// Preloaded node blobs and the root of the snapshot they were read at.
+#[derive(Default)]
+pub(crate) struct WarmSet {
+    root: Hash32,
+    blobs: std::collections::HashMap<Vec<u8>, Vec<u8>>,
 }
 
 /// An open state database. Cloning is cheap (shared environment).
@@ -197,20 +275,150 @@ fn u64_be(bytes: &[u8], what: &str) -> Result<u64, StoreError> {
     Ok(u64::from_be_bytes(arr))
 }
 
+/// Reads the meta records in `txn`: `Ok(None)` when the database has none yet (a new one).
+fn read_meta<K: libmdbx::TransactionKind>(
+    txn: &libmdbx::Transaction<'_, K, MapKind>,
+    mt: &libmdbx::Table<'_>,
+) -> Result<Option<Meta>, StoreError> {
+    let Some(g) = txn.get::<Vec<u8>>(mt, M_GROUP_DEPTH).map_err(map_err)? else {
+        return Ok(None);
+    };
+    let get = |k: &[u8]| -> Result<Vec<u8>, StoreError> {
+        txn.get::<Vec<u8>>(mt, k).map_err(map_err)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("meta {} missing", String::from_utf8_lossy(k)))
+        })
+    };
+    let format = u64_be(&get(M_FORMAT)?, "format")?;
+    if format != u64::from(FORMAT_VERSION) {
+        return Err(StoreError::Format(
+            u32::try_from(format).unwrap_or(u32::MAX),
+        ));
+    }
+    let g = match g.as_slice() {
+        [g] if (1..=8).contains(g) => *g,
+        other => {
+            return Err(StoreError::Corrupt(format!(
+                "meta group depth {other:02x?} is not one byte in 1..8"
+            )));
+        }
+    };
+    let root: Hash32 = get(M_ROOT)?
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into()))?;
+    let page_size = u64_be(&get(M_PAGE_SIZE)?, "page size")?;
+    Ok(Some(Meta {
+        root,
+        block: u64_be(&get(M_BLOCK)?, "block")?,
+        group_depth: g,
+        format: FORMAT_VERSION,
+        page_size: u32::try_from(page_size)
+            .map_err(|_| StoreError::Corrupt(format!("meta page size {page_size}")))?,
+    }))
+}
+
+/// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
+/// reads its meta. Never creates, formats or writes the data file.
+fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Meta), StoreError> {
+    let data = dir.join("mdbx.dat");
+    let not_db = |reason: String| StoreError::NotADatabase {
+        path: data.clone(),
+        reason,
+    };
+    let db = Database::<MapKind>::open_with_options(
+        dir,
+        DatabaseOptions {
+            max_tables: Some(8),
+            max_readers: Some(256),
+            no_rdahead: true,
+            accede: true,
+            mode: Mode::ReadOnly,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| match e {
+        libmdbx::Error::Invalid
+        | libmdbx::Error::Corrupted
+        | libmdbx::Error::NoData
+        | libmdbx::Error::PageNotFound
+        | libmdbx::Error::VersionMismatch
+        | libmdbx::Error::WannaRecovery
+        | libmdbx::Error::Problem
+        | libmdbx::Error::Panic => not_db(format!("MDBX cannot open it: {e}")),
+        libmdbx::Error::Other(code) if code == libc::ENODATA || code == libc::EINVAL => {
+            not_db(format!("MDBX cannot open it: {e}"))
+        }
+        other => map_err(other),
+    })?;
+    let meta = {
+        let txn = db.begin_ro_txn().map_err(map_err)?;
+        for t in [T_NODES, T_STEMS, T_CODE] {
+            match txn.open_table(Some(t)) {
+                Ok(_) => {}
+                Err(libmdbx::Error::NotFound) => return Err(not_db(format!("no `{t}` table"))),
+                Err(e) => return Err(map_err(e)),
+            }
+        }
+        let mt = match txn.open_table(Some(T_META)) {
+            Ok(t) => t,
+            Err(libmdbx::Error::NotFound) => return Err(not_db("no `meta` table".into())),
+            Err(e) => return Err(map_err(e)),
+        };
+        read_meta(&txn, &mt)?.ok_or_else(|| not_db("its meta table is empty".into()))?
+    };
+    Ok((db, meta))
+}
+
 impl StateStore {
-    /// Opens the database in directory `dir`, creating it when absent (unless
-    /// `options.create` is false). An existing database keeps its group depth: asking for
-    /// another is [`StoreError::GroupDepthMismatch`].
+    /// Opens the database in directory `dir`.
+    ///
+    /// - `options.read_only`: the database must exist ([`StoreError::NotFound`]); nothing is
+    ///   created or written, see [`StoreOptions::read_only`].
+    /// - otherwise a missing database is created (unless `options.create` is false); an
+    ///   existing data file is first opened read-only and must be a bintrie database of this
+    ///   format, else [`StoreError::NotADatabase`] and nothing is written (MDBX would otherwise
+    ///   format a short file over). An existing database keeps its group depth: asking for
+    ///   another is [`StoreError::GroupDepthMismatch`].
     pub fn open(dir: impl AsRef<FsPath>, options: &StoreOptions) -> Result<Self, StoreError> {
         let dir = dir.as_ref().to_path_buf();
-        let exists = dir.join("mdbx.dat").exists();
-        if !exists && !options.create {
-            return Err(StoreError::NotFound(dir));
-        }
+        let data = dir.join("mdbx.dat");
+        let exists = match std::fs::symlink_metadata(&data) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e.into()),
+        };
         if let Some(g) = options.group_depth
             && !(1..=8).contains(&g)
         {
             return Err(StoreError::Options(format!("group depth {g} outside 1..8")));
+        }
+        if !exists && (options.read_only || !options.create) {
+            return Err(StoreError::NotFound(dir));
+        }
+        let check_depth = |meta: &Meta| match options.group_depth {
+            Some(req) if req != meta.group_depth => Err(StoreError::GroupDepthMismatch {
+                stored: meta.group_depth,
+                requested: req,
+            }),
+            _ => Ok(()),
+        };
+        if options.read_only {
+            let (db, meta) = open_read_only(&dir)?;
+            check_depth(&meta)?;
+            return Ok(StateStore {
+                inner: Arc::new(Inner {
+                    db,
+                    dir,
+                    read_only: true,
+                    warm: Default::default(),
+                }),
+                meta,
+            });
+        }
+        if exists {
+            // Validate before MDBX opens it for writing: never format over a file that is not
+            // a database of this format.
+            let (_, meta) = open_read_only(&dir)?;
+            check_depth(&meta)?;
         }
         let page_size = match options.page_size {
             None => None,
@@ -242,10 +450,18 @@ impl StateStore {
                 ..Default::default()
             },
         )
-        .map_err(map_err)?;
+        .map_err(|e| match e {
+            libmdbx::Error::Incompatible => StoreError::Options(
+                "another process has the database open for writing with another durability \
+                 (durable vs relaxed); use the same, or wait for it to finish"
+                    .into(),
+            ),
+            other => map_err(other),
+        })?;
         let inner = Arc::new(Inner {
             db,
             dir,
+            read_only: false,
             warm: Default::default(),
         });
         let meta = {
@@ -255,42 +471,10 @@ impl StateStore {
                     .map_err(map_err)?;
             }
             let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
-            let stored_g: Option<Vec<u8>> = txn.get(&mt, M_GROUP_DEPTH).map_err(map_err)?;
-            let meta = match stored_g {
-                Some(g) => {
-                    let get = |k: &[u8]| -> Result<Vec<u8>, StoreError> {
-                        txn.get::<Vec<u8>>(&mt, k).map_err(map_err)?.ok_or_else(|| {
-                            StoreError::Corrupt(format!(
-                                "meta {} missing",
-                                String::from_utf8_lossy(k)
-                            ))
-                        })
-                    };
-                    let format = u64_be(&get(M_FORMAT)?, "format")? as u32;
-                    if format != FORMAT_VERSION {
-                        return Err(StoreError::Format(format));
-                    }
-                    let g = *g
-                        .first()
-                        .ok_or_else(|| StoreError::Corrupt("group depth".into()))?;
-                    if let Some(req) = options.group_depth
-                        && req != g
-                    {
-                        return Err(StoreError::GroupDepthMismatch {
-                            stored: g,
-                            requested: req,
-                        });
-                    }
-                    let root: Hash32 = get(M_ROOT)?
-                        .try_into()
-                        .map_err(|_| StoreError::Corrupt("meta root".into()))?;
-                    Meta {
-                        root,
-                        block: u64_be(&get(M_BLOCK)?, "block")?,
-                        group_depth: g,
-                        format,
-                        page_size: u64_be(&get(M_PAGE_SIZE)?, "page size")? as u32,
-                    }
+            let meta = match read_meta(&txn, &mt)? {
+                Some(meta) => {
+                    check_depth(&meta)?;
+                    meta
                 }
                 None => {
                     let page = inner.db.stat().map_err(map_err)?.page_size();
@@ -309,6 +493,22 @@ impl StateStore {
             meta
         };
         Ok(StateStore { inner, meta })
+    }
+
+    /// Opens an existing database read-only: `open` with [`StoreOptions::read_only`].
+    pub fn open_read_only(dir: impl AsRef<FsPath>) -> Result<Self, StoreError> {
+        Self::open(
+            dir,
+            &StoreOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// True when this store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// The metadata of the last committed block.
@@ -363,6 +563,9 @@ impl StateStore {
         block: u64,
         body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        if self.inner.read_only {
+            return Err(StoreError::ReadOnly);
+        }
         let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
         let tables = Tables {
             nodes: txn.open_table(Some(T_NODES)).map_err(map_err)?,
@@ -370,6 +573,19 @@ impl StateStore {
             code: txn.open_table(Some(T_CODE)).map_err(map_err)?,
             meta: txn.open_table(Some(T_META)).map_err(map_err)?,
         };
+        // One writer at a time: MDBX serialises write transactions, and this one must build on
+        // the block this store last saw. Another process (or another handle) that committed
+        // since makes this commit a lost update, so it is refused.
+        let stored = read_meta(&txn, &tables.meta)?;
+        let (stored_block, stored_root) = stored.map_or((0, ZERO_HASH), |m| (m.block, m.root));
+        if (stored_block, stored_root) != (self.meta.block, self.meta.root) {
+            return Err(StoreError::Conflict {
+                stored_block,
+                stored_root: hex(&stored_root),
+                expected_block: self.meta.block,
+                expected_root: hex(&self.meta.root),
+            });
+        }
         let t = std::time::Instant::now();
         body(&txn, &tables)?;
         let body_time = t.elapsed();
@@ -384,11 +600,11 @@ impl StateStore {
         tracing::debug!(block, ?body_time, commit_time = ?t.elapsed(), "block transaction");
         self.meta = meta;
         // Preloaded blobs belong to the previous block's tree.
-        self.warm().clear();
+        self.warm().blobs.clear();
         Ok(())
     }
 
-    fn warm(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Vec<u8>, Vec<u8>>> {
+    fn warm(&self) -> std::sync::MutexGuard<'_, WarmSet> {
         // The map holds plain bytes; a panic while it was locked cannot leave it inconsistent.
         self.inner
             .warm
@@ -398,7 +614,7 @@ impl StateStore {
 
     /// Blobs preloaded by [`StateStore::warm_trie_paths`] that no trie load has taken yet.
     pub fn warm_blobs(&self) -> usize {
-        self.warm().len()
+        self.warm().blobs.len()
     }
 
     /// Preloads, with `workers` threads each in its own read transaction, every group and stem
@@ -425,6 +641,16 @@ impl StateStore {
                 .map(|part| {
                     s.spawn(move || {
                         let reader = self.reader()?;
+                        // The snapshot must be the tree this handle builds on.
+                        let root = reader.root()?;
+                        if root != self.meta.root {
+                            return Err(StoreError::Conflict {
+                                stored_block: reader.block()?,
+                                stored_root: hex(&root),
+                                expected_block: self.meta.block,
+                                expected_root: hex(&self.meta.root),
+                            });
+                        }
                         let mut seen = std::collections::HashSet::new();
                         let mut out = Vec::new();
                         for stem in part {
@@ -452,9 +678,13 @@ impl StateStore {
         });
         let mut stats = ReadStats::default();
         let mut warm = self.warm();
+        if warm.root != self.meta.root {
+            warm.blobs.clear();
+            warm.root = self.meta.root;
+        }
         for part in parts {
             for (key, blob) in part? {
-                if let std::collections::hash_map::Entry::Vacant(e) = warm.entry(key) {
+                if let std::collections::hash_map::Entry::Vacant(e) = warm.blobs.entry(key) {
                     stats.lookups += 1;
                     stats.bytes += blob.len() as u64;
                     e.insert(blob);
@@ -562,8 +792,14 @@ impl NodeStore for StateStore {
     type Error = StoreError;
 
     fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, StoreError> {
-        if let Some(blob) = self.warm().remove(key.as_bytes()) {
-            return Ok(Some(blob));
+        {
+            let mut warm = self.warm();
+            // Blobs read at another root are never served: they may be stale.
+            if warm.root == self.meta.root
+                && let Some(blob) = warm.blobs.remove(key.as_bytes())
+            {
+                return Ok(Some(blob));
+            }
         }
         let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
         let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;

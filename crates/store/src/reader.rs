@@ -3,7 +3,10 @@
 use crate::MapKind;
 use crate::{StateStore, StoreError, T_CODE, T_META, T_NODES, T_STEMS, map_err};
 use bintrie_keys::Stem;
-use bintrie_node::{GroupBlob, NodeBlob, Path, StemValues};
+use bintrie_node::{
+    GroupBlob, GroupEntry, Hash32, MAX_DEPTH, NodeBlob, Path, Sha256Hasher, StemValues, TreeHasher,
+    ZERO_HASH,
+};
 use libmdbx::{RO, Table, Transaction};
 use std::cell::Cell;
 
@@ -42,17 +45,30 @@ pub struct Reader<'db> {
 
 impl<'db> Reader<'db> {
     pub(crate) fn new(store: &'db StateStore) -> Result<Self, StoreError> {
-        let txn = store.inner.db.begin_ro_txn().map_err(map_err)?;
-        let open = |name| -> Result<Table<'db>, StoreError> {
-            let t = txn.open_table(Some(name)).map_err(map_err)?;
-            // SAFETY: a `Table` is a DBI number plus a lifetime marker tying it to the
-            // transaction borrow. The reader keeps `txn` alive for as long as it holds the
-            // tables and only ever uses them with that transaction, so widening the marker to
-            // the environment's lifetime (to store both in one struct) is sound.
-            Ok(unsafe { std::mem::transmute::<Table<'_>, Table<'db>>(t) })
+        // Table handles that live as long as the environment: opened in a short transaction
+        // and rebound on its commit (MDBX keeps a DBI open for the environment's lifetime).
+        const NAMES: [&str; 4] = [T_NODES, T_STEMS, T_CODE, T_META];
+        let (dbis, rebound) = {
+            let txn = store.inner.db.begin_ro_txn().map_err(map_err)?;
+            let mut dbis = [0; 4];
+            for (dbi, name) in dbis.iter_mut().zip(NAMES) {
+                let table = txn.open_table(Some(name)).map_err(map_err)?;
+                *dbi = table.dbi();
+                txn.prime_for_permaopen(table);
+            }
+            (dbis, txn.commit_and_rebind_open_dbs().map_err(map_err)?.1)
         };
-        let (nodes, stems, code, meta_t) =
-            (open(T_NODES)?, open(T_STEMS)?, open(T_CODE)?, open(T_META)?);
+        // The rebound handles come back in no set order: match them by DBI number.
+        let mut rebound: Vec<Option<Table<'db>>> = rebound.into_iter().map(Some).collect();
+        let mut take = |i: usize| {
+            rebound
+                .iter_mut()
+                .find(|t| t.as_ref().is_some_and(|t| t.dbi() == dbis[i]))
+                .and_then(Option::take)
+                .ok_or_else(|| StoreError::Corrupt(format!("table {} did not reopen", NAMES[i])))
+        };
+        let (nodes, stems, code, meta_t) = (take(0)?, take(1)?, take(2)?, take(3)?);
+        let txn = store.inner.db.begin_ro_txn().map_err(map_err)?;
         Ok(Reader {
             txn,
             nodes,
@@ -84,8 +100,20 @@ impl<'db> Reader<'db> {
 
     /// The root this snapshot holds.
     pub fn root(&self) -> Result<[u8; 32], StoreError> {
-        let v: Option<[u8; 32]> = self.txn.get(&self.meta_t, b"root").map_err(map_err)?;
-        v.ok_or_else(|| StoreError::Corrupt("meta root missing".into()))
+        let v: Option<Vec<u8>> = self.txn.get(&self.meta_t, b"root").map_err(map_err)?;
+        let v = v.ok_or_else(|| StoreError::Corrupt("meta root missing".into()))?;
+        v.try_into()
+            .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into()))
+    }
+
+    /// The block number this snapshot holds.
+    pub fn block(&self) -> Result<u64, StoreError> {
+        let v: Option<Vec<u8>> = self.txn.get(&self.meta_t, b"block").map_err(map_err)?;
+        let v = v.ok_or_else(|| StoreError::Corrupt("meta block missing".into()))?;
+        let arr: [u8; 8] = v
+            .try_into()
+            .map_err(|_| StoreError::Corrupt("meta block is not 8 bytes".into()))?;
+        Ok(u64::from_be_bytes(arr))
     }
 
     /// The blob at a node path key.
@@ -106,7 +134,8 @@ impl<'db> Reader<'db> {
         }
     }
 
-    /// One lookup in the flat stem table.
+    /// One lookup in the flat stem table. Trusts the table: nothing is checked against the root
+    /// (see [`Reader::get_stem_verified`]).
     pub fn get_stem_flat(&self, stem: &Stem) -> Result<Option<StemValues>, StoreError> {
         let Some(rest) = self.get(&self.stems, stem)? else {
             return Ok(None);
@@ -116,9 +145,177 @@ impl<'db> Reader<'db> {
         Ok(Some(values))
     }
 
-    /// From the root through the group blobs to the stem.
+    /// From the root through the group blobs to the stem. Checks the blobs' structure, not
+    /// their hashes (see [`Reader::get_stem_verified`]).
     pub fn get_stem_walk(&self, stem: &Stem) -> Result<Option<StemValues>, StoreError> {
         self.walk(stem, |_, _| {})
+    }
+
+    /// The trie walk, with every blob on the way re-hashed and checked against the hash its
+    /// parent holds, from the snapshot's meta root down: the answer (a value, or the absence
+    /// of the stem) is exactly what the root commits to, or [`StoreError::Corrupt`] naming the
+    /// path of the first blob that does not match. Costs the hashes of each group crossed
+    /// (at most `2^g - 1`) and of the stem's values on top of the walk.
+    pub fn get_stem_verified(&self, stem: &Stem) -> Result<Option<StemValues>, StoreError> {
+        let mut expected = self.root()?;
+        if expected == ZERO_HASH {
+            return Ok(None);
+        }
+        let g = self.group_depth;
+        let mut depth = 0usize;
+        let mut must_be_stem = false;
+        loop {
+            let key = Path::from_stem_prefix(stem, depth).to_key();
+            let Some(blob) = self.get(&self.nodes, key.as_bytes())? else {
+                return Err(StoreError::Corrupt(format!(
+                    "missing node at depth {depth} on the path of stem {}",
+                    crate::hex(stem)
+                )));
+            };
+            let corrupt = |reason: String| {
+                StoreError::Corrupt(format!(
+                    "node at depth {depth} on the path of stem {}: {reason}",
+                    crate::hex(stem)
+                ))
+            };
+            match NodeBlob::decode(&blob).map_err(|e| corrupt(e.to_string()))? {
+                NodeBlob::Stem(s, values) => {
+                    if !Path::from_stem_prefix(stem, depth).is_prefix_of(&s) {
+                        return Err(corrupt("the stem does not lie under its path".into()));
+                    }
+                    let (h, _) = values.stem_hash::<Sha256Hasher>(&s);
+                    if h != expected {
+                        return Err(corrupt(format!(
+                            "the stem hashes to {} but its parent holds {}",
+                            crate::hex(&h),
+                            crate::hex(&expected)
+                        )));
+                    }
+                    return Ok((s == *stem).then_some(values));
+                }
+                NodeBlob::Group(group) => {
+                    if must_be_stem {
+                        return Err(corrupt("a group where its parent holds a stem".into()));
+                    }
+                    let (h, _) = group_hash::<Sha256Hasher>(&group);
+                    if h != expected {
+                        return Err(corrupt(format!(
+                            "the group hashes to {} but its parent holds {}",
+                            crate::hex(&h),
+                            crate::hex(&expected)
+                        )));
+                    }
+                    match self.step(&group, stem, depth, g).map_err(corrupt)? {
+                        None => return Ok(None),
+                        Some(e) => {
+                            expected = e.hash;
+                            must_be_stem = e.depth < g;
+                            depth += e.depth as usize;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The entry of `group` (at tree depth `depth`) on the path of `stem`, if any. Checks what a
+    /// corrupt blob could get wrong: the blob's group depth, its position, and that the walk
+    /// goes deeper without passing 248 levels (so a walk always ends).
+    fn step(
+        &self,
+        group: &GroupBlob,
+        stem: &Stem,
+        depth: usize,
+        g: u8,
+    ) -> Result<Option<GroupEntry>, String> {
+        if group.group_depth != g {
+            return Err(format!(
+                "a group blob of depth {} in a database of group depth {g}",
+                group.group_depth
+            ));
+        }
+        if !depth.is_multiple_of(g as usize) || depth >= MAX_DEPTH {
+            return Err(format!("a group blob at depth {depth}"));
+        }
+        let g = g as usize;
+        // The stem's g-bit index inside this group (bits past 248 are zero).
+        let mut idx = 0usize;
+        for i in 0..g {
+            let d = depth + i;
+            let bit = if d < MAX_DEPTH {
+                (stem[d / 8] >> (7 - d % 8)) & 1
+            } else {
+                0
+            };
+            idx = (idx << 1) | bit as usize;
+        }
+        let hit = group.entries.iter().find(|e| {
+            let start = e.index as usize;
+            let d = e.depth as usize;
+            d >= 1 && d <= g && idx >= start && idx < start + (1usize << (g - d))
+        });
+        match hit {
+            Some(e) if depth + e.depth as usize > MAX_DEPTH => {
+                Err(format!("an entry below depth {MAX_DEPTH}"))
+            }
+            Some(e) => Ok(Some(*e)),
+            None => Ok(None),
+        }
+    }
+
+    /// The raw flat-table entry of `stem` (bitmap and values), undecoded.
+    pub(crate) fn get_flat_raw(&self, stem: &Stem) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get(&self.stems, stem)
+    }
+
+    /// Calls `f(key, value)` for every entry of the table named `name`, in key order.
+    pub(crate) fn for_each(
+        &self,
+        name: &str,
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let table = match name {
+            T_NODES => &self.nodes,
+            T_STEMS => &self.stems,
+            T_CODE => &self.code,
+            _ => &self.meta_t,
+        };
+        let mut cursor = self.txn.cursor(table).map_err(map_err)?;
+        for item in cursor.iter_start::<std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>>() {
+            let (k, v) = item.map_err(map_err)?;
+            f(&k, &v)?;
+        }
+        Ok(())
+    }
+
+    /// True when a walk from the root along `target`'s bits arrives at exactly `target`: the
+    /// blob stored there is part of the tree.
+    pub(crate) fn reaches(&self, target: &Path) -> Result<bool, StoreError> {
+        let g = self.group_depth as usize;
+        let mut depth = 0usize;
+        while depth < target.len() {
+            let key = Path::from_stem_prefix(target.bits(), depth).to_key();
+            let Some(blob) = self.get(&self.nodes, key.as_bytes())? else {
+                return Ok(false);
+            };
+            let Ok(NodeBlob::Group(group)) = NodeBlob::decode(&blob) else {
+                return Ok(false);
+            };
+            let left = target.len() - depth;
+            let hit = group.entries.iter().find(|e| {
+                let d = e.depth as usize;
+                if d == 0 || d > g || d > left {
+                    return false;
+                }
+                let bits = (0..d).fold(0u16, |acc, i| (acc << 1) | target.bit(depth + i) as u16);
+                e.index >> (g - d) == bits
+            });
+            match hit {
+                Some(e) => depth += e.depth as usize,
+                None => return Ok(false),
+            }
+        }
+        Ok(depth == target.len())
     }
 
     /// [`Reader::get_stem_walk`], showing `visit` every blob read on the way (path key, blob).
@@ -127,7 +324,7 @@ impl<'db> Reader<'db> {
         stem: &Stem,
         mut visit: impl FnMut(&[u8], &[u8]),
     ) -> Result<Option<StemValues>, StoreError> {
-        let g = self.group_depth as usize;
+        let g = self.group_depth;
         let mut depth = 0usize;
         loop {
             let key = Path::from_stem_prefix(stem, depth).to_key();
@@ -141,32 +338,48 @@ impl<'db> Reader<'db> {
                 };
             };
             visit(key.as_bytes(), &blob);
-            match NodeBlob::decode(&blob)
-                .map_err(|e| StoreError::Corrupt(format!("node at depth {depth}: {e}")))?
-            {
+            let corrupt =
+                |reason: String| StoreError::Corrupt(format!("node at depth {depth}: {reason}"));
+            match NodeBlob::decode(&blob).map_err(|e| corrupt(e.to_string()))? {
                 NodeBlob::Stem(s, values) => return Ok((s == *stem).then_some(values)),
-                NodeBlob::Group(GroupBlob { entries, .. }) => {
-                    // The stem's g-bit index inside this group (bits past 248 are zero).
-                    let mut idx = 0usize;
-                    for i in 0..g {
-                        let d = depth + i;
-                        let bit = if d < 248 {
-                            (stem[d / 8] >> (7 - d % 8)) & 1
-                        } else {
-                            0
-                        };
-                        idx = (idx << 1) | bit as usize;
-                    }
-                    let hit = entries.iter().find(|e| {
-                        let start = e.index as usize;
-                        idx >= start && idx < start + (1usize << (g - e.depth as usize))
-                    });
-                    match hit {
+                NodeBlob::Group(group) => {
+                    match self.step(&group, stem, depth, g).map_err(corrupt)? {
                         None => return Ok(None),
+                        // Every step goes at least one level deeper and never past 248: the walk ends.
                         Some(e) => depth += e.depth as usize,
                     }
                 }
             }
         }
     }
+}
+
+/// The hash of a group's root, computed from its entries (the inner nodes of the group are
+/// hashed up from them, SPEC §5), and the number of hash calls.
+pub fn group_hash<H: TreeHasher>(group: &GroupBlob) -> (Hash32, u32) {
+    fn sub<H: TreeHasher>(
+        entries: &[GroupEntry],
+        g: u8,
+        rel: u8,
+        prefix: u16,
+        n: &mut u32,
+    ) -> Hash32 {
+        if entries.is_empty() {
+            return ZERO_HASH;
+        }
+        let start = prefix << (g - rel);
+        if rel == g || (entries.len() == 1 && entries[0].depth == rel && entries[0].index == start)
+        {
+            return entries[0].hash;
+        }
+        let mid = start + (1u16 << (g - rel)) / 2;
+        let split = entries.partition_point(|e| e.index < mid);
+        let l = sub::<H>(&entries[..split], g, rel + 1, prefix << 1, n);
+        let r = sub::<H>(&entries[split..], g, rel + 1, (prefix << 1) | 1, n);
+        *n += 1;
+        H::hash_pair(&l, &r)
+    }
+    let mut n = 0;
+    let h = sub::<H>(&group.entries, group.group_depth, 0, 0, &mut n);
+    (h, n)
 }

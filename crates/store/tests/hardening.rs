@@ -1,0 +1,384 @@
+//! The store off the happy path: read-only opens, files that are not databases, racing
+//! writers, stale preloads, and flipped bytes found by `verify` and the verified walk.
+
+use bintrie_keys::TreeKey;
+use bintrie_node::{Sha256Hasher, StemValues};
+use bintrie_store::{Durability, ReadPath, StateStore, StoreError, StoreOptions};
+use bintrie_trie::{MemoryStore, Trie};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::path::Path;
+
+fn opts(g: u8) -> StoreOptions {
+    StoreOptions {
+        group_depth: Some(g),
+        durability: Durability::Relaxed,
+        ..Default::default()
+    }
+}
+
+fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
+    (0..n)
+        .map(|_| {
+            let mut stem = [0u8; 31];
+            rng.fill(&mut stem[..]);
+            (TreeKey::new(stem, rng.random()), rng.random())
+        })
+        .collect()
+}
+
+/// A database at group depth `g` holding `writes` as block 1 (and `code` in the code table).
+fn build(dir: &Path, g: u8, writes: &[(TreeKey, [u8; 32])], code: &[Vec<u8>]) -> [u8; 32] {
+    let store = StateStore::open(dir, &opts(g)).unwrap();
+    let mut trie: Trie<StateStore> = Trie::new(store, g).unwrap();
+    trie.update(writes.to_vec()).unwrap();
+    let code: Vec<([u8; 32], Vec<u8>)> = code
+        .iter()
+        .map(|c| (alloy_primitives::keccak256(c).0, c.clone()))
+        .collect();
+    trie.commit_with(|s, set| s.write_block(set, 1, &code))
+        .unwrap()
+        .root
+}
+
+fn file_bytes(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join("mdbx.dat")).unwrap()
+}
+
+/// Flips the byte at `offset` within every occurrence of `pattern` in the data file (MDBX
+/// keeps older copies of pages, so a value may sit there more than once). Returns how many.
+fn flip_all(dir: &Path, pattern: &[u8], offset: usize) -> usize {
+    let path = dir.join("mdbx.dat");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut n = 0;
+    let mut i = 0;
+    while i + pattern.len() <= bytes.len() {
+        if bytes[i..i + pattern.len()] == *pattern {
+            bytes[i + offset] ^= 0x01;
+            n += 1;
+            i += pattern.len();
+        } else {
+            i += 1;
+        }
+    }
+    std::fs::write(&path, bytes).unwrap();
+    n
+}
+
+#[test]
+fn read_only_opens_never_write_and_never_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(1);
+    let writes = random_writes(&mut rng, 300);
+    let root = build(dir.path(), 5, &writes, &[]);
+    let before = file_bytes(dir.path());
+    {
+        let store = StateStore::open_read_only(dir.path()).unwrap();
+        assert!(store.is_read_only());
+        assert_eq!(store.meta().root, root);
+        store.counts().unwrap();
+        store.for_each_node(|_, _| {}).unwrap();
+        let reader = store.reader().unwrap();
+        let (k, v) = writes[0];
+        for path in [ReadPath::Flat, ReadPath::TrieWalk] {
+            let got = reader.get_stem(&k.stem, path).unwrap().unwrap();
+            assert_eq!(got.get(k.sub_index), Some(&v));
+        }
+        drop(reader);
+        // A write through a read-only store is refused.
+        let mut store = store;
+        let set = {
+            let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
+            t.insert(k, [9; 32]).unwrap();
+            t.prepare_commit()
+        };
+        assert!(matches!(
+            store.write_block(&set, 2, &[]),
+            Err(StoreError::ReadOnly)
+        ));
+    }
+    assert_eq!(
+        file_bytes(dir.path()),
+        before,
+        "a read-only open changed the file"
+    );
+
+    // A read-only open of a missing database creates nothing.
+    let missing = dir.path().join("nope");
+    assert!(matches!(
+        StateStore::open_read_only(&missing),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn read_only_open_works_on_a_read_only_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(2);
+    let root = build(dir.path(), 4, &random_writes(&mut rng, 50), &[]);
+    let data = dir.path().join("mdbx.dat");
+    let mut perm = std::fs::metadata(&data).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&data, perm).unwrap();
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(store.meta().root, root);
+    assert_eq!(store.verify(&|_| {}).unwrap().root, root);
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_never_formatted() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let writes = random_writes(&mut rng, 2_000);
+    // A real database truncated to 8 KB, 8 KB of garbage, an empty file, a one-page file.
+    let truncated = {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), 5, &writes, &[]);
+        let mut b = file_bytes(dir.path());
+        b.truncate(8192);
+        b
+    };
+    let garbage: Vec<u8> = (0..8192).map(|_| rng.random()).collect();
+    for (name, content) in [
+        ("truncated", truncated),
+        ("garbage", garbage),
+        ("empty", Vec::new()),
+        ("zeros", vec![0u8; 4096]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("mdbx.dat"), &content).unwrap();
+        let ro = StateStore::open_read_only(dir.path());
+        assert!(
+            matches!(ro, Err(StoreError::NotADatabase { .. })),
+            "{name}: read-only open gave {ro:?}"
+        );
+        let rw = StateStore::open(dir.path(), &opts(5));
+        assert!(
+            matches!(rw, Err(StoreError::NotADatabase { .. })),
+            "{name}: read-write open gave {rw:?}"
+        );
+        assert_eq!(
+            file_bytes(dir.path()),
+            content,
+            "{name}: the file was changed"
+        );
+    }
+}
+
+#[test]
+fn a_second_writer_handle_cannot_commit_over_a_newer_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(4);
+    build(dir.path(), 5, &random_writes(&mut rng, 100), &[]);
+    let store = StateStore::open(dir.path(), &opts(5)).unwrap();
+    let other = store.clone();
+    let root = store.meta().root;
+    // Writer B loads block 1's tree and prepares changes on it.
+    let mut b: Trie<StateStore> = Trie::open(other, 5, root).unwrap();
+    b.update(random_writes(&mut rng, 10)).unwrap();
+    // Writer A commits block 2 meanwhile.
+    let mut a: Trie<StateStore> = Trie::open(store, 5, root).unwrap();
+    a.update(random_writes(&mut rng, 10)).unwrap();
+    a.commit_with(|s, set| s.write_block(set, 2, &[])).unwrap();
+    let after_a = a.store().meta();
+    // B built on block 1 and must not commit over block 2.
+    let err = b
+        .commit_with(|s, set| s.write_block(set, 2, &[]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("changed under this writer"), "{err}");
+    drop((a, b));
+    let reopened = StateStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(reopened.meta(), after_a);
+    assert_eq!(reopened.verify(&|_| {}).unwrap().root, after_a.root);
+}
+
+/// A blob preloaded by the trie prefetcher and left unused must never be served after a commit
+/// rewrote its path: the trie had the path loaded already, so the update did not take the
+/// preloaded copy, and the commit wrote a new blob there.
+#[test]
+fn a_preloaded_blob_never_outlives_the_root_it_was_read_at() {
+    use std::sync::atomic::AtomicBool;
+    let g = 4;
+    let mut rng = StdRng::seed_from_u64(5);
+    let base = random_writes(&mut rng, 500);
+    let dir = tempfile::tempdir().unwrap();
+    let root = build(dir.path(), g, &base, &[]);
+    let store = StateStore::open(dir.path(), &opts(g)).unwrap();
+    let mut trie: Trie<StateStore> = Trie::open(store, g, root).unwrap();
+    let (key, _) = base[0];
+    // Load the path first, then preload it: the preloaded copies stay unused.
+    trie.get(&key).unwrap();
+    let no_stop = AtomicBool::new(false);
+    trie.store()
+        .warm_trie_paths(&[key.stem], 1, &no_stop)
+        .unwrap();
+    assert!(trie.store().warm_blobs() > 0);
+    trie.insert(key, [0x77; 32]).unwrap();
+    let new_root = trie.commit().unwrap().root;
+    // A fresh trie over the same store handle reads the new tree, not the preloaded old one.
+    let store = trie.into_store();
+    let mut fresh: Trie<StateStore> = Trie::open(store, g, new_root).unwrap();
+    assert_eq!(fresh.get(&key).unwrap(), Some([0x77; 32]));
+    assert_eq!(fresh.verify().unwrap(), new_root);
+}
+
+#[test]
+fn verify_passes_on_a_good_database_at_every_group_depth() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let writes = random_writes(&mut rng, 700);
+    let code = vec![vec![0x60, 0x00, 0x60, 0x00, 0xf3], vec![0x5b; 100]];
+    let mut root = None;
+    for g in 1..=8 {
+        let dir = tempfile::tempdir().unwrap();
+        let r = build(dir.path(), g, &writes, &code);
+        assert_eq!(*root.get_or_insert(r), r);
+        let store = StateStore::open_read_only(dir.path()).unwrap();
+        let report = store.verify(&|_| {}).unwrap();
+        let (nodes, stems, codes) = store.counts().unwrap();
+        assert_eq!(report.root, r);
+        assert_eq!(report.block, 1);
+        assert_eq!(
+            (report.nodes, report.stems, report.code),
+            (nodes, stems, codes)
+        );
+        assert_eq!(report.groups + report.stems, report.nodes);
+        assert_eq!(codes, 2);
+        let reader = store.reader().unwrap();
+        for (k, v) in writes.iter().take(50) {
+            let got = reader.get_stem_verified(&k.stem).unwrap().unwrap();
+            assert_eq!(got.get(k.sub_index), Some(v), "g={g}");
+        }
+        // An absent stem is proven absent.
+        assert_eq!(reader.get_stem_verified(&[0x5a; 31]).unwrap(), None);
+    }
+}
+
+/// Values unlikely to occur anywhere else in the file, so a byte search finds their blob.
+fn marked_writes(rng: &mut StdRng) -> (Vec<(TreeKey, [u8; 32])>, TreeKey, [u8; 32]) {
+    let mut writes = random_writes(rng, 400);
+    let key = writes[7].0;
+    let marker = [0xa5u8; 32];
+    writes[7].1 = marker;
+    (writes, key, marker)
+}
+
+#[test]
+fn a_flipped_byte_in_a_stem_blob_is_caught() {
+    for g in [1u8, 5, 8] {
+        let mut rng = StdRng::seed_from_u64(7);
+        let (writes, key, marker) = marked_writes(&mut rng);
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), g, &writes, &[]);
+        // The stem blob starts with the tag and the stem; flip a byte of the marked value in
+        // the node table's copy only.
+        let mut values = StemValues::new();
+        values.set(key.sub_index, marker);
+        let mut blob = Vec::new();
+        values.encode_blob(&key.stem, &mut blob);
+        assert!(flip_all(dir.path(), &blob, blob.len() - 1) >= 1);
+        let store = StateStore::open_read_only(dir.path()).unwrap();
+        let err = store.verify(&|_| {}).unwrap_err().to_string();
+        assert!(err.contains("hashes to"), "g={g}: {err}");
+        let reader = store.reader().unwrap();
+        let err = reader.get_stem_verified(&key.stem).unwrap_err().to_string();
+        assert!(err.contains("hashes to"), "g={g}: {err}");
+        // The flat table is untouched, so the flat read still gives the committed value.
+        let flat = reader.get_stem_flat(&key.stem).unwrap().unwrap();
+        assert_eq!(flat.get(key.sub_index), Some(&marker));
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_the_flat_table_is_caught() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let (writes, key, marker) = marked_writes(&mut rng);
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 5, &writes, &[]);
+    let mut values = StemValues::new();
+    values.set(key.sub_index, marker);
+    let mut blob = Vec::new();
+    values.encode_blob(&key.stem, &mut blob);
+    // The flat entry is the stem (its key) followed by bitmap and values; the node table's
+    // copy is preceded by the tag byte. Flip every copy, then restore the node blob's.
+    let flat_tail = &blob[1..];
+    let flipped = flip_all(dir.path(), flat_tail, flat_tail.len() - 1);
+    assert!(flipped >= 2, "{flipped}");
+    let mut restored = blob.clone();
+    *restored.last_mut().unwrap() ^= 0x01;
+    assert!(flip_all(dir.path(), &restored, restored.len() - 1) >= 1);
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    let err = store.verify(&|_| {}).unwrap_err().to_string();
+    assert!(err.contains("flat stem table"), "{err}");
+    // The verified walk does not use the flat table.
+    let reader = store.reader().unwrap();
+    let got = reader.get_stem_verified(&key.stem).unwrap().unwrap();
+    assert_eq!(got.get(key.sub_index), Some(&marker));
+}
+
+#[test]
+fn a_flipped_byte_in_a_group_blob_is_caught() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let (writes, key, marker) = marked_writes(&mut rng);
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 5, &writes, &[]);
+    // The parent group holds the stem's hash: flip a byte of it there.
+    let mut values = StemValues::new();
+    values.set(key.sub_index, marker);
+    let (stem_hash, _) = values.stem_hash::<Sha256Hasher>(&key.stem);
+    assert!(flip_all(dir.path(), &stem_hash, 3) >= 1);
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    let err = store.verify(&|_| {}).unwrap_err().to_string();
+    assert!(err.contains("the group hashes to"), "{err}");
+    let err = store
+        .reader()
+        .unwrap()
+        .get_stem_verified(&key.stem)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hashes to"), "{err}");
+}
+
+#[test]
+fn a_flipped_byte_in_code_is_caught() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let code = vec![0x5b, 0x60, 0x42, 0x60, 0x13, 0x37, 0x00, 0xfe, 0xfd, 0xfc];
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 5, &random_writes(&mut rng, 20), &[code.clone()]);
+    assert!(flip_all(dir.path(), &code, 2) >= 1);
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    let err = store.verify(&|_| {}).unwrap_err().to_string();
+    assert!(err.contains("code stored under hash"), "{err}");
+}
+
+#[test]
+fn a_stray_node_or_flat_entry_is_caught() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let writes = random_writes(&mut rng, 100);
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 5, &writes, &[]);
+    // Write a stem blob into a second database's tables by hand: a node and a flat entry
+    // that the tree does not reach.
+    {
+        let db = libmdbx::Database::<libmdbx::NoWriteMap>::open_with_options(
+            dir.path(),
+            libmdbx::DatabaseOptions {
+                max_tables: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let txn = db.begin_rw_txn().unwrap();
+        let flat = txn.open_table(Some("stems")).unwrap();
+        let mut v = vec![0u8; 64];
+        v[0] = 0x80;
+        txn.put(&flat, [0x33u8; 31], &v, libmdbx::WriteFlags::UPSERT)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    let err = store.verify(&|_| {}).unwrap_err().to_string();
+    assert!(
+        err.contains("flat stem table holds") && err.contains(&"33".repeat(31)),
+        "{err}"
+    );
+}
