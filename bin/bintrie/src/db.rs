@@ -26,6 +26,17 @@ impl From<ReadPathArg> for ReadPath {
     }
 }
 
+/// Read path names for `get`: the two store paths, or the verified walk.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum GetReadPath {
+    /// From the root through the group blobs to the stem, trusting them.
+    Trie,
+    /// One lookup in the flat stem table, trusting it.
+    Flat,
+    /// The trie walk with every blob on the way re-hashed against the root.
+    Verified,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
     /// Database directory (created when absent).
@@ -51,6 +62,24 @@ pub struct ImportArgs {
 }
 
 pub fn cmd_import(args: ImportArgs) -> Result<()> {
+    let reader: Box<dyn BufRead> = if args.input == "-" {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(BufReader::new(
+            std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?,
+        ))
+    };
+    let source = if args.input == "-" {
+        "<stdin>".to_string()
+    } else {
+        args.input.clone()
+    };
+    let mut lines = input::kv_lines(reader, &source);
+    // The first batch is parsed before the database is opened: bad input never creates one.
+    let first = next_batch(&mut lines, args.batch)?;
+    // `create_dir` succeeds for exactly one process: only the one that made the directory may
+    // remove it again.
+    let created_dir = std::fs::create_dir(&args.db).is_ok();
     let store = StateStore::open(
         &args.db,
         &StoreOptions {
@@ -64,52 +93,92 @@ pub fn cmd_import(args: ImportArgs) -> Result<()> {
             ..Default::default()
         },
     )
-    .with_context(|| format!("opening {}", args.db.display()))?;
-    let meta = store.meta();
-    let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
-    let reader: Box<dyn BufRead> = if args.input == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(BufReader::new(
-            std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?,
-        ))
+    .with_context(|| format!("opening {}", args.db.display()));
+    let result = store.and_then(|store| import_into(store, first, &mut lines, args.batch));
+    if let Err(e) = &result
+        && created_dir
+    {
+        remove_if_empty(&args.db, e);
+    }
+    result
+}
+
+/// Removes a database directory this import created when the import failed before any block
+/// was committed to it (by anyone): a failed import leaves nothing behind. A conflict means
+/// another writer is using it, so it stays.
+fn remove_if_empty(dir: &std::path::Path, error: &anyhow::Error) {
+    let conflict = error.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<bintrie_store::StoreError>(),
+            Some(bintrie_store::StoreError::Conflict { .. })
+        )
+    });
+    if conflict {
+        return;
+    }
+    let empty = match StateStore::open_read_only(dir) {
+        Ok(store) => store.meta().block == 0,
+        // Not even a database (the open itself failed): only our own files can be in it.
+        Err(_) => {
+            !dir.join("mdbx.dat").exists() || std::fs::read_dir(dir).is_ok_and(|rd| rd.count() <= 2)
+        }
     };
-    let source = if args.input == "-" {
-        "<stdin>".to_string()
-    } else {
-        args.input.clone()
-    };
-    let mut out = std::io::stdout().lock();
-    let mut batch: Vec<(TreeKey, [u8; 32])> = Vec::new();
-    let mut lines = reader.lines().enumerate();
-    loop {
-        // Parse up to `batch` entries (line numbers stay global for error messages).
-        let mut done = true;
-        for (n, line) in lines.by_ref() {
-            let line = line.with_context(|| format!("{source}: reading line {}", n + 1))?;
-            if let Some(kv) = input::parse_kv_line(&line, &source, n + 1)? {
-                batch.push(kv);
-            }
-            if batch.len() as u64 >= args.batch {
-                done = false;
+    if empty {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Up to `batch` entries from `lines`.
+fn next_batch(
+    lines: &mut impl Iterator<Item = Result<(usize, Option<(TreeKey, [u8; 32])>)>>,
+    batch: u64,
+) -> Result<Vec<(TreeKey, [u8; 32])>> {
+    let mut out = Vec::new();
+    for item in lines.by_ref() {
+        if let (_, Some(kv)) = item? {
+            out.push(kv);
+            if out.len() as u64 >= batch {
                 break;
             }
         }
-        if !batch.is_empty() {
-            let entries = batch.len();
-            trie.update(std::mem::take(&mut batch))?;
-            let block = trie.store().meta().block + 1;
-            let stats = trie.commit_with(|store, set| store.write_block(set, block, &[]))?;
-            writeln!(
-                out,
-                "committed block {block} entries {entries} root {}",
-                hex0x(&stats.root)
-            )?;
-            out.flush()?;
-        }
-        if done {
-            break;
-        }
+    }
+    Ok(out)
+}
+
+fn import_into(
+    store: StateStore,
+    first: Vec<(TreeKey, [u8; 32])>,
+    lines: &mut impl Iterator<Item = Result<(usize, Option<(TreeKey, [u8; 32])>)>>,
+    batch_size: u64,
+) -> Result<()> {
+    let meta = store.meta();
+    let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
+    let mut out = std::io::stdout().lock();
+    let mut batch = first;
+    while !batch.is_empty() {
+        let entries = batch.len();
+        let last = trie.store().meta();
+        let at_last = || {
+            format!(
+                "the database stays at block {} (root {})",
+                last.block,
+                hex0x(&last.root)
+            )
+        };
+        trie.update(batch)
+            .with_context(|| format!("updating the tree; {}", at_last()))?;
+        let block = last.block + 1;
+        let stats = trie
+            .commit_with(|store, set| store.write_block(set, block, &[]))
+            .with_context(|| format!("committing block {block}; {}", at_last()))?;
+        writeln!(
+            out,
+            "committed block {block} entries {entries} root {}",
+            hex0x(&stats.root)
+        )
+        .and_then(|()| out.flush())
+        .context("writing output")?;
+        batch = next_batch(lines, batch_size)?;
     }
     Ok(())
 }
@@ -124,16 +193,10 @@ pub struct InfoArgs {
     json: bool,
 }
 
-/// Opens an existing database (never creates one), at its own group depth.
+/// Opens an existing database read-only (never creates, formats or writes anything), at its
+/// own group depth.
 fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
-    StateStore::open(
-        dir,
-        &StoreOptions {
-            create: false,
-            ..Default::default()
-        },
-    )
-    .with_context(|| format!("opening {}", dir.display()))
+    StateStore::open_read_only(dir).with_context(|| format!("opening {}", dir.display()))
 }
 
 pub fn cmd_info(args: InfoArgs) -> Result<()> {
@@ -165,6 +228,7 @@ pub fn cmd_info(args: InfoArgs) -> Result<()> {
         0.0
     };
     let size = store.file_size()?;
+    let mut out = std::io::stdout().lock();
     if args.json {
         let hist: serde_json::Map<String, serde_json::Value> = depth_hist
             .iter()
@@ -185,21 +249,22 @@ pub fn cmd_info(args: InfoArgs) -> Result<()> {
             "db_bytes": size,
             "stem_depth": {"min": min.unwrap_or(0), "mean": mean, "max": max, "histogram": hist},
         });
-        println!("{j}");
+        writeln!(out, "{j}")
     } else {
-        println!("root         {}", hex0x(&meta.root));
-        println!("block        {}", meta.block);
-        println!("group depth  {}", meta.group_depth);
-        println!("page size    {}", meta.page_size);
-        println!("groups       {groups}");
-        println!("stems        {stems}");
-        println!("code entries {codes}");
-        println!("db size      {size} bytes");
-        println!(
-            "stem depth   min {} mean {mean:.2} max {max}",
+        writeln!(
+            out,
+            "root         {}\nblock        {}\ngroup depth  {}\npage size    {}\ngroups       {groups}\n\
+             stems        {stems}\ncode entries {codes}\ndb size      {size} bytes\n\
+             stem depth   min {} mean {mean:.2} max {max}",
+            hex0x(&meta.root),
+            meta.block,
+            meta.group_depth,
+            meta.page_size,
             min.unwrap_or(0)
-        );
+        )
     }
+    .and_then(|()| out.flush())
+    .context("writing output")?;
     if stems != stem_blobs {
         bail!(
             "flat stem table has {stems} stems but the node table {stem_blobs}: the database is inconsistent"
@@ -210,24 +275,98 @@ pub fn cmd_info(args: InfoArgs) -> Result<()> {
 
 #[derive(clap::Args, Debug)]
 pub struct GetArgs {
-    /// Database directory.
+    /// Database directory (opened read-only).
     #[arg(long)]
     db: PathBuf,
     /// The 32-byte tree key (hex, 0x optional).
     key: String,
-    /// How to find the stem.
+    /// How to find the stem: `flat` trusts the flat stem table, `trie` trusts the node blobs on
+    /// the path, `verified` re-hashes every blob on the path against the database's root, so
+    /// a value (or its absence) is what the root commits to, or an error names the bad node.
     #[arg(long, value_enum, default_value = "flat")]
-    read_path: ReadPathArg,
+    read_path: GetReadPath,
 }
 
 pub fn cmd_get(args: GetArgs) -> Result<()> {
     let key = TreeKey::from_bytes(input::parse_b32(&args.key).context("KEY")?);
     let store = open_existing(&args.db)?;
     let reader = store.reader()?;
-    if let Some(values) = reader.get_stem(&key.stem, args.read_path.into())?
-        && let Some(v) = values.get(key.sub_index)
-    {
-        println!("{}", hex0x(v));
+    let values = match args.read_path {
+        GetReadPath::Trie => reader.get_stem(&key.stem, ReadPath::TrieWalk)?,
+        GetReadPath::Flat => reader.get_stem(&key.stem, ReadPath::Flat)?,
+        GetReadPath::Verified => reader.get_stem_verified(&key.stem)?,
+    };
+    if let Some(v) = values.as_ref().and_then(|values| values.get(key.sub_index)) {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", hex0x(v))
+            .and_then(|()| out.flush())
+            .context("writing output")?;
     }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// Database directory (opened read-only).
+    #[arg(long)]
+    db: PathBuf,
+    /// One JSON object: `{"ok": true, "root", "block", "nodes", "groups", "stems", "code"}`,
+    /// or `{"ok": false, "error": "…"}` (exit status 1).
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+pub fn cmd_verify(args: VerifyArgs) -> Result<()> {
+    let store = open_existing(&args.db)?;
+    let (_, total_stems, _) = store.counts()?;
+    let bar = if args.no_progress {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(total_stems);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "verifying {bar:40} {pos}/{len} stems, {per_sec}, eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    };
+    let result = store.verify(&|n| bar.set_position(n));
+    bar.finish_and_clear();
+    let mut out = std::io::stdout().lock();
+    let written = match (&result, args.json) {
+        (Ok(r), true) => writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "ok": true, "root": hex0x(&r.root), "block": r.block, "nodes": r.nodes,
+                "groups": r.groups, "stems": r.stems, "code": r.code,
+            })
+        ),
+        (Ok(r), false) => writeln!(
+            out,
+            "ok: block {} root {}: {} node blobs ({} groups, {} stems) re-hashed to the root, \
+             the flat table matches, {} code entries match their hashes",
+            r.block,
+            hex0x(&r.root),
+            r.nodes,
+            r.groups,
+            r.stems,
+            r.code
+        ),
+        (Err(e), true) => writeln!(
+            out,
+            "{}",
+            serde_json::json!({"ok": false, "error": e.to_string()})
+        ),
+        (Err(_), false) => Ok(()),
+    };
+    written
+        .and_then(|()| out.flush())
+        .context("writing output")?;
+    result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }

@@ -1,29 +1,46 @@
 //! Parsing user input: key/value lines and geth-style genesis allocs.
+//!
+//! Every parser here returns an error on bad input and never panics (they are property-tested
+//! on arbitrary input below). Hex is decoded with alloy's `hex` (const-hex), never by hand.
 
-use alloy_primitives::{Address, U256};
+use alloy_primitives::{Address, U256, hex};
 use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::{AccountState, TreeKey, account_entries};
 use serde_json::Value;
-use std::io::BufRead;
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::io::{BufRead, Read};
+
+/// The longest `KEY VALUE` line accepted, in bytes (without its line ending). A valid line is
+/// 130 bytes (two 0x-prefixed words and a space) plus optional whitespace, or a comment.
+pub const MAX_LINE_BYTES: usize = 4096;
+
+/// At most this many characters of a bad input are quoted in an error message.
+const SHOWN_CHARS: usize = 80;
+
+/// `s` quoted for an error message, cut after [`SHOWN_CHARS`] characters.
+pub fn shown(s: &str) -> String {
+    match s.char_indices().nth(SHOWN_CHARS) {
+        None => format!("{s:?}"),
+        Some((i, _)) => format!("{:?}… ({} bytes)", &s[..i], s.len()),
+    }
+}
+
+/// `s` without a leading `0x` or `0X`.
+fn strip_0x(s: &str) -> &str {
+    s.strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s)
+}
 
 /// Parses 32 bytes of hex (0x optional, exactly 64 digits).
 pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
-    let h = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    if h.len() != 64 {
-        bail!(
-            "expected 32 bytes of hex (64 digits), got {} digits",
-            h.len()
-        );
+    let digits = strip_0x(s).chars().count();
+    if digits != 64 {
+        bail!("expected 32 bytes of hex (64 digits), got {digits} characters");
     }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&h[2 * i..2 * i + 2], 16)
-            .map_err(|_| anyhow!("not hex: {:?}", &h[2 * i..2 * i + 2]))?;
-    }
-    Ok(out)
+    // `decode_to_array` strips one 0x/0X prefix itself.
+    hex::decode_to_array::<_, 32>(s).map_err(|e| anyhow!("not hex: {} ({e})", shown(s)))
 }
 
 /// Parses one input line: `None` for blank lines and `#` comments; errors name `source:line`.
@@ -34,20 +51,98 @@ pub fn parse_kv_line(line: &str, source: &str, n: usize) -> Result<Option<(TreeK
     }
     let mut parts = t.split_whitespace();
     let (Some(k), Some(v), None) = (parts.next(), parts.next(), parts.next()) else {
-        bail!("{source}:{n}: expected `KEY VALUE` (two 32-byte hex words), got {t:?}");
+        bail!(
+            "{source}:{n}: expected `KEY VALUE` (two 32-byte hex words), got {}",
+            shown(t)
+        );
     };
     let key = parse_b32(k).with_context(|| format!("{source}:{n}: bad key"))?;
     let value = parse_b32(v).with_context(|| format!("{source}:{n}: bad value"))?;
     Ok(Some((TreeKey::from_bytes(key), value)))
 }
 
-/// Reads `KEY VALUE` lines (see [`parse_kv_line`]). Returns the writes in input order (a later
+/// One line read by [`kv_lines`]: its number (1-based) and its entry (`None` for a blank or
+/// comment line).
+pub type KvLine = (usize, Option<(TreeKey, [u8; 32])>);
+
+/// The `KEY VALUE` lines of `reader`, parsed one at a time: see [`kv_lines`].
+pub struct KvLines<R> {
+    reader: R,
+    source: String,
+    /// The number of the line read last (1-based).
+    line: usize,
+    buf: Vec<u8>,
+    /// Set after the end of input or an error: the iterator is fused.
+    done: bool,
+}
+
+/// Reads `KEY VALUE` lines from `reader`, one at a time and without ever buffering more than
+/// [`MAX_LINE_BYTES`] (+ 2 for the line ending) bytes of a line.
+///
+/// Yields `Ok((n, entry))` for line `n` (1-based), with `entry` as [`parse_kv_line`] returns it
+/// (`None` for a blank or comment line). A line longer than [`MAX_LINE_BYTES`] (e.g. from
+/// `/dev/zero`), a line that is not UTF-8, a read error or a bad line is yielded once as an
+/// `Err` naming `source:n`, and the iteration ends there. Line endings are `\n` or `\r\n`.
+pub fn kv_lines<R: BufRead>(reader: R, source: &str) -> KvLines<R> {
+    KvLines {
+        reader,
+        source: source.to_string(),
+        line: 0,
+        buf: Vec::new(),
+        done: false,
+    }
+}
+
+impl<R: BufRead> KvLines<R> {
+    fn next_line(&mut self) -> Result<Option<KvLine>> {
+        let (source, n) = (&self.source, self.line + 1);
+        self.buf.clear();
+        // Room for the longest line and its `\r\n`: more means the line is too long.
+        let limit = MAX_LINE_BYTES as u64 + 2;
+        let read = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)
+            .with_context(|| format!("{source}: reading line {n}"))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        self.line = n;
+        let mut content: &[u8] = &self.buf;
+        if let Some(c) = content.strip_suffix(b"\n") {
+            content = c.strip_suffix(b"\r").unwrap_or(c);
+        }
+        if content.len() > MAX_LINE_BYTES {
+            bail!("{source}:{n}: line longer than {MAX_LINE_BYTES} bytes");
+        }
+        let line =
+            std::str::from_utf8(content).map_err(|e| anyhow!("{source}:{n}: not UTF-8 ({e})"))?;
+        Ok(Some((n, parse_kv_line(line, source, n)?)))
+    }
+}
+
+impl<R: BufRead> Iterator for KvLines<R> {
+    type Item = Result<KvLine>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.next_line().transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}
+
+impl<R: BufRead> std::iter::FusedIterator for KvLines<R> {}
+
+/// Reads `KEY VALUE` lines (see [`kv_lines`]). Returns the writes in input order (a later
 /// write to the same key wins when applied).
 pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey, [u8; 32])>> {
     let mut out = Vec::new();
-    for (n, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("{source}: reading line {}", n + 1))?;
-        if let Some(kv) = parse_kv_line(&line, source, n + 1)? {
+    for item in kv_lines(reader, source) {
+        if let (_, Some(kv)) = item? {
             out.push(kv);
         }
     }
@@ -55,24 +150,27 @@ pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey,
 }
 
 /// A uint from a JSON number, a decimal string or a 0x-hex string (`0x` alone is zero); errors
-/// name `at`.
+/// name `at`. Strings must be plain digits: no sign, no `_`, no whitespace.
 pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
     match v {
         Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
             anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
         }),
         Value::String(s) => {
-            let s = s.trim();
-            let parsed = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-                if h.is_empty() {
-                    Ok(U256::ZERO)
-                } else {
-                    U256::from_str_radix(h, 16)
-                }
-            } else {
-                U256::from_str_radix(s, 10)
-            };
-            parsed.map_err(|e| anyhow!("{at}: {s:?} is not a 256-bit number: {e}"))
+            let (digits, radix, plain): (&str, u64, fn(&u8) -> bool) =
+                match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some("") => return Ok(U256::ZERO),
+                    Some(h) => (h, 16, u8::is_ascii_hexdigit),
+                    None => (s.as_str(), 10, u8::is_ascii_digit),
+                };
+            if digits.is_empty() || !digits.as_bytes().iter().all(plain) {
+                bail!(
+                    "{at}: {} is not a number: expected decimal digits, or 0x and hex digits",
+                    shown(s)
+                );
+            }
+            U256::from_str_radix(digits, radix)
+                .map_err(|e| anyhow!("{at}: {} is not a 256-bit number: {e}", shown(s)))
         }
         other => bail!("{at}: expected a number or a string, got {other}"),
     }
@@ -82,38 +180,54 @@ pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
 pub fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
     let s = v
         .as_str()
-        .ok_or_else(|| anyhow!("{at}: expected a hex string, got {v}"))?;
-    let h = s.strip_prefix("0x").unwrap_or(s);
-    if h.len() % 2 != 0 {
-        bail!("{at}: odd number of hex digits");
+        .ok_or_else(|| anyhow!("{at}: expected a hex string, got {}", shown(&v.to_string())))?;
+    hex::decode(s).map_err(|e| anyhow!("{at}: not hex: {e}"))
+}
+
+/// Remembers the spelling of each parsed key, to refuse one key spelled twice (`0xaa…` and
+/// `aa…`, a different hex case, `0x1` and `0x01`): a JSON object would merge them silently.
+pub(crate) struct Spellings<K>(BTreeMap<K, String>);
+
+impl<K: Ord> Spellings<K> {
+    pub(crate) fn new() -> Self {
+        Spellings(BTreeMap::new())
     }
-    (0..h.len() / 2)
-        .map(|i| {
-            u8::from_str_radix(&h[2 * i..2 * i + 2], 16)
-                .map_err(|_| anyhow!("{at}: not hex at byte {i}"))
-        })
-        .collect()
+
+    /// Records `spelling` for `key`; errors naming both spellings when `key` was seen before.
+    pub(crate) fn insert(&mut self, key: K, spelling: &str, at: &str, what: &str) -> Result<()> {
+        match self.0.entry(key) {
+            Entry::Vacant(e) => {
+                e.insert(spelling.to_string());
+                Ok(())
+            }
+            Entry::Occupied(e) => bail!(
+                "{at}: {} and {} are the same {what}, given twice",
+                shown(e.get()),
+                shown(spelling)
+            ),
+        }
+    }
 }
 
 /// Parses a geth genesis alloc (or a whole genesis file with an `alloc` field) into tree writes.
 ///
 /// Follows geth's genesis semantics: a storage slot whose value is zero is not written (zero
-/// over zero is a no-op, SPEC §4). Errors name the JSON path of the bad field.
+/// over zero is a no-op, SPEC §4). Errors name the JSON path of the bad field. An address or a
+/// slot given twice in different spellings is an error.
 pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
     let (alloc, prefix) = match json.get("alloc") {
         Some(a) => (a, "alloc"),
         None => (json, ""),
     };
-    let obj = alloc.as_object().ok_or_else(|| {
-        anyhow!(
-            "{}: expected an object of address -> account",
-            if prefix.is_empty() {
-                "(top level)"
-            } else {
-                prefix
-            }
-        )
-    })?;
+    let top = if prefix.is_empty() {
+        "(top level)"
+    } else {
+        prefix
+    };
+    let obj = alloc
+        .as_object()
+        .ok_or_else(|| anyhow!("{top}: expected an object of address -> account"))?;
+    let mut addresses = Spellings::new();
     let mut writes = Vec::new();
     for (addr_str, acct) in obj {
         let at = if prefix.is_empty() {
@@ -121,14 +235,11 @@ pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
         } else {
             format!("{prefix}.{addr_str}")
         };
-        let with_0x = if addr_str.starts_with("0x") {
-            addr_str.clone()
-        } else {
-            format!("0x{addr_str}")
-        };
-        let address: Address = with_0x
+        // 0x optional, either case.
+        let address: Address = addr_str
             .parse()
             .map_err(|e| anyhow!("{at}: not a 20-byte address: {e}"))?;
+        addresses.insert(address, addr_str, top, "address")?;
         let fields = acct
             .as_object()
             .ok_or_else(|| anyhow!("{at}: expected an object"))?;
@@ -166,9 +277,11 @@ pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
             let s = s
                 .as_object()
                 .ok_or_else(|| anyhow!("{at}.storage: expected an object of slot -> value"))?;
-            for (slot, value) in s {
-                let sat = format!("{at}.storage.{slot}");
-                let slot = json_u256(&Value::String(slot.clone()), &sat)?;
+            let mut slots = Spellings::new();
+            for (slot_str, value) in s {
+                let sat = format!("{at}.storage.{slot_str}");
+                let slot = json_u256(&Value::String(slot_str.clone()), &sat)?;
+                slots.insert(slot, slot_str, &format!("{at}.storage"), "slot")?;
                 let value = json_u256(value, &sat)?;
                 if !value.is_zero() {
                     storage.push((slot, value));
@@ -187,11 +300,17 @@ pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::io::BufReader;
+
+    fn word(n: u8) -> String {
+        format!("{n:064x}")
+    }
 
     #[test]
-    fn kv_lines() {
+    fn read_kv_lines_parses_and_names_lines() {
         let text = format!("# comment\n\n0x01{} {:0>64}\n", "0".repeat(62), "2");
         let got = read_kv_lines(text.as_bytes(), "t").unwrap();
         assert_eq!(got.len(), 1);
@@ -204,6 +323,145 @@ mod tests {
             format!("{err:#}").contains("in:1: expected `KEY VALUE`"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn kv_lines_yields_line_numbers_and_handles_crlf() {
+        let text = format!(
+            "# c\r\n{} 0X{}\r\n\n{} {}",
+            word(1),
+            word(2),
+            word(3),
+            word(4)
+        );
+        let got: Vec<_> = kv_lines(text.as_bytes(), "t")
+            .map(|r| r.unwrap())
+            .map(|(n, kv)| (n, kv.map(|(k, v)| (k.stem[30], v[31]))))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(1, None), (2, Some((0, 2))), (3, None), (4, Some((0, 4)))]
+        );
+    }
+
+    /// `-i /dev/zero`: an endless line is an error after MAX_LINE_BYTES, not an endless buffer.
+    #[test]
+    fn endless_line_is_an_error_not_an_endless_buffer() {
+        let err = read_kv_lines(BufReader::new(std::io::repeat(0)), "/dev/zero").unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "/dev/zero:1: line longer than 4096 bytes"
+        );
+        let mut it = kv_lines(BufReader::new(std::io::repeat(b'a')), "z");
+        assert!(it.next().unwrap().is_err());
+        assert!(it.next().is_none(), "fused after an error");
+    }
+
+    #[test]
+    fn line_length_cap_is_exact() {
+        let kv = format!("{} {}", word(1), word(2));
+        for ending in ["\n", "\r\n"] {
+            // A line of exactly MAX_LINE_BYTES, then a valid line.
+            let ok = format!("#{}{ending}{kv}{ending}", "c".repeat(MAX_LINE_BYTES - 1));
+            assert_eq!(
+                read_kv_lines(ok.as_bytes(), "t").unwrap().len(),
+                1,
+                "{ending:?}"
+            );
+            let long = format!("#{}{ending}{kv}{ending}", "c".repeat(MAX_LINE_BYTES));
+            let err = read_kv_lines(long.as_bytes(), "t").unwrap_err();
+            assert_eq!(
+                format!("{err:#}"),
+                "t:1: line longer than 4096 bytes",
+                "{ending:?}"
+            );
+        }
+        // The last line, without a line ending.
+        let ok = format!("{kv}\n#{}", "c".repeat(MAX_LINE_BYTES - 1));
+        assert_eq!(read_kv_lines(ok.as_bytes(), "t").unwrap().len(), 1);
+        // The cap counts each line from its own start.
+        let long = format!("{kv}\n#{}", "c".repeat(MAX_LINE_BYTES));
+        let err = read_kv_lines(long.as_bytes(), "t").unwrap_err();
+        assert_eq!(format!("{err:#}"), "t:2: line longer than 4096 bytes");
+    }
+
+    #[test]
+    fn invalid_utf8_line_is_named() {
+        let mut text = format!("{} {}\n", word(1), word(2)).into_bytes();
+        text.extend_from_slice(b"# caf\xe9\n");
+        let err = read_kv_lines(text.as_slice(), "in").unwrap_err();
+        assert!(format!("{err:#}").starts_with("in:2: not UTF-8"), "{err:#}");
+    }
+
+    /// A 2-byte UTF-8 character at an odd byte index used to panic ("not a char boundary").
+    #[test]
+    fn non_ascii_hex_is_an_error_not_a_panic() {
+        let s = format!("0é{}", "0".repeat(61));
+        assert_eq!(s.len(), 64);
+        assert!(parse_b32(&s).is_err());
+        assert!(parse_b32(&format!("0x{s}")).is_err());
+        let line = format!("{s} {}", word(1));
+        assert!(parse_kv_line(&line, "t", 1).is_err());
+        for code in ["0é0", "0x0é0", "é", "0xé"] {
+            let err = json_hex_bytes(&Value::from(code), "a.code").unwrap_err();
+            assert!(err.to_string().starts_with("a.code: "), "{err}");
+        }
+    }
+
+    /// `u8::from_str_radix("+1", 16)` is `Ok(1)`: a sign is not a hex digit.
+    #[test]
+    fn plus_is_not_a_hex_digit() {
+        let s = format!("+1{}", "0".repeat(62));
+        assert!(parse_b32(&s).is_err());
+        assert!(parse_b32(&format!("0x{s}")).is_err());
+        assert!(json_hex_bytes(&Value::from("+1"), "c").is_err());
+        assert!(json_hex_bytes(&Value::from("0x+1"), "c").is_err());
+    }
+
+    #[test]
+    fn hex_still_parses() {
+        let mut want = [0u8; 32];
+        want[0] = 0xab;
+        want[31] = 0xcd;
+        let lower = format!("ab{}cd", "0".repeat(60));
+        for s in [
+            lower.clone(),
+            format!("0x{lower}"),
+            format!("0X{}", lower.to_uppercase()),
+        ] {
+            assert_eq!(parse_b32(&s).unwrap(), want, "{s}");
+        }
+        assert!(parse_b32(&format!("0x0x{}", "0".repeat(62))).is_err());
+        assert!(parse_b32(&"0".repeat(63)).is_err());
+        assert_eq!(
+            json_hex_bytes(&Value::from("0xABcd"), "c").unwrap(),
+            [0xab, 0xcd]
+        );
+        assert_eq!(json_hex_bytes(&Value::from("ab"), "c").unwrap(), [0xab]);
+        assert!(json_hex_bytes(&Value::from("0x"), "c").unwrap().is_empty());
+        assert!(json_hex_bytes(&Value::from("abc"), "c").is_err());
+    }
+
+    #[test]
+    fn json_u256_takes_plain_digits_only() {
+        let n = |s: &str| json_u256(&Value::from(s), "x");
+        assert_eq!(n("0x").unwrap(), U256::ZERO);
+        assert_eq!(n("0x1F").unwrap(), U256::from(31));
+        assert_eq!(n("0X1f").unwrap(), U256::from(31));
+        assert_eq!(n("031").unwrap(), U256::from(31));
+        assert_eq!(json_u256(&Value::from(7u64), "x").unwrap(), U256::from(7));
+        assert_eq!(n(&format!("0x{}", "f".repeat(64))).unwrap(), U256::MAX);
+        assert!(n(&format!("0x1{}", "0".repeat(64))).is_err());
+        for bad in [
+            "", "+1", "-1", "-0", "1_000", "0x1_0", "_1", "0x_1", "0x+1", " 1", "1 ", "0x 1",
+            "1 2", "\t1", "1\n", "0x1g", "1e3", "1.0", "0b1", "0o7", "٣", "0x０",
+        ] {
+            let err = n(bad).unwrap_err().to_string();
+            assert!(err.starts_with("x: "), "{bad:?}: {err}");
+        }
+        assert!(json_u256(&Value::from(-1), "x").is_err());
+        assert!(json_u256(&Value::from(1.5), "x").is_err());
+        assert!(json_u256(&Value::Null, "x").is_err());
     }
 
     #[test]
@@ -230,5 +488,307 @@ mod tests {
         .unwrap();
         // BASIC_DATA + CODE_HASH; the zero slot is not written.
         assert_eq!(alloc_writes(&j).unwrap().len(), 2);
+    }
+
+    /// One address spelled twice (with and without 0x, or in another hex case) is refused, not
+    /// merged.
+    #[test]
+    fn alloc_refuses_an_address_spelled_twice() {
+        let a = "00000000000000000000000000000000000000aa";
+        for (x, y) in [
+            (format!("0x{a}"), a.to_string()),
+            (format!("0x{a}"), format!("0x{}", a.to_uppercase())),
+            (format!("0x{a}"), format!("0X{a}")),
+        ] {
+            let j = serde_json::json!({ "alloc": { &x: {"balance": "1"}, &y: {"balance": "2"} } });
+            let err = alloc_writes(&j).unwrap_err().to_string();
+            assert!(
+                err.starts_with("alloc: ") && err.contains(&x) && err.contains(&y),
+                "{err}"
+            );
+            assert!(err.contains("same address"), "{err}");
+        }
+    }
+
+    /// One slot spelled twice (`0x1`, `0x01`, `1`) is refused, zero values included.
+    #[test]
+    fn alloc_refuses_a_slot_spelled_twice() {
+        for (x, y, vy) in [
+            ("0x1", "0x01", "0x2"),
+            ("0x1", "1", "0x0"),
+            ("0xA", "0xa", "0xa"),
+        ] {
+            let j = serde_json::json!({
+                "0x00000000000000000000000000000000000000aa":
+                    {"balance": "1", "storage": { x: "0x5", y: vy }}
+            });
+            let err = alloc_writes(&j).unwrap_err().to_string();
+            assert!(
+                err.contains(".storage: ") && err.contains(x) && err.contains(y),
+                "{err}"
+            );
+        }
+        let j = serde_json::json!({
+            "0x00000000000000000000000000000000000000aa":
+                {"balance": "1", "storage": { "0x1": "0x5", "0x2": "0x6" }}
+        });
+        assert_eq!(alloc_writes(&j).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn shown_cuts_long_input_on_a_char_boundary() {
+        assert_eq!(shown("ab"), "\"ab\"");
+        let s = "é".repeat(200);
+        let got = shown(&s);
+        assert!(
+            got.contains("(400 bytes)") && got.chars().count() < 100,
+            "{got}"
+        );
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Property tests: arbitrary input gives a value or an error, never a panic.
+
+    /// Strings near the hex/number syntax: digits, prefixes, signs, separators, non-ASCII.
+    pub(crate) fn arb_hexish() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "(0[xX])?[0-9a-fA-F]{0,70}",
+            "(0[xX])?[0-9a-fA-F+\\-_ é\u{0}\u{ffff}xX]{0,70}",
+            "[0-9]{0,80}",
+            any::<String>(),
+        ]
+    }
+
+    /// Arbitrary JSON trees whose strings are often hex-like and whose keys are often field
+    /// names or addresses.
+    pub(crate) fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_filter_map("finite", |f| {
+                serde_json::Number::from_f64(f).map(Value::Number)
+            }),
+            arb_hexish().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((arb_key(), inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn arb_key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "alloc",
+                "balance",
+                "nonce",
+                "code",
+                "storage",
+                "privateKey",
+                "hash",
+            ])
+            .prop_map(String::from),
+            "(0[xX])?[0-9a-fA-F]{40}",
+            arb_hexish(),
+        ]
+    }
+
+    /// A number-like JSON value: mostly well-formed, sometimes not.
+    fn arb_uintish() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            3 => "0x[0-9a-f]{0,64}".prop_map(Value::String),
+            1 => "[0-9]{1,78}".prop_map(Value::String),
+            1 => any::<u64>().prop_map(Value::from),
+            1 => arb_hexish().prop_map(Value::String),
+            1 => arb_json(),
+        ]
+    }
+
+    /// Alloc-shaped JSON: addresses in various spellings, accounts with well- or ill-formed
+    /// fields.
+    fn arb_alloc() -> impl Strategy<Value = Value> {
+        let account = (
+            prop::option::of(arb_uintish()),
+            prop::option::of(arb_uintish()),
+            prop::option::of(prop_oneof![
+                "0x([0-9a-f]{2}){0,40}".prop_map(Value::String),
+                arb_hexish().prop_map(Value::String),
+                arb_json(),
+            ]),
+            prop::option::of(prop::collection::vec(
+                (
+                    prop_oneof!["0x0{0,3}[0-9a-f]{1,3}", "0{0,2}[0-9]{1,3}", arb_hexish()],
+                    arb_uintish(),
+                ),
+                0..5,
+            )),
+            prop::option::of((arb_key(), arb_json())),
+        )
+            .prop_map(|(balance, nonce, code, storage, extra)| {
+                let mut m = serde_json::Map::new();
+                balance.map(|v| m.insert("balance".into(), v));
+                nonce.map(|v| m.insert("nonce".into(), v));
+                code.map(|v| m.insert("code".into(), v));
+                storage.map(|s| m.insert("storage".into(), Value::Object(s.into_iter().collect())));
+                extra.map(|(k, v)| m.insert(k, v));
+                Value::Object(m)
+            });
+        let address = prop_oneof![
+            "(0[xX])?00{0,2}[0-9a-fA-F]{37,38}",
+            "(0[xX])?[0-9a-fA-F]{40}",
+            arb_hexish(),
+        ];
+        (
+            prop::collection::vec((address, prop_oneof![4 => account, 1 => arb_json()]), 0..4),
+            any::<bool>(),
+        )
+            .prop_map(|(accounts, wrapped)| {
+                let alloc = Value::Object(accounts.into_iter().collect());
+                if wrapped {
+                    serde_json::json!({ "config": {}, "alloc": alloc })
+                } else {
+                    alloc
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn parse_b32_never_panics(s in arb_hexish()) {
+            if let Ok(b) = parse_b32(&s) {
+                // Accepted: exactly 64 hex digits after an optional prefix.
+                let h = strip_0x(&s);
+                prop_assert!(h.len() == 64 && h.bytes().all(|c| c.is_ascii_hexdigit()), "{s:?}");
+                prop_assert_eq!(hex::encode(b), h.to_ascii_lowercase());
+            }
+        }
+
+        #[test]
+        fn parse_b32_on_64_bytes_never_panics(
+            prefix in "(0[xX])?",
+            chars in prop::collection::vec(prop_oneof![
+                "[0-9a-fA-F]", "[+\\-_ xé€😀\u{80}]", any::<char>().prop_map(String::from),
+            ], 0..66),
+        ) {
+            let s = prefix + &chars.concat();
+            let _ = parse_b32(&s);
+            let _ = parse_kv_line(&format!("{s} {s}"), "t", 1);
+        }
+
+        #[test]
+        fn parse_kv_line_never_panics(line in prop_oneof![
+            any::<String>(),
+            concat!(
+                "[ \t#]{0,2}(0[xX])?[0-9a-fA-F+é]{60,66}",
+                "[ \t]{1,3}(0[xX])?[0-9a-fA-F+é]{60,66}( .{0,3})?",
+            ),
+        ]) {
+            if let Some((_, v)) = parse_kv_line(&line, "t", 1).unwrap_or(None) {
+                prop_assert_eq!(v.len(), 32);
+            }
+        }
+
+        #[test]
+        fn kv_lines_never_panic(
+            bytes in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..6000),
+                prop::collection::vec(
+                    prop_oneof![
+                        Just(b"\n".to_vec()), Just(b"\r\n".to_vec()), Just(b"#".to_vec()),
+                        Just(b" ".to_vec()), Just(vec![0xe9]), Just(vec![0xc3, 0xa9]),
+                        Just(b"0x".to_vec()), Just(vec![b'a'; 64]), Just(vec![b'0'; 1000]),
+                        Just(vec![b'c'; 4096]),
+                    ],
+                    0..40,
+                ).prop_map(|v| v.concat()),
+            ],
+            capacity in 1usize..300,
+        ) {
+            let reader = BufReader::with_capacity(capacity, bytes.as_slice());
+            let mut last = 0;
+            for item in kv_lines(reader, "t") {
+                match item {
+                    Ok((n, _)) => {
+                        prop_assert_eq!(n, last + 1);
+                        last = n;
+                    }
+                    Err(e) => {
+                        let msg = format!("{e:#}");
+                        prop_assert!(msg.starts_with("t:"), "{}", msg);
+                    }
+                }
+            }
+            let _ = read_kv_lines(bytes.as_slice(), "t");
+        }
+
+        #[test]
+        fn json_u256_never_panics(s in arb_hexish()) {
+            if json_u256(&Value::String(s.clone()), "x").is_ok() {
+                let (d, hex) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some(h) => (h, true),
+                    None => (s.as_str(), false),
+                };
+                prop_assert!(
+                    d.bytes().all(|c| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() })
+                        && (hex || !d.is_empty()),
+                    "accepted {s:?}"
+                );
+            }
+        }
+
+        #[test]
+        fn json_hex_bytes_never_panics(v in prop_oneof![
+            arb_hexish().prop_map(Value::String),
+            arb_json(),
+        ]) {
+            if let (Ok(b), Some(s)) = (json_hex_bytes(&v, "c"), v.as_str()) {
+                prop_assert_eq!(b.len() * 2, strip_0x(s).len());
+            }
+        }
+
+        #[test]
+        fn alloc_writes_never_panics_on_json_trees(j in arb_json()) {
+            let _ = alloc_writes(&j);
+            let _ = alloc_writes(&serde_json::json!({ "alloc": j }));
+        }
+
+        #[test]
+        fn alloc_writes_never_panics_on_alloc_shaped_json(j in arb_alloc()) {
+            let _ = alloc_writes(&j);
+        }
+
+        #[test]
+        fn alloc_writes_never_panics_on_strings_parsed_as_json(s in prop_oneof![
+            any::<String>(),
+            arb_alloc().prop_flat_map(|j| {
+                let text = j.to_string();
+                // A cut or a one-character change of alloc-shaped JSON text.
+                let len = text.len();
+                (Just(text), 0..=len, any::<char>()).prop_map(|(t, i, c)| {
+                    let i = (0..=i).rev().find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                    let mut out = t[..i].to_string();
+                    out.push(c);
+                    let mut rest = t[i..].chars();
+                    rest.next();
+                    out.push_str(rest.as_str());
+                    out
+                })
+            }),
+        ]) {
+            if let Ok(j) = serde_json::from_str::<Value>(&s) {
+                let _ = alloc_writes(&j);
+            }
+        }
     }
 }

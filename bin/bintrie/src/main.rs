@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use bintrie_keys::TreeKey;
 use bintrie_trie::{MemoryStore, Trie};
 use clap::{Parser, Subcommand};
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use tracing::info;
 
@@ -37,10 +37,16 @@ enum Command {
     /// Import `KEY VALUE` lines into an MDBX database, committing one block every `--batch`
     /// lines and printing `committed block B entries E root 0x…` after each.
     Import(db::ImportArgs),
-    /// Show a database's root, block, group depth, page size, counts and stem depths.
+    /// Show a database's root, block, group depth, page size, counts and stem depths. Opens
+    /// the database read-only.
     Info(db::InfoArgs),
-    /// Print the value at a tree key (nothing when absent).
+    /// Print the value at a tree key (nothing when absent). Opens the database read-only.
     Get(db::GetArgs),
+    /// Check a whole database: every node blob re-hashed against its parent up to the root,
+    /// no unreachable blob, the flat stem table equal to the tree's stems, every code entry
+    /// equal to its hash. Exit status 1 naming the first bad path, stem or code hash.
+    /// Opens the database read-only.
+    Verify(db::VerifyArgs),
     /// Execute a mainnet block from a fixture on a binary-trie database and validate it.
     ///
     /// The pre-state is imported into a new database (temporary unless --db), the block runs
@@ -95,11 +101,13 @@ fn main() {
         Command::Import(args) => db::cmd_import(args),
         Command::Info(args) => db::cmd_info(args),
         Command::Get(args) => db::cmd_get(args),
+        Command::Verify(args) => db::cmd_verify(args),
         Command::Exec(args) => exec::cmd_exec(args),
         Command::Bench(args) => bench::cmd_bench(*args),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        // Never `eprintln!`: it panics when stderr is closed.
+        let _ = writeln!(std::io::stderr(), "error: {e:#}");
         std::process::exit(1);
     }
 }
@@ -121,11 +129,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         input::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
     } else if args.input == "-" {
-        let mut buf = String::new();
-        std::io::stdin()
-            .read_to_string(&mut buf)
-            .context("reading stdin")?;
-        input::read_kv_lines(buf.as_bytes(), "<stdin>")?
+        input::read_kv_lines(BufReader::new(std::io::stdin().lock()), "<stdin>")?
     } else {
         let f =
             std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?;
@@ -157,18 +161,27 @@ fn cmd_root(args: RootArgs) -> Result<()> {
         bytes = commit.bytes,
         "committed and verified"
     );
-    if args.json {
-        let out = serde_json::json!({
+    let line = if args.json {
+        serde_json::json!({
             "root": hex0x(&root),
             "group_depth": args.group_depth,
             "entries": entries,
             "stems": stems,
             "blobs": blobs,
             "bytes": bytes,
-        });
-        println!("{out}");
+        })
+        .to_string()
     } else {
-        println!("{}", hex0x(&root));
-    }
-    Ok(())
+        hex0x(&root)
+    };
+    print_line(&line)
+}
+
+/// Writes `line` and a newline to stdout through a locked handle and flushes it: a closed or
+/// full stdout is an error ("writing output: …", exit status 1), never a panic.
+pub(crate) fn print_line(line: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .context("writing output")
 }

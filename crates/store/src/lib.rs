@@ -213,6 +213,9 @@ pub(crate) fn map_err(e: libmdbx::Error) -> StoreError {
     match e {
         libmdbx::Error::MapFull => StoreError::MapFull,
         libmdbx::Error::Other(code) if code == libc::ENOSPC => StoreError::DiskFull,
+        libmdbx::Error::IoError(io) if io.raw_os_error() == Some(libc::ENOSPC) => {
+            StoreError::DiskFull
+        }
         other => StoreError::Mdbx(other),
     }
 }
@@ -317,8 +320,9 @@ fn read_meta<K: libmdbx::TransactionKind>(
 }
 
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
-/// reads its meta. Never creates, formats or writes the data file.
-fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Meta), StoreError> {
+/// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
+/// being created). Never creates, formats or writes the data file.
+fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Option<Meta>), StoreError> {
     let data = dir.join("mdbx.dat");
     let not_db = |reason: String| StoreError::NotADatabase {
         path: data.clone(),
@@ -351,19 +355,25 @@ fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Meta), StoreError>
     })?;
     let meta = {
         let txn = db.begin_ro_txn().map_err(map_err)?;
-        for t in [T_NODES, T_STEMS, T_CODE] {
+        let mut missing = Vec::new();
+        for t in [T_NODES, T_STEMS, T_CODE, T_META] {
             match txn.open_table(Some(t)) {
                 Ok(_) => {}
-                Err(libmdbx::Error::NotFound) => return Err(not_db(format!("no `{t}` table"))),
+                Err(libmdbx::Error::NotFound) => missing.push(t),
                 Err(e) => return Err(map_err(e)),
             }
         }
-        let mt = match txn.open_table(Some(T_META)) {
-            Ok(t) => t,
-            Err(libmdbx::Error::NotFound) => return Err(not_db("no `meta` table".into())),
-            Err(e) => return Err(map_err(e)),
-        };
-        read_meta(&txn, &mt)?.ok_or_else(|| not_db("its meta table is empty".into()))?
+        if missing.len() == 4 {
+            // A valid MDBX environment without any table: one whose creation has not
+            // committed its first transaction yet (another process is creating it, or one
+            // was killed doing so). It holds no data.
+            None
+        } else if let Some(t) = missing.first() {
+            return Err(not_db(format!("no `{t}` table")));
+        } else {
+            let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+            Some(read_meta(&txn, &mt)?.ok_or_else(|| not_db("its meta table is empty".into()))?)
+        }
     };
     Ok((db, meta))
 }
@@ -403,6 +413,10 @@ impl StateStore {
         };
         if options.read_only {
             let (db, meta) = open_read_only(&dir)?;
+            let meta = meta.ok_or_else(|| StoreError::NotADatabase {
+                path: data.clone(),
+                reason: "an MDBX environment without tables: a database still being created".into(),
+            })?;
             check_depth(&meta)?;
             return Ok(StateStore {
                 inner: Arc::new(Inner {
@@ -417,8 +431,9 @@ impl StateStore {
         if exists {
             // Validate before MDBX opens it for writing: never format over a file that is not
             // a database of this format.
-            let (_, meta) = open_read_only(&dir)?;
-            check_depth(&meta)?;
+            if let (_, Some(meta)) = open_read_only(&dir)? {
+                check_depth(&meta)?;
+            }
         }
         let page_size = match options.page_size {
             None => None,
@@ -587,7 +602,7 @@ impl StateStore {
             });
         }
         let t = std::time::Instant::now();
-        body(&txn, &tables)?;
+        body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
         let body_time = t.elapsed();
         let meta = Meta {
             root,
@@ -596,12 +611,30 @@ impl StateStore {
         };
         put_meta(&txn, &tables.meta, &meta)?;
         let t = std::time::Instant::now();
-        txn.commit().map_err(map_err)?;
+        txn.commit().map_err(|e| self.disk_full_or(map_err(e)))?;
         tracing::debug!(block, ?body_time, commit_time = ?t.elapsed(), "block transaction");
         self.meta = meta;
         // Preloaded blobs belong to the previous block's tree.
         self.warm().blobs.clear();
         Ok(())
+    }
+
+    /// MDBX reports a write that failed for lack of space as an I/O error (EIO): when the
+    /// filesystem holding the database has less than 1 MiB left, say so instead.
+    fn disk_full_or(&self, e: StoreError) -> StoreError {
+        let io_error = match &e {
+            StoreError::Mdbx(libmdbx::Error::Io) => true,
+            StoreError::Mdbx(libmdbx::Error::Other(code)) => *code == libc::EIO,
+            StoreError::Mdbx(libmdbx::Error::IoError(io)) | StoreError::Io(io) => {
+                io.raw_os_error() == Some(libc::EIO)
+            }
+            _ => false,
+        };
+        if io_error && free_bytes(&self.inner.dir).is_some_and(|free| free < 1 << 20) {
+            StoreError::DiskFull
+        } else {
+            e
+        }
     }
 
     fn warm(&self) -> std::sync::MutexGuard<'_, WarmSet> {
@@ -753,21 +786,31 @@ impl StateStore {
         Ok(())
     }
 
-    /// Number of entries in (nodes, stems, code).
+    /// Number of entries in (nodes, stems, code), in one snapshot.
     pub fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
-        let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
-        let mut out = [0u64; 3];
-        for (i, t) in [T_NODES, T_STEMS, T_CODE].iter().enumerate() {
-            let table = txn.open_table(Some(t)).map_err(map_err)?;
-            out[i] = txn.table_stat(&table).map_err(map_err)?.entries() as u64;
-        }
-        Ok((out[0], out[1], out[2]))
+        self.reader()?.counts()
     }
 
     /// Size of the data file in bytes.
     pub fn file_size(&self) -> Result<u64, StoreError> {
         Ok(std::fs::metadata(self.inner.dir.join("mdbx.dat"))?.len())
     }
+}
+
+/// Bytes available to an unprivileged writer on the filesystem holding `dir`.
+fn free_bytes(dir: &FsPath) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out-pointer; statvfs writes
+    // the whole struct when it returns 0, and we read it only then.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it initialised `st`.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 fn put_meta(

@@ -116,6 +116,14 @@ impl<'db> Reader<'db> {
         Ok(u64::from_be_bytes(arr))
     }
 
+    /// Number of entries in (nodes, stems, code) in this snapshot.
+    pub fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+        let n = |t: &Table<'db>| -> Result<u64, StoreError> {
+            Ok(self.txn.table_stat(t).map_err(map_err)?.entries() as u64)
+        };
+        Ok((n(&self.nodes)?, n(&self.stems)?, n(&self.code)?))
+    }
+
     /// The blob at a node path key.
     pub fn get_node(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.get(&self.nodes, key)

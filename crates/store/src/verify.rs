@@ -53,22 +53,26 @@ impl StateStore {
     /// several threads. The check reads a consistent snapshot; a writer committing meanwhile
     /// makes it fail with [`StoreError::Conflict`] (run it again).
     pub fn verify(&self, progress: &(dyn Fn(u64) + Sync)) -> Result<VerifyReport, StoreError> {
-        let reader = self.reader()?;
-        let root = reader.root()?;
-        let block = reader.block()?;
+        // Every check reads one snapshot: one reader per thread plus this one, all opened at
+        // the same block (retried while a writer commits in between).
+        let mut pool = self.reader_pool(rayon::current_num_threads() + 1)?;
+        let reader = pool
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("no reader".into()))?;
+        let (root, block) = (reader.root()?, reader.block()?);
         let counts = Counts::default();
         if root != ZERO_HASH {
             let ctx = Ctx {
                 store: self,
-                root,
-                block,
+                pool: std::sync::Mutex::new(pool),
+                returned: std::sync::Condvar::new(),
                 counts: &counts,
                 progress,
             };
-            ctx.subtree(&reader, Path::ROOT, root, false)
+            ctx.subtree(None, Path::ROOT, root, false)
                 .map_err(|(_, e)| e)?;
         }
-        let (nodes, stems, code) = self.counts()?;
+        let (nodes, stems, code) = reader.counts()?;
         let report = VerifyReport {
             root,
             block,
@@ -110,36 +114,77 @@ impl StateStore {
 
 struct Ctx<'a> {
     store: &'a StateStore,
-    root: Hash32,
-    block: u64,
+    /// Readers on the verification's snapshot, one per thread, lent to the parallel tasks.
+    pool: std::sync::Mutex<Vec<Reader<'a>>>,
+    /// Signalled when a reader goes back to the pool.
+    returned: std::sync::Condvar,
     counts: &'a Counts,
     progress: &'a (dyn Fn(u64) + Sync),
 }
 
-impl Ctx<'_> {
-    /// A reader on the same snapshot as the verification's first one.
-    fn reader(&self) -> Result<Reader<'_>, StoreError> {
-        let r = self.store.reader()?;
-        let (root, block) = (r.root()?, r.block()?);
-        if (root, block) != (self.root, self.block) {
-            return Err(StoreError::Conflict {
-                stored_block: block,
-                stored_root: hex(&root),
-                expected_block: self.block,
-                expected_root: hex(&self.root),
-            });
+impl StateStore {
+    /// `n` readers that all read the same snapshot (the same block): a writer committing
+    /// while they open makes it try again.
+    fn reader_pool(&self, n: usize) -> Result<Vec<Reader<'_>>, StoreError> {
+        loop {
+            let pool = (0..n.max(1))
+                .map(|_| self.reader())
+                .collect::<Result<Vec<_>, _>>()?;
+            let first = (pool[0].root()?, pool[0].block()?);
+            let mut same = true;
+            for r in &pool[1..] {
+                same &= (r.root()?, r.block()?) == first;
+            }
+            if same {
+                return Ok(pool);
+            }
         }
-        Ok(r)
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// Runs `f` with a reader of the snapshot: `reader` when given, else one borrowed from the
+    /// pool (a fresh one checked against the snapshot if the pool is empty).
+    fn with_reader<T>(
+        &self,
+        reader: Option<&Reader<'a>>,
+        f: impl FnOnce(&Reader<'a>) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        if let Some(r) = reader {
+            return f(r);
+        }
+        // The pool holds a reader per thread, and a task holds at most one at a time without
+        // waiting on other tasks, so one is always returned soon.
+        let r = {
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                match pool.pop() {
+                    Some(r) => break r,
+                    None => pool = self.returned.wait(pool).unwrap_or_else(|e| e.into_inner()),
+                }
+            }
+        };
+        let out = f(&r);
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        self.returned.notify_one();
+        out
     }
 
-    /// Checks the subtree whose root blob is at `path` and must hash to `expected`.
+    /// Checks the subtree whose root blob is at `path` and must hash to `expected`. Above
+    /// [`PAR_DEPTH`] the children are checked in parallel, each task with a reader from the
+    /// pool; below it the whole subtree is checked with one reader.
     fn subtree(
         &self,
-        reader: &Reader<'_>,
+        reader: Option<&Reader<'a>>,
         path: Path,
         expected: Hash32,
         must_be_stem: bool,
     ) -> Result<(), Failure> {
+        if reader.is_none() && path.len() >= PAR_DEPTH {
+            return self.with_reader(None, |r| {
+                self.subtree(Some(r), path, expected, must_be_stem)
+            });
+        }
         let key = path.to_key();
         let fail = |reason: String| {
             (
@@ -150,10 +195,22 @@ impl Ctx<'_> {
                 )),
             )
         };
-        let blob = reader
-            .get_node(key.as_bytes())
-            .map_err(|e| (key.as_bytes().to_vec(), e))?
-            .ok_or_else(|| fail("missing, but its parent holds a hash for it".into()))?;
+        let io = |e: StoreError| (key.as_bytes().to_vec(), e);
+        let (blob, flat) = self.with_reader(reader, |r| {
+            let blob = r
+                .get_node(key.as_bytes())
+                .map_err(io)?
+                .ok_or_else(|| fail("missing, but its parent holds a hash for it".into()))?;
+            // The flat entry of a stem blob, read with the same reader.
+            let flat = match blob.get(..32) {
+                Some([bintrie_node::STEM_TAG, stem @ ..]) => {
+                    let stem: [u8; 31] = stem.try_into().unwrap_or([0; 31]);
+                    r.get_flat_raw(&stem).map_err(io)?
+                }
+                _ => None,
+            };
+            Ok((blob, flat))
+        })?;
         self.counts.nodes.fetch_add(1, Ordering::Relaxed);
         match NodeBlob::decode(&blob).map_err(|e| fail(e.to_string()))? {
             NodeBlob::Stem(stem, values) => {
@@ -172,9 +229,6 @@ impl Ctx<'_> {
                         hex(&expected)
                     )));
                 }
-                let flat = reader
-                    .get_flat_raw(&stem)
-                    .map_err(|e| (key.as_bytes().to_vec(), e))?;
                 if flat.as_deref() != Some(&blob[1 + stem.len()..]) {
                     return Err(fail(format!(
                         "the flat stem table's entry for stem {} {}",
@@ -221,24 +275,17 @@ impl Ctx<'_> {
                     .map(|e| child_path(&path, g, e).map(|p| (p, *e)))
                     .collect::<Option<_>>()
                     .ok_or_else(|| fail("an entry below depth 248".into()))?;
-                let check = |reader: &Reader<'_>, (p, e): &(Path, GroupEntry)| {
-                    self.subtree(reader, *p, e.hash, e.depth < g)
-                };
                 if path.len() < PAR_DEPTH {
-                    // In parallel, each task on its own reader of the same snapshot; the first
-                    // failure in key order wins.
+                    // In parallel; the first failure in key order wins.
                     let results: Vec<Result<(), Failure>> = children
                         .par_iter()
-                        .map(|c| {
-                            let r = self
-                                .reader()
-                                .map_err(|e| (c.0.to_key().as_bytes().to_vec(), e))?;
-                            check(&r, c)
-                        })
+                        .map(|(p, e)| self.subtree(None, *p, e.hash, e.depth < g))
                         .collect();
                     results.into_iter().collect()
                 } else {
-                    children.iter().try_for_each(|c| check(reader, c))
+                    children
+                        .iter()
+                        .try_for_each(|(p, e)| self.subtree(reader, *p, e.hash, e.depth < g))
                 }
             }
         }

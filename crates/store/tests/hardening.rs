@@ -254,7 +254,9 @@ fn verify_passes_on_a_good_database_at_every_group_depth() {
 }
 
 /// Values unlikely to occur anywhere else in the file, so a byte search finds their blob.
-fn marked_writes(rng: &mut StdRng) -> (Vec<(TreeKey, [u8; 32])>, TreeKey, [u8; 32]) {
+type Marked = (Vec<(TreeKey, [u8; 32])>, TreeKey, [u8; 32]);
+
+fn marked_writes(rng: &mut StdRng) -> Marked {
     let mut writes = random_writes(rng, 400);
     let key = writes[7].0;
     let marker = [0xa5u8; 32];
@@ -343,7 +345,12 @@ fn a_flipped_byte_in_code_is_caught() {
     let mut rng = StdRng::seed_from_u64(10);
     let code = vec![0x5b, 0x60, 0x42, 0x60, 0x13, 0x37, 0x00, 0xfe, 0xfd, 0xfc];
     let dir = tempfile::tempdir().unwrap();
-    build(dir.path(), 5, &random_writes(&mut rng, 20), &[code.clone()]);
+    build(
+        dir.path(),
+        5,
+        &random_writes(&mut rng, 20),
+        std::slice::from_ref(&code),
+    );
     assert!(flip_all(dir.path(), &code, 2) >= 1);
     let store = StateStore::open_read_only(dir.path()).unwrap();
     let err = store.verify(&|_| {}).unwrap_err().to_string();

@@ -12,6 +12,13 @@
 //!   on one batch.
 //! - `commit/g1`..`commit/g8`: `prepare_commit` of a freshly built 1M-stem tree at each group
 //!   depth; the blob count and bytes are printed once per depth.
+//! - `reopen/update/g1`..`g8`: the 1M-stem tree committed to a `MemoryStore` at each group
+//!   depth; each iteration opens it afresh from its root (nothing loaded), applies one
+//!   `incremental` batch (1,000 writes), computes the root and prepares the commit: the block
+//!   path over a cold tree (load, verify, rehash, serialize). Batches cycle over 16 fixed ones.
+//! - `reopen/get/g1`..`g8`: the same reopened tree, 1,000 `get`s of the keys of one batch (half
+//!   present, half absent): the read path, which loads (and verifies) but never rehashes.
+//!   Per depth, the nodes loaded and the hash calls of one iteration of each are printed.
 //!
 //! Outside the timings, each run also prints (to stderr, lines starting with `[bench]`):
 //! whether `ubt` and this trie agree on the roots, and the "hash floor" of bulk and incremental:
@@ -29,11 +36,13 @@
 //! Run: `cargo bench -p bintrie-trie --bench trie` (3.5 minutes on an idle 2-core machine, 5-6
 //! with a build running beside it; most of it is criterion's minimum of 11 runs for
 //! `ubt/bulk/1M` and each `commit/g*`). Without `ubt`:
-//! `cargo bench -p bintrie-trie --bench trie -- '^(bulk|incremental|commit)/'`.
+//! `cargo bench -p bintrie-trie --bench trie -- '^(bulk|incremental|commit|reopen)/'`; the
+//! loading benchmarks alone (about 2 minutes): `cargo bench -p bintrie-trie --bench trie --
+//! '^reopen/'`.
 
 use bintrie_keys::TreeKey;
-use bintrie_node::{STEM_TAG, Sha256Hasher, TreeHasher};
-use bintrie_trie::{MemoryStore, Trie};
+use bintrie_node::{PathKey, STEM_TAG, Sha256Hasher, TreeHasher};
+use bintrie_trie::{CommitSet, MemoryStore, NodeStore, Trie};
 use criterion::{BatchSize, Criterion, SamplingMode, criterion_group, criterion_main};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -502,10 +511,111 @@ fn bench_commit(c: &mut Criterion) {
     group.finish();
 }
 
+/// A read-only view of a committed `MemoryStore`, so every iteration can reopen the same tree
+/// without copying the store. `apply` is never called (the benchmarks only prepare commits).
+struct View<'a>(&'a MemoryStore);
+
+impl NodeStore for View<'_> {
+    type Error = std::convert::Infallible;
+
+    fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, Self::Error> {
+        self.0.get_node(key)
+    }
+
+    fn apply(&mut self, _: &CommitSet) -> Result<(), Self::Error> {
+        unreachable!("the reopen benchmarks never commit")
+    }
+}
+
+/// Batches the reopen benchmarks cycle over.
+const REOPEN_BATCHES: u64 = 16;
+
+fn bench_reopen(c: &mut Criterion) {
+    let mut group = c.benchmark_group("reopen");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let batches: Vec<Vec<Entry>> = (1..=REOPEN_BATCHES).map(update_batch).collect();
+    for g in 1..=8u8 {
+        // Built lazily, so a filter that skips this depth skips the build too.
+        let mut state: Option<(MemoryStore, [u8; 32])> = None;
+        let setup = |state: &mut Option<(MemoryStore, [u8; 32])>| {
+            if state.is_none() {
+                let mut trie = build_ours(g);
+                let root = trie.commit().expect("memory store").root;
+                let store = trie.into_store();
+                // One iteration of each kind, for the counters.
+                let mut t: Trie<View<'_>> = Trie::open(View(&store), g, root).expect("g");
+                t.update(batches[0].clone()).expect("memory store");
+                t.root();
+                let set = t.prepare_commit();
+                let s = t.stats();
+                let mut r: Trie<View<'_>> = Trie::open(View(&store), g, root).expect("g");
+                for (k, _) in &batches[0] {
+                    black_box(r.get(k).expect("memory store"));
+                }
+                let rs = r.stats();
+                eprintln!(
+                    "[bench] reopen g{g}: update: {} nodes loaded ({} bytes), {} hashes, {} \
+                     blobs prepared; get: {} nodes loaded, {} hashes",
+                    s.nodes_loaded,
+                    s.bytes_loaded,
+                    s.hashes,
+                    set.len(),
+                    rs.nodes_loaded,
+                    rs.hashes
+                );
+                drop((t, r));
+                *state = Some((store, root));
+            }
+        };
+        let mut next = 0usize;
+        group.bench_function(format!("update/g{g}"), |b| {
+            setup(&mut state);
+            let (store, root) = state.as_ref().expect("set up");
+            b.iter_batched(
+                || {
+                    next += 1;
+                    batches[next % batches.len()].clone()
+                },
+                |batch| {
+                    let mut t: Trie<View<'_>> = Trie::open(View(store), g, *root).expect("g");
+                    t.update(batch).expect("memory store");
+                    black_box(t.root());
+                    let set = t.prepare_commit();
+                    // Returned, so criterion drops them outside the timing.
+                    (t, set)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_function(format!("get/g{g}"), |b| {
+            setup(&mut state);
+            let (store, root) = state.as_ref().expect("set up");
+            b.iter_batched(
+                || {
+                    next += 1;
+                    &batches[next % batches.len()]
+                },
+                |batch| {
+                    let mut t: Trie<View<'_>> = Trie::open(View(store), g, *root).expect("g");
+                    for (k, _) in batch {
+                        black_box(t.get(k).expect("memory store"));
+                    }
+                    t
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     // Plots take seconds per benchmark; `target/criterion/*/new/estimates.json` has the numbers.
     config = Criterion::default().without_plots();
-    targets = bench_trees, bench_commit
+    targets = bench_trees, bench_commit, bench_reopen
 }
 criterion_main!(benches);

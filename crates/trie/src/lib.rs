@@ -27,21 +27,27 @@ pub use commit::CommitSet;
 pub use store::{MemoryStore, NodeStore};
 pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
 
-use bintrie_node::Path;
+use bintrie_node::{Hash32, Path};
+
+/// Lower-case hex of a hash, for error messages.
+fn hex32(h: &Hash32) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Why a trie operation failed. `E` is the store's error type.
 #[derive(Debug, thiserror::Error)]
 pub enum TrieError<E: std::error::Error + 'static> {
     /// The store failed.
     #[error("store: {0}")]
-    Store(#[source] E),
+    Store(E),
     /// A node the tree refers to is not in the store.
     #[error("node missing from the store at path {path:?}")]
     MissingNode {
         /// Where it should be.
         path: Path,
     },
-    /// A stored blob is malformed or does not fit where it is.
+    /// A stored blob is malformed or does not fit where it is (including a group blob that
+    /// would expand into internal nodes at depth 248 or below, where only stems can sit).
     #[error("corrupt node at path {path:?}: {reason}")]
     Corrupt {
         /// Where it is.
@@ -69,4 +75,21 @@ pub enum TrieError<E: std::error::Error + 'static> {
     /// A path longer than 248 bits (only a corrupt store can cause it).
     #[error("path deeper than 248 bits")]
     TooDeep,
+    /// A node does not hash to what its parent holds for it: a blob loaded from the store
+    /// (checked on every load, against the hash in its parent group or the root hash given to
+    /// [`Trie::open`]), or a node [`Trie::verify`] recomputed. The blob is not used: the failed
+    /// operation changes nothing (blobs verified before it may stay loaded).
+    #[error(
+        "node at path {path:?} hashes to {} but its parent holds {}",
+        hex32(.computed),
+        hex32(.claimed)
+    )]
+    HashMismatch {
+        /// Where the node sits.
+        path: Path,
+        /// The hash its parent (or the caller) holds for it.
+        claimed: Hash32,
+        /// The hash of what the store holds there.
+        computed: Hash32,
+    },
 }

@@ -3,8 +3,8 @@
 use crate::{CommitSet, NodeStore, TrieError};
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::{
-    GroupBlob, GroupEntry, Hash32, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH, NodeBlob, Path, Sha256Hasher,
-    StemValues, TreeHasher, ZERO_HASH,
+    GroupBlob, GroupEntry, Hash32, MAX_DEPTH, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH, NodeBlob, Path,
+    Sha256Hasher, StemValues, TreeHasher, ZERO_HASH,
 };
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -21,7 +21,8 @@ enum Node {
     Empty,
     Internal(Box<Internal>),
     Stem(Box<StemNode>),
-    /// Not loaded: its hash is known and its blob is in the store at this node's path.
+    /// Not loaded: its hash is known and its blob is in the store at this node's path. Loading
+    /// checks the blob against this hash.
     Hashed(Hash32),
 }
 
@@ -29,8 +30,8 @@ enum Node {
 struct Internal {
     left: Node,
     right: Node,
-    /// Cached hash; `None` after a change below, or for the inner nodes of a loaded group
-    /// (a group blob keeps only its bottom hashes, SPEC §5).
+    /// Cached hash; `None` after a change below. The inner nodes of a loaded group get theirs
+    /// when the group is verified on load (a group blob stores only its bottom hashes, SPEC §5).
     hash: Option<Hash32>,
     /// Changed since the last commit.
     dirty: bool,
@@ -87,7 +88,8 @@ pub struct TrieStats {
     pub nodes_loaded: u64,
     /// Bytes of those blobs.
     pub bytes_loaded: u64,
-    /// Hash-function calls made while computing roots.
+    /// Hash-function calls made while computing roots, verifying loaded blobs (a stem blob's
+    /// stem hash, a group blob's inner nodes) and in [`Trie::verify`].
     pub hashes: u64,
     /// Blobs written by commits.
     pub blobs_written: u64,
@@ -131,14 +133,20 @@ struct Ctx<'a, S: NodeStore> {
 
 /// An EIP-7864 binary trie over a [`NodeStore`], generic over the hash function.
 ///
-/// Nodes are loaded lazily by path: a group blob expands into its binary internal nodes with
-/// only its bottom hashes known, so the first change inside a loaded group rehashes that group
-/// (geth's cost model). Updates are applied as sorted batches; hashing is cached per node and
-/// runs in parallel over independent subtrees. [`Trie::commit`] writes the dirty group and stem
-/// blobs at the trie's group depth, plus the paths vacated by stems that a split pushed deeper.
+/// Nodes are loaded lazily by path, and every blob loaded is checked against the hash its parent
+/// holds for it (the root blob against the root given to [`Trie::open`]): a stem blob by its
+/// stem hash, a group blob by hashing its entries up through its inner nodes. A mismatch is
+/// [`TrieError::HashMismatch`], so a damaged store is never read or built upon. The inner hashes
+/// computed by that check are kept, so a later change inside a loaded group rehashes only the
+/// changed path (the check costs up to 2^g - 1 hashes per group loaded, once). Updates are
+/// applied as sorted batches; hashing is cached per node and runs in parallel over independent
+/// subtrees. [`Trie::commit`] writes the dirty group and stem blobs at the trie's group depth,
+/// plus the paths vacated by stems that a split pushed deeper.
 ///
 /// Invariants: the root never depends on the group depth or the order of insertion; nothing is
-/// ever removed from the tree (a zero value is a present leaf, SPEC §4).
+/// ever removed from the tree (a zero value is a present leaf, SPEC §4); every loaded node is
+/// consistent with the root the trie was opened at; an operation that fails changes nothing
+/// (nodes verified before the failure may stay loaded).
 pub struct Trie<S: NodeStore, H: TreeHasher = Sha256Hasher> {
     root: Node,
     store: S,
@@ -251,14 +259,18 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         }
     }
 
-    /// The value at `key`, loading nodes on the way as needed.
+    /// The value at `key`, loading (and verifying) nodes on the way as needed. `Ok(None)` when
+    /// the key is absent. Errors when the store fails, or when a blob on the way is missing,
+    /// malformed, or does not hash to what its parent holds.
     pub fn get(&mut self, key: &TreeKey) -> Result<Option<[u8; 32]>, TrieError<S::Error>> {
         Ok(self
             .get_stem(&key.stem)?
             .and_then(|v| v.get(key.sub_index).copied()))
     }
 
-    /// All present values of `stem` (one walk for all 256 sub-indices).
+    /// All present values of `stem` (one walk for all 256 sub-indices); `Ok(None)` when the stem
+    /// is absent. Errors as [`Trie::get`] does; never panics on a corrupt store (a path that
+    /// would pass depth 248 is [`TrieError::TooDeep`] or [`TrieError::Corrupt`]).
     pub fn get_stem(&mut self, stem: &Stem) -> Result<Option<&StemValues>, TrieError<S::Error>> {
         let vacated = Mutex::new(Vec::new());
         let Trie {
@@ -279,7 +291,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         loop {
             if let Node::Hashed(h) = node {
                 let h = *h;
-                *node = load::<S>(&ctx, &path, h)?;
+                *node = load::<S, H>(&ctx, &path, h)?;
             }
             match node {
                 Node::Empty | Node::Hashed(_) => return Ok(None),
@@ -287,6 +299,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                     return Ok((s.stem == *stem).then_some(&s.values));
                 }
                 Node::Internal(n) => {
+                    if path.len() >= MAX_DEPTH {
+                        return Err(TrieError::TooDeep);
+                    }
                     let bit = stem_bit(stem, path.len());
                     path = path.child(bit).ok_or(TrieError::TooDeep)?;
                     node = if bit == 0 { &mut n.left } else { &mut n.right };
@@ -301,7 +316,8 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     }
 
     /// Applies a batch of writes. The batch is sorted by key here; for equal keys the later
-    /// entry wins, as if the writes were applied one by one in order.
+    /// entry wins, as if the writes were applied one by one in order. Atomic: on an error
+    /// (see [`Trie::apply_sorted`]) nothing is applied.
     pub fn update(
         &mut self,
         mut batch: Vec<(TreeKey, [u8; 32])>,
@@ -312,6 +328,11 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
 
     /// Applies a batch already sorted by key with no duplicate keys (checked; an unsorted batch
     /// is an error and changes nothing).
+    ///
+    /// Atomic: first every node the batch reaches is loaded and verified (in parallel), then the
+    /// writes are applied. So a store error, a missing, malformed or too deep blob, or a blob
+    /// that does not hash to what its parent holds is returned before anything changes: the
+    /// root and the next commit are as if this call had not been made.
     pub fn apply_sorted(
         &mut self,
         batch: &[(TreeKey, [u8; 32])],
@@ -324,7 +345,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         }
         let vacated = Mutex::new(Vec::new());
         let mut root = std::mem::replace(&mut self.root, Node::Empty);
-        let result = apply::<S>(&self.ctx(&vacated), &mut root, Path::ROOT, batch);
+        let ctx = self.ctx(&vacated);
+        let result = preload::<S, H>(&ctx, &mut root, Path::ROOT, batch)
+            .and_then(|()| apply::<S, H>(&ctx, &mut root, Path::ROOT, batch));
         self.root = root;
         self.vacated
             .extend(vacated.into_inner().unwrap_or_else(|e| e.into_inner()));
@@ -340,8 +363,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
 
     /// Loads the whole tree from the store and recomputes every hash from the stem values up,
     /// checking each against the hash its parent (or [`Trie::open`]) claimed. Returns the
-    /// recomputed root; a mismatch is [`TrieError::Corrupt`]. This reads every blob: a full
-    /// integrity check, for tools and tests, not for the block path.
+    /// recomputed root; a mismatch is [`TrieError::HashMismatch`] (a malformed blob
+    /// [`TrieError::Corrupt`]). This reads every blob: a full integrity check, for tools and
+    /// tests, not for the block path (which verifies only the blobs it loads).
     pub fn verify(&mut self) -> Result<Hash32, TrieError<S::Error>> {
         let vacated = Mutex::new(Vec::new());
         let mut root = std::mem::replace(&mut self.root, Node::Empty);
@@ -413,8 +437,12 @@ pub fn sort_dedup_last(batch: &mut Vec<(TreeKey, [u8; 32])>) {
     batch.drain(..out);
 }
 
-/// Loads the node at `path` whose hash is `hash`.
-fn load<S: NodeStore>(
+/// Loads the node at `path` whose hash is `hash` (held by its parent, or the trie's root), and
+/// checks the blob against it: a stem blob by its stem hash, a group blob by hashing its entries
+/// up through its inner nodes exactly as [`hash_node`] hashes the expanded subtree. The inner
+/// nodes keep those hashes (nothing to recompute until something below them changes). Hash calls
+/// are counted in `ctx.counters.hashes`.
+fn load<S: NodeStore, H: TreeHasher>(
     ctx: &Ctx<'_, S>,
     path: &Path,
     hash: Hash32,
@@ -433,15 +461,29 @@ fn load<S: NodeStore>(
         path: *path,
         reason,
     };
+    let check = |computed: Hash32, calls: u64| {
+        ctx.counters.hashes.fetch_add(calls, Ordering::Relaxed);
+        if computed == hash {
+            Ok(())
+        } else {
+            Err(TrieError::HashMismatch {
+                path: *path,
+                claimed: hash,
+                computed,
+            })
+        }
+    };
     match NodeBlob::decode(&blob).map_err(|e| corrupt(e.to_string()))? {
         NodeBlob::Stem(stem, values) => {
             if !path.is_prefix_of(&stem) {
                 return Err(corrupt("stem does not lie under its path".into()));
             }
+            let (h, calls) = values.stem_hash::<H>(&stem);
+            check(h, calls as u64)?;
             Ok(Node::Stem(Box::new(StemNode {
                 stem,
                 values,
-                hash: Some(hash),
+                hash: Some(h),
                 dirty: false,
                 stored_depth: Some(path.len() as u8),
             })))
@@ -460,46 +502,122 @@ fn load<S: NodeStore>(
                     path.len()
                 )));
             }
-            let mut node = expand_group(&group.entries, g, 0, 0);
-            if let Node::Internal(n) = &mut node {
-                n.hash = Some(hash);
-            } else {
+            let (node, h, calls) =
+                expand_group::<H>(&group.entries, g, 0, 0, path.len()).map_err(corrupt)?;
+            if !matches!(node, Node::Internal(_)) {
                 return Err(corrupt("group blob does not hold an internal node".into()));
             }
+            check(h, calls)?;
             Ok(node)
         }
     }
 }
 
-/// Builds the binary subtree of a group at relative depth `rel`, relative path `prefix`.
-fn expand_group(entries: &[GroupEntry], g: u8, rel: u8, prefix: u16) -> Node {
+/// Builds the binary subtree of a group at relative depth `rel`, relative path `prefix`, for a
+/// group rooted at absolute depth `base`, and hashes it: an internal node is `H(left ‖ right)`,
+/// an empty side zero, an entry its stored hash. Returns the node, its hash and the hash calls.
+/// Errors (instead of building) when an internal node would sit at depth 248 or deeper, or an
+/// entry below depth 248: no valid tree has either.
+fn expand_group<H: TreeHasher>(
+    entries: &[GroupEntry],
+    g: u8,
+    rel: u8,
+    prefix: u16,
+    base: usize,
+) -> Result<(Node, Hash32, u64), String> {
     if entries.is_empty() {
-        return Node::Empty;
+        return Ok((Node::Empty, ZERO_HASH, 0));
     }
+    let depth = base + rel as usize;
     let span = 1u16 << (g - rel);
     let start = prefix << (g - rel);
     if entries.len() == 1 && entries[0].depth == rel && entries[0].index == start {
-        return Node::Hashed(entries[0].hash);
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "group entry at depth {depth}, past the deepest stem"
+            ));
+        }
+        let h = entries[0].hash;
+        return Ok((Node::Hashed(h), h, 0));
     }
     if rel == g {
         // Decoded groups never have two entries at one bottom position.
-        return Node::Hashed(entries[0].hash);
+        return Err("two group entries at one position".into());
+    }
+    if depth >= MAX_DEPTH {
+        return Err(format!(
+            "group expands to an internal node at depth {depth}"
+        ));
     }
     let mid = start + span / 2;
     let split = entries.partition_point(|e| e.index < mid);
-    let left = expand_group(&entries[..split], g, rel + 1, prefix << 1);
-    let right = expand_group(&entries[split..], g, rel + 1, (prefix << 1) | 1);
-    Node::Internal(Box::new(Internal {
-        left,
-        right,
-        hash: None,
-        dirty: false,
-    }))
+    let (left, lh, ln) = expand_group::<H>(&entries[..split], g, rel + 1, prefix << 1, base)?;
+    let (right, rh, rn) =
+        expand_group::<H>(&entries[split..], g, rel + 1, (prefix << 1) | 1, base)?;
+    let h = H::hash_pair(&lh, &rh);
+    Ok((
+        Node::Internal(Box::new(Internal {
+            left,
+            right,
+            hash: Some(h),
+            dirty: false,
+        })),
+        h,
+        ln + rn + 1,
+    ))
+}
+
+/// Loads and verifies every unloaded node that [`apply`] would reach with this sorted,
+/// non-empty batch, without changing anything else: the fallible half of an update, so that
+/// [`apply`] finds everything loaded and an error leaves the tree as it was.
+fn preload<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    node: &mut Node,
+    path: Path,
+    batch: &[(TreeKey, [u8; 32])],
+) -> Result<(), TrieError<S::Error>> {
+    if let Node::Hashed(h) = node {
+        let h = *h;
+        *node = load::<S, H>(ctx, &path, h)?;
+    }
+    // An empty node or a stem: `apply` builds new nodes below and loads nothing.
+    let Node::Internal(n) = node else {
+        return Ok(());
+    };
+    let depth = path.len();
+    if depth >= MAX_DEPTH {
+        return Err(TrieError::TooDeep);
+    }
+    let split = batch.partition_point(|(k, _)| stem_bit(&k.stem, depth) == 0);
+    let (lb, rb) = batch.split_at(split);
+    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+    let Internal { left, right, .. } = &mut **n;
+    let (lr, rr) = if batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty() {
+        rayon::join(
+            || preload::<S, H>(ctx, left, lp, lb),
+            || preload::<S, H>(ctx, right, rp, rb),
+        )
+    } else {
+        let lr = if lb.is_empty() {
+            Ok(())
+        } else {
+            preload::<S, H>(ctx, left, lp, lb)
+        };
+        let rr = if rb.is_empty() {
+            Ok(())
+        } else {
+            preload::<S, H>(ctx, right, rp, rb)
+        };
+        (lr, rr)
+    };
+    lr.and(rr)
 }
 
 /// Applies a sorted, deduplicated, non-empty batch under `node` at `path`. Returns whether
-/// anything changed.
-fn apply<S: NodeStore>(
+/// anything changed. After [`preload`] succeeded for the same batch it loads nothing and cannot
+/// fail; it still loads (and checks depth) itself, so it is safe on its own.
+fn apply<S: NodeStore, H: TreeHasher>(
     ctx: &Ctx<'_, S>,
     node: &mut Node,
     path: Path,
@@ -508,7 +626,7 @@ fn apply<S: NodeStore>(
     let depth = path.len();
     if let Node::Hashed(h) = node {
         let h = *h;
-        *node = load(ctx, &path, h)?;
+        *node = load::<S, H>(ctx, &path, h)?;
     }
     let first = &batch[0].0.stem;
     let single_stem = batch[batch.len() - 1].0.stem == *first;
@@ -544,7 +662,10 @@ fn apply<S: NodeStore>(
                 return Ok(changed);
             }
             // Another stem arrives: push this one down one level; the internal-node case below
-            // keeps splitting until the stems part.
+            // keeps splitting until the stems part. (Two stems never share all 248 bits.)
+            if depth >= MAX_DEPTH {
+                return Err(TrieError::TooDeep);
+            }
             let Node::Stem(mut s) = std::mem::replace(node, Node::Empty) else {
                 unreachable!()
             };
@@ -568,7 +689,7 @@ fn apply<S: NodeStore>(
     let Node::Internal(n) = node else {
         unreachable!("every other case returned or became internal")
     };
-    if depth >= bintrie_node::MAX_DEPTH {
+    if depth >= MAX_DEPTH {
         return Err(TrieError::TooDeep);
     }
     let split = batch.partition_point(|(k, _)| stem_bit(&k.stem, depth) == 0);
@@ -577,17 +698,20 @@ fn apply<S: NodeStore>(
     let rp = path.child(1).ok_or(TrieError::TooDeep)?;
     let Internal { left, right, .. } = &mut **n;
     let (lc, rc) = if batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty() {
-        rayon::join(|| apply(ctx, left, lp, lb), || apply(ctx, right, rp, rb))
+        rayon::join(
+            || apply::<S, H>(ctx, left, lp, lb),
+            || apply::<S, H>(ctx, right, rp, rb),
+        )
     } else {
         let lc = if lb.is_empty() {
             Ok(false)
         } else {
-            apply(ctx, left, lp, lb)
+            apply::<S, H>(ctx, left, lp, lb)
         };
         let rc = if rb.is_empty() {
             Ok(false)
         } else {
-            apply(ctx, right, rp, rb)
+            apply::<S, H>(ctx, right, rp, rb)
         };
         (lc, rc)
     };
@@ -600,6 +724,7 @@ fn apply<S: NodeStore>(
 }
 
 /// Loads everything under `node` and recomputes its hash, comparing with any claimed hash.
+/// A stem loaded here was already checked by [`load`], so its hash is not computed twice.
 fn verify_node<S: NodeStore, H: TreeHasher>(
     ctx: &Ctx<'_, S>,
     node: &mut Node,
@@ -607,7 +732,10 @@ fn verify_node<S: NodeStore, H: TreeHasher>(
 ) -> Result<(Hash32, u64), TrieError<S::Error>> {
     if let Node::Hashed(h) = node {
         let h = *h;
-        *node = load(ctx, &path, h)?;
+        *node = load::<S, H>(ctx, &path, h)?;
+        if let Node::Stem(s) = node {
+            return Ok((s.hash.unwrap_or(h), 0));
+        }
     }
     let (claimed, computed, count) = match node {
         Node::Empty => return Ok((ZERO_HASH, 0)),
@@ -639,20 +767,13 @@ fn verify_node<S: NodeStore, H: TreeHasher>(
         }
     };
     match claimed {
-        Some(c) if c != computed => Err(TrieError::Corrupt {
+        Some(claimed) if claimed != computed => Err(TrieError::HashMismatch {
             path,
-            reason: format!(
-                "stored hash {} but the subtree hashes to {}",
-                hex32(&c),
-                hex32(&computed)
-            ),
+            claimed,
+            computed,
         }),
         _ => Ok((computed, count)),
     }
-}
-
-fn hex32(h: &Hash32) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Computes (and caches) the hash of `node`; returns it and the number of hash calls.

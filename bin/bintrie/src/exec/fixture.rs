@@ -13,7 +13,7 @@
 //!   output, with the pre-state from a separate file: address -> {basic {balance, nonce}, code
 //!   {bytecode, original_len} or null, code_hash, storage}. It has no post values.
 
-use crate::input::{json_hex_bytes as hex_bytes, json_u256 as uint};
+use crate::input::{Spellings, json_hex_bytes as hex_bytes, json_u256 as uint, shown};
 use alloy_consensus::transaction::SignerRecoverable;
 use alloy_consensus::{Transaction as _, TxEnvelope};
 use alloy_eips::eip2718::Encodable2718;
@@ -69,14 +69,25 @@ fn code_hash_only(code: &[u8], code_hash: B256, at: &str) -> Result<Option<B256>
     Ok(None)
 }
 
-/// The `slot -> value` entries of a JSON object.
+/// The `slot -> value` entries of a JSON object; one slot spelled twice (`0x1`, `0x01`) is an
+/// error.
 fn storage_entries(s: &serde_json::Map<String, Value>, at: &str) -> Result<Vec<(U256, U256)>> {
+    let mut seen = Spellings::new();
     s.iter()
         .map(|(k, val)| {
             let sat = format!("{at}.storage.{k}");
-            Ok((uint(&Value::String(k.clone()), &sat)?, uint(val, &sat)?))
+            let slot = uint(&Value::String(k.clone()), &sat)?;
+            seen.insert(slot, k, &format!("`{at}.storage`"), "slot")?;
+            Ok((slot, uint(val, &sat)?))
         })
         .collect()
+}
+
+/// The block before `number`, the one whose state the fixture gives.
+fn parent_of(number: u64) -> Result<u64> {
+    number.checked_sub(1).ok_or_else(|| {
+        anyhow!("block 0 (genesis) cannot be executed from a fixture: it has no parent state")
+    })
 }
 
 /// What an account must hold after the block.
@@ -179,18 +190,42 @@ fn sibling_pre_state(path: &Path) -> Option<std::path::PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// The largest fixture read, in bytes (of the file, and of its decompressed JSON): the real
+/// ones are a few MB, and this stops `--fixture /dev/zero` or a gzip bomb from filling memory.
+const MAX_FIXTURE_BYTES: u64 = 256 << 20;
+
+/// Reads all of `r`, at most `MAX_FIXTURE_BYTES`.
+fn read_capped(r: impl Read, what: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    r.take(MAX_FIXTURE_BYTES + 1)
+        .read_to_end(&mut out)
+        .with_context(|| format!("reading {what}"))?;
+    if out.len() as u64 > MAX_FIXTURE_BYTES {
+        bail!("{what}: larger than {MAX_FIXTURE_BYTES} bytes");
+    }
+    Ok(out)
+}
+
 fn read_json(path: &Path) -> Result<Value> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let text = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(raw.as_slice())
-            .read_to_string(&mut s)
-            .with_context(|| format!("{}: decompressing gzip", path.display()))?;
-        s
+    let src = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("reading {src}"))?;
+    decode_json(&read_capped(file, &src)?, &src)
+}
+
+/// JSON from a file's bytes, gzip-compressed or not (told by the gzip magic bytes).
+fn decode_json(raw: &[u8], src: &str) -> Result<Value> {
+    let unzipped;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        unzipped = read_capped(
+            flate2::read::GzDecoder::new(raw),
+            &format!("{src} (decompressing gzip)"),
+        )?;
+        &unzipped[..]
     } else {
-        String::from_utf8(raw).with_context(|| format!("{}: not UTF-8", path.display()))?
+        raw
     };
-    serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
+    let text = std::str::from_utf8(bytes).with_context(|| format!("{src}: not UTF-8"))?;
+    serde_json::from_str(text).with_context(|| format!("{src}: not valid JSON"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,7 +275,7 @@ fn word(v: &Value, at: &str) -> Result<B256> {
 
 fn address(s: &str, at: &str) -> Result<Address> {
     s.parse()
-        .map_err(|e| anyhow!("`{at}`: {s:?} is not an address: {e}"))
+        .map_err(|e| anyhow!("`{at}`: {} is not an address: {e}", shown(s)))
 }
 
 fn address_field(v: &Value, key: &str, at: &str) -> Result<Address> {
@@ -458,8 +493,9 @@ fn load_zkpi(root: &Value) -> Result<Fixture> {
         transactions: BlockTransactions::Full(txs),
         withdrawals,
     };
-    check_block(&block, false, &mut problems)?;
     let number = block.header.inner.number;
+    let parent = parent_of(number)?;
+    check_block(&block, false, &mut problems)?;
 
     let chain_id = match root.get("chainConfig").and_then(|c| c.get("chainId")) {
         Some(c) => u64::try_from(uint(c, "chainConfig.chainId")?)
@@ -469,7 +505,7 @@ fn load_zkpi(root: &Value) -> Result<Fixture> {
 
     // Recent hashes: the ancestors' headers (each checked against its `hash`) and the parent.
     let mut block_hashes = BTreeMap::new();
-    block_hashes.insert(number - 1, block.header.inner.parent_hash);
+    block_hashes.insert(parent, block.header.inner.parent_hash);
     if let Some(anc) = root.get("witness").and_then(|w| w.get("ancestors")) {
         let anc = anc
             .as_array()
@@ -500,11 +536,13 @@ fn load_zkpi(root: &Value) -> Result<Fixture> {
 
     let extra = field(root, "extra", "")?;
     let pre_v = object(extra, "preState", "extra")?;
+    let mut addresses = Spellings::new();
     let mut pre = BTreeMap::new();
     let mut expected: BTreeMap<Address, ExpectedAccount> = BTreeMap::new();
     for (addr, v) in pre_v {
         let at = format!("extra.preState.{addr}");
         let a = address(addr, &at)?;
+        addresses.insert(a, addr, "`extra.preState`", "address")?;
         if v.is_null() {
             expected.insert(a, ExpectedAccount::default());
             continue;
@@ -605,8 +643,8 @@ fn load_block_with_pre_state(block_v: &Value, pre_v: &Value) -> Result<Fixture> 
         None => block_v,
     };
     let block = rpc_block(block_v, &mut problems)?;
+    let parent = parent_of(block.header.inner.number)?;
     check_block(&block, true, &mut problems)?;
-    let number = block.header.inner.number;
     let chain_id = block
         .transactions
         .txns()
@@ -618,9 +656,11 @@ fn load_block_with_pre_state(block_v: &Value, pre_v: &Value) -> Result<Fixture> 
         .ok_or_else(|| anyhow!("the pre-state is not an object (address -> account)"))?;
     let mut pre = BTreeMap::new();
     let mut keys: BTreeMap<Address, Vec<U256>> = BTreeMap::new();
+    let mut addresses = Spellings::new();
     for (addr, v) in pre_obj {
         let at = format!("pre-state {addr}");
         let a = address(addr, &at)?;
+        addresses.insert(a, addr, "the pre-state", "address")?;
         let basic = field(v, "basic", &at)?;
         let bat = join(&at, "basic");
         let balance = uint_field(basic, "balance", &bat)?;
@@ -631,14 +671,14 @@ fn load_block_with_pre_state(block_v: &Value, pre_v: &Value) -> Result<Fixture> 
             Some(c) => {
                 let cat = join(&at, "code");
                 let mut bytes = hex_bytes(field(c, "bytecode", &cat)?, &join(&cat, "bytecode"))?;
-                let len = u64_field(c, "original_len", &cat)? as usize;
-                if len > bytes.len() {
+                let len = u64_field(c, "original_len", &cat)?;
+                if len > bytes.len() as u64 {
                     bail!(
                         "`{cat}.original_len` is {len} but the bytecode has {} bytes",
                         bytes.len()
                     );
                 }
-                bytes.truncate(len);
+                bytes.truncate(len as usize); // <= bytes.len()
                 bytes
             }
         };
@@ -652,7 +692,7 @@ fn load_block_with_pre_state(block_v: &Value, pre_v: &Value) -> Result<Fixture> 
         keys.insert(a, storage.iter().map(|(k, _)| *k).collect());
         pre.insert(a, PreAccount::new(nonce, balance, code, storage, hash_only));
     }
-    let block_hashes = BTreeMap::from([(number - 1, block.header.inner.parent_hash)]);
+    let block_hashes = BTreeMap::from([(parent, block.header.inner.parent_hash)]);
     Ok(Fixture {
         format: "block",
         access_list: access_list_of(&keys),
@@ -729,10 +769,8 @@ fn load_rpccache(root: &Value) -> Result<Fixture> {
             block.header.inner.number
         );
     }
+    let parent = parent_of(number)?;
     check_block(&block, true, &mut problems)?;
-    let parent = number
-        .checked_sub(1)
-        .ok_or_else(|| anyhow!("block 0 has no pre-state"))?;
     let chain_id = block
         .transactions
         .txns()
@@ -887,4 +925,582 @@ fn load_rpccache(root: &Value) -> Result<Fixture> {
         expected: Some(expected),
         problems,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::tests::arb_json;
+    use alloy_consensus::{SignableTransaction, TxEip1559};
+    use alloy_primitives::{Signature, TxKind, address, bytes};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    const A: Address = address!("00000000000000000000000000000000000000aa");
+    const B: Address = address!("00000000000000000000000000000000000000bb");
+
+    /// A transaction "signed" with a made-up signature that recovers to some sender.
+    fn signed_tx() -> (TxEnvelope, Address) {
+        let tx = TxEip1559 {
+            chain_id: 1,
+            nonce: 1,
+            gas_limit: 21_000,
+            max_fee_per_gas: 10,
+            max_priority_fee_per_gas: 1,
+            to: TxKind::Call(B),
+            value: U256::from(3),
+            ..Default::default()
+        };
+        (1u64..)
+            .find_map(|r| {
+                let env = TxEnvelope::from(tx.clone().into_signed(Signature::new(
+                    U256::from(r),
+                    U256::from(1),
+                    false,
+                )));
+                env.recover_signer().ok().map(|s| (env, s))
+            })
+            .unwrap()
+    }
+
+    const CODE: &[u8] = &[0x60, 0x00];
+
+    /// A consistent block 1 (one transaction, one withdrawal) and its parent's header.
+    fn blocks() -> (Block, Header, Vec<Value>) {
+        let (env, from) = signed_tx();
+        let withdrawals = Withdrawals::new(vec![Withdrawal {
+            index: 0,
+            validator_index: 1,
+            address: B,
+            amount: 5,
+        }]);
+        let parent = Header::new(alloy_consensus::Header::default());
+        let inner = alloy_consensus::Header {
+            number: 1,
+            parent_hash: parent.hash,
+            gas_limit: 30_000_000,
+            timestamp: 12,
+            transactions_root: alloy_consensus::proofs::calculate_transaction_root(
+                std::slice::from_ref(&env),
+            ),
+            withdrawals_root: Some(alloy_consensus::proofs::calculate_withdrawals_root(
+                &withdrawals,
+            )),
+            ..Default::default()
+        };
+        let header = Header::new(inner);
+        let tx = Transaction {
+            inner: alloy_consensus::transaction::Recovered::new_unchecked(env.clone(), from),
+            block_hash: Some(header.hash),
+            block_number: Some(1),
+            transaction_index: Some(0),
+            effective_gas_price: None,
+            block_timestamp: Some(12),
+        };
+        let block = Block {
+            header,
+            uncles: vec![],
+            transactions: BlockTransactions::Full(vec![tx]),
+            withdrawals: Some(withdrawals),
+        };
+        let mut signed = serde_json::to_value(&env).unwrap();
+        signed["hash"] = json!(env.trie_hash());
+        (block, parent, vec![signed])
+    }
+
+    fn zkpi_json() -> Value {
+        let (block, parent, txs) = blocks();
+        let code_hash = keccak256(CODE);
+        json!({
+            "chainConfig": {"chainId": 1},
+            "blocks": [{
+                "header": block.header,
+                "transaction": txs,
+                "withdrawals": block.withdrawals,
+            }],
+            "witness": {"ancestors": [parent.inner]},
+            "extra": {
+                "preState": {
+                    A.to_string(): {
+                        "balance": "0x10", "nonce": "0x1", "codeHash": code_hash,
+                        "code": "0x6000", "storage": {"0x1": "0x2"},
+                    },
+                    B.to_string(): null,
+                },
+                "stateDiffs": [{
+                    "address": A,
+                    "postAccount": {"balance": "0x11", "nonce": "0x1", "codeHash": code_hash},
+                    "storage": [{"storageKey": "0x1", "postValue": "0x3"}],
+                }],
+                "accessList": [{"address": A, "storageKeys": ["0x01"]}],
+            },
+        })
+    }
+
+    fn block_json() -> (Value, Value) {
+        let (block, _, _) = blocks();
+        let pre = json!({
+            A.to_string(): {
+                "basic": {"balance": "0x10", "nonce": "0x1"},
+                "code": {"bytecode": "0x600000", "original_len": 2},
+                "code_hash": keccak256(CODE),
+                "storage": {"0x1": "0x2"},
+            },
+            B.to_string(): {
+                "basic": {"balance": "0x0", "nonce": "0x0"},
+                "code": null, "code_hash": null, "storage": {},
+            },
+        });
+        (serde_json::to_value(&block).unwrap(), pre)
+    }
+
+    fn rpccache_json() -> Value {
+        let (block, parent, _) = blocks();
+        let code_hash = keccak256(CODE);
+        let at = |n: u64| json!({"block_no": n, "address": A});
+        json!({
+            "full_blocks": [[{"block_no": 1}, block], [{"block_no": 0}, parent]],
+            "balance": [[at(0), "0x10"]],
+            "transaction_count": [[at(0), "0x1"]],
+            "code": [[at(0), bytes!("6000")]],
+            "storage": [[{"block_no": 0, "address": A, "index": "0x1"}, "0x2"]],
+            "proofs": [
+                [at(1), {"address": A, "balance": "0x11", "nonce": "0x1", "codeHash": code_hash,
+                         "storageProof": [{"key": "0x1", "value": "0x3"}]}],
+                [at(0), {"address": A, "balance": "0x10", "nonce": "0x1", "codeHash": code_hash,
+                         "storageProof": [{"key": "0x1", "value": "0x2"}]}],
+            ],
+        })
+    }
+
+    #[test]
+    fn synthetic_fixtures_load_without_problems() {
+        let fx = load_zkpi(&zkpi_json()).unwrap();
+        assert_eq!(
+            (fx.number(), fx.problems.len()),
+            (1, 0),
+            "{:?}",
+            fx.problems
+        );
+        assert_eq!(fx.pre[&A].state.code, CODE);
+        let (b, pre) = block_json();
+        let fx = load_block_with_pre_state(&b, &pre).unwrap();
+        assert_eq!(
+            (fx.number(), fx.problems.len()),
+            (1, 0),
+            "{:?}",
+            fx.problems
+        );
+        assert_eq!(fx.pre[&A].state.code, CODE);
+        let fx = load_rpccache(&rpccache_json()).unwrap();
+        assert_eq!(
+            (fx.number(), fx.problems.len()),
+            (1, 0),
+            "{:?}",
+            fx.problems
+        );
+        assert_eq!(fx.pre[&A].state.storage, [(U256::from(1), U256::from(2))]);
+    }
+
+    /// Block 0 used to reach `number - 1` (an overflow panic in debug builds).
+    #[test]
+    fn block_zero_is_an_error_not_an_overflow() {
+        const MSG: &str = "block 0 (genesis) cannot be executed from a fixture";
+        let mut z = zkpi_json();
+        z["blocks"][0]["header"]["number"] = json!("0x0");
+        let err = format!("{:#}", load_zkpi(&z).unwrap_err());
+        assert!(err.contains(MSG), "{err}");
+        let (mut b, pre) = block_json();
+        b["number"] = json!("0x0");
+        let err = format!("{:#}", load_block_with_pre_state(&b, &pre).unwrap_err());
+        assert!(err.contains(MSG), "{err}");
+        let err = format!(
+            "{:#}",
+            load_block_with_pre_state(&json!({ "result": b }), &pre).unwrap_err()
+        );
+        assert!(err.contains(MSG), "{err}");
+        let mut r = rpccache_json();
+        r["full_blocks"][0][0]["block_no"] = json!(0);
+        r["full_blocks"][0][1]["number"] = json!("0x0");
+        r["full_blocks"].as_array_mut().unwrap().truncate(1);
+        let err = format!("{:#}", load_rpccache(&r).unwrap_err());
+        assert!(err.contains(MSG), "{err}");
+    }
+
+    #[test]
+    fn an_address_or_slot_spelled_twice_is_refused() {
+        let mut z = zkpi_json();
+        let pre = z["extra"]["preState"].as_object_mut().unwrap();
+        let a = pre[&A.to_string()].clone();
+        let bare = hex::encode(A); // no 0x, lower case (`A.to_string()` is checksummed)
+        assert!(!pre.contains_key(&bare));
+        pre.insert(bare.clone(), a);
+        let err = format!("{:#}", load_zkpi(&z).unwrap_err());
+        assert!(err.contains("same address") && err.contains(&bare), "{err}");
+
+        let (b, mut pre) = block_json();
+        pre[A.to_string()]["storage"]["0x01"] = json!("0x9");
+        let err = format!("{:#}", load_block_with_pre_state(&b, &pre).unwrap_err());
+        assert!(
+            err.contains("same slot") && err.contains("\"0x01\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn decode_json_reads_gzip_and_names_bad_bytes() {
+        use flate2::{Compression, write::GzEncoder};
+        use std::io::Write;
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(b"{\"a\": 1}").unwrap();
+        let gz = gz.finish().unwrap();
+        assert_eq!(decode_json(&gz, "f").unwrap(), json!({"a": 1}));
+        let err = format!("{:#}", decode_json(&gz[..gz.len() - 4], "f").unwrap_err());
+        assert!(err.starts_with("reading f (decompressing gzip)"), "{err}");
+        let err = format!("{:#}", decode_json(b"\xff{}", "f").unwrap_err());
+        assert!(err.starts_with("f: not UTF-8"), "{err}");
+        let err = format!("{:#}", decode_json(b"{", "f").unwrap_err());
+        assert!(err.starts_with("f: not valid JSON"), "{err}");
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Property tests: arbitrary and mutated fixtures give a fixture or an error, never a panic.
+
+    /// One change somewhere in a JSON document.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Replace the node with an arbitrary value.
+        Replace(Value),
+        /// Replace the node with a value chosen to hit edge cases (zero, signs, overflow...).
+        Special(usize),
+        /// Remove the node from its object or array.
+        Remove,
+        /// Add a key (objects) or an element (arrays) next to the node.
+        Insert(String, Value),
+        /// Insert a string into a string node at a (char) position.
+        EditString(usize, String),
+    }
+
+    fn special(i: usize) -> Value {
+        let values = [
+            json!("0x0"),
+            json!("0x0"),
+            json!("0x00"),
+            json!("0x"),
+            json!(""),
+            json!("0"),
+            json!(0),
+            json!("-1"),
+            json!(-1),
+            json!("+1"),
+            json!("0x+1"),
+            json!("1_0"),
+            json!(" 1"),
+            json!("0xé0"),
+            json!(format!("0x{}", "f".repeat(64))),
+            json!(format!("0x1{}", "0".repeat(64))),
+            json!(format!("0x{}", "f".repeat(16))),
+            json!("18446744073709551616"),
+            json!(1e300),
+            json!(u64::MAX),
+            Value::Null,
+            json!([]),
+            json!({}),
+            json!(true),
+            json!("0x00000000000000000000000000000000000000aa"),
+            json!("00000000000000000000000000000000000000AA"),
+        ];
+        values[i % values.len()].clone()
+    }
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            2 => arb_json().prop_map(Op::Replace),
+            3 => any::<usize>().prop_map(Op::Special),
+            2 => Just(Op::Remove),
+            1 => (
+                prop_oneof![
+                    prop::sample::select(vec![
+                        "hash", "number", "transactions", "withdrawals", "code", "storage",
+                        "blocks", "extra", "full_blocks", "result", "postAccount", "original_len",
+                    ]).prop_map(String::from),
+                    "[a-zA-Z]{1,8}",
+                ],
+                arb_json(),
+            ).prop_map(|(k, v)| Op::Insert(k, v)),
+            2 => (any::<usize>(), "[0-9a-fA-F+\\-_ xé]{0,3}")
+                .prop_map(|(i, s)| Op::EditString(i, s)),
+        ]
+    }
+
+    /// One step of a path into a JSON document.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Key(String),
+        Index(usize),
+    }
+
+    /// The paths of every node of `v` (itself included), depth first.
+    fn node_paths(v: &Value, path: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
+        out.push(path.clone());
+        match v {
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    path.push(Step::Index(i));
+                    node_paths(x, path, out);
+                    path.pop();
+                }
+            }
+            Value::Object(o) => {
+                for (k, x) in o {
+                    path.push(Step::Key(k.clone()));
+                    node_paths(x, path, out);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn node_mut<'a>(v: &'a mut Value, path: &[Step]) -> &'a mut Value {
+        path.iter().fold(v, |v, step| match step {
+            Step::Key(k) => &mut v[k.as_str()],
+            Step::Index(i) => &mut v[*i],
+        })
+    }
+
+    /// Applies `op` to the node numbered `pick` (modulo the node count, depth first), so that
+    /// every node of the document is as likely to change.
+    fn mutate(v: &mut Value, pick: usize, op: &Op) {
+        let mut paths = Vec::new();
+        node_paths(v, &mut Vec::new(), &mut paths);
+        let path = &paths[pick % paths.len()];
+        match (op, path.split_last()) {
+            (Op::Remove, Some((last, parent))) => match (node_mut(v, parent), last) {
+                (Value::Array(a), Step::Index(i)) => {
+                    a.remove(*i);
+                }
+                (Value::Object(o), Step::Key(k)) => {
+                    o.remove(k);
+                }
+                _ => unreachable!("a path names a child of its parent"),
+            },
+            (Op::Insert(key, x), Some((last, parent))) => match (node_mut(v, parent), last) {
+                (Value::Array(a), Step::Index(i)) => a.insert(*i, x.clone()),
+                (Value::Object(o), Step::Key(_)) => {
+                    o.insert(key.clone(), x.clone());
+                }
+                _ => unreachable!("a path names a child of its parent"),
+            },
+            _ => apply_at_leaf(node_mut(v, path), op),
+        }
+    }
+
+    fn apply_at_leaf(v: &mut Value, op: &Op) {
+        match op {
+            Op::Replace(x) => *v = x.clone(),
+            Op::Special(i) => *v = special(*i),
+            Op::Remove => *v = Value::Null,
+            Op::Insert(..) => {}
+            Op::EditString(i, s) => {
+                if let Value::String(t) = v {
+                    let at = t
+                        .char_indices()
+                        .map(|(j, _)| j)
+                        .nth(*i % (t.chars().count() + 1));
+                    t.insert_str(at.unwrap_or(t.len()), s);
+                }
+            }
+        }
+    }
+
+    fn arb_mutations() -> impl Strategy<Value = Vec<(usize, Op)>> {
+        prop::collection::vec((any::<usize>(), arb_op()), 1..4)
+    }
+
+    fn mutated(mut v: Value, muts: &[(usize, Op)]) -> Value {
+        for (pick, op) in muts {
+            mutate(&mut v, *pick, op);
+        }
+        v
+    }
+
+    /// Every loader and the format dispatch of [`load`], on one document.
+    fn load_every_way(v: &Value, pre: &Value) {
+        let _ = load_zkpi(v);
+        let _ = load_rpccache(v);
+        let _ = load_block_with_pre_state(v, pre);
+        let _ = load_block_with_pre_state(pre, v);
+    }
+
+    /// The recorded mainnet fixtures, cut down to a few transactions, accounts and entries (so
+    /// that a case stays fast); `None` when they are not on this machine.
+    fn real_fixtures() -> Option<Vec<(Value, Value)>> {
+        let dir = match std::env::var("BINTRIE_FIXTURES") {
+            Ok(d) => std::path::PathBuf::from(d),
+            Err(_) => {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/mainnet")
+            }
+        };
+        if !dir.is_dir() {
+            eprintln!(
+                "skipping the mutated real fixtures: {} not found",
+                dir.display()
+            );
+            return None;
+        }
+        fn cut(v: &mut Value, n: usize) {
+            match v {
+                Value::Array(a) => a.truncate(n),
+                Value::Object(o) => {
+                    let keep: serde_json::Map<String, Value> =
+                        std::mem::take(o).into_iter().take(n).collect();
+                    *o = keep;
+                }
+                _ => {}
+            }
+        }
+        let read = |name: &str| read_json(&dir.join(name)).ok();
+        let mut out = Vec::new();
+        for name in ["22615247-prague.zkpi.json", "22188088-cancun.zkpi.json"] {
+            let Some(mut z) = read(name) else { continue };
+            cut(&mut z["blocks"][0]["transaction"], 2);
+            for k in ["preState", "stateDiffs", "accessList"] {
+                cut(&mut z["extra"][k], 3);
+            }
+            cut(&mut z["witness"]["ancestors"], 2);
+            out.push((z, Value::Null));
+        }
+        if let (Some(mut b), Some(mut pre)) = (
+            read("19426587-cancun.block.json"),
+            read("19426587-cancun.pre_state.json"),
+        ) {
+            let b2 = if b.get("result").is_some() {
+                &mut b["result"]
+            } else {
+                &mut b
+            };
+            cut(&mut b2["transactions"], 2);
+            cut(&mut pre, 3);
+            out.push((b, pre));
+        }
+        if let Some(mut r) = read("21230867-cancun.rpccache.json.gz") {
+            if let Some(o) = r.as_object_mut() {
+                for (k, t) in o.iter_mut() {
+                    cut(t, if k == "full_blocks" { 3 } else { 4 });
+                }
+            }
+            if let Some(fb) = r["full_blocks"].as_array_mut() {
+                for e in fb {
+                    cut(&mut e[1]["transactions"], 2);
+                }
+            }
+            out.push((r, Value::Null));
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn real_fixtures_still_load() {
+        let Some(fixtures) = real_fixtures() else {
+            return;
+        };
+        let dir = match std::env::var("BINTRIE_FIXTURES") {
+            Ok(d) => std::path::PathBuf::from(d),
+            Err(_) => {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/mainnet")
+            }
+        };
+        assert_eq!(fixtures.len(), 4);
+        for name in [
+            "22615247-prague.zkpi.json",
+            "22188088-cancun.zkpi.json",
+            "19426587-cancun.block.json",
+            "21230867-cancun.rpccache.json.gz",
+        ] {
+            let fx = load(&dir.join(name), None).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert!(fx.problems.is_empty(), "{name}: {:?}", fx.problems);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            raw in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..400),
+                prop::collection::vec(any::<u8>(), 0..400).prop_map(|mut v| {
+                    v.splice(0..0, [0x1f, 0x8b]);
+                    v
+                }),
+                arb_json().prop_map(|j| j.to_string().into_bytes()),
+            ],
+        ) {
+            if let Ok(v) = decode_json(&raw, "f") {
+                load_every_way(&v, &Value::Null);
+            }
+        }
+
+        #[test]
+        fn arbitrary_json_never_panics(v in arb_json(), pre in arb_json()) {
+            load_every_way(&v, &pre);
+            let wrapped = json!({
+                "blocks": [v.clone()],
+                "extra": pre.clone(),
+                "full_blocks": [[{"block_no": 1}, v.clone()]],
+                "result": v,
+            });
+            load_every_way(&wrapped, &pre);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 1000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn mutated_zkpi_never_panics(muts in arb_mutations()) {
+            let _ = load_zkpi(&mutated(zkpi_json(), &muts));
+        }
+
+        #[test]
+        fn mutated_block_never_panics(muts in arb_mutations(), on_pre in any::<bool>()) {
+            let (b, pre) = block_json();
+            let (b, pre) = if on_pre { (b, mutated(pre, &muts)) } else { (mutated(b, &muts), pre) };
+            let _ = load_block_with_pre_state(&b, &pre);
+        }
+
+        #[test]
+        fn mutated_rpccache_never_panics(muts in arb_mutations()) {
+            let _ = load_rpccache(&mutated(rpccache_json(), &muts));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 64,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn mutated_real_fixtures_never_panic(muts in arb_mutations(), which in any::<usize>()) {
+            thread_local!(static REAL: Option<Vec<(Value, Value)>> = real_fixtures());
+            REAL.with(|real| {
+                if let Some(real) = real.as_ref().filter(|r| !r.is_empty()) {
+                    let (v, pre) = &real[which % real.len()];
+                    let v = mutated(v.clone(), &muts);
+                    load_every_way(&v, pre);
+                }
+            });
+        }
+    }
 }

@@ -24,6 +24,7 @@ use revm::database_interface::DatabaseRef;
 use revm::primitives::hardfork::SpecId;
 use serde_json::json;
 use std::borrow::Cow;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -450,6 +451,9 @@ fn run_block(state: &mut BinTrieState, fx: &Fixture, args: &ExecArgs) -> Result<
     })
 }
 
+/// The context of an error writing the command's output.
+const WRITING: &str = "writing output";
+
 pub fn cmd_exec(args: ExecArgs) -> Result<()> {
     let t = Instant::now();
     let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;
@@ -508,6 +512,8 @@ pub fn cmd_exec(args: ExecArgs) -> Result<()> {
 
     let valid = out.valid();
     let stats = &out.stats;
+    // A closed stdout (`| head -0`) or a full one (`> /dev/full`) is an error, not a panic.
+    let mut w = std::io::stdout().lock();
     if args.json {
         let checks: serde_json::Map<String, serde_json::Value> = out
             .checks
@@ -565,63 +571,77 @@ pub fn cmd_exec(args: ExecArgs) -> Result<()> {
                 "workers": args.workers,
             },
         });
-        println!("{j}");
+        writeln!(w, "{j}").context(WRITING)?;
     } else {
         let spec = format!("{:?}", out.spec);
-        println!(
+        writeln!(
+            w,
             "block {number} ({}, {spec}): {} transactions, {} gas, {}",
             fx.format,
             out.transactions,
             out.gas_used,
             if valid { "valid" } else { "INVALID" }
-        );
+        )
+        .context(WRITING)?;
         let checks: Vec<String> = out
             .checks
             .iter()
             .map(|c| format!("{} {}", c.name, if c.ok { "ok" } else { "FAILED" }))
             .collect();
-        println!("  checks      {}", checks.join(", "));
+        writeln!(w, "  checks      {}", checks.join(", ")).context(WRITING)?;
         if fx.expected.is_some() {
-            println!(
+            writeln!(
+                w,
                 "  post-state  {} accounts and {} slots compared",
                 out.post_accounts, out.post_slots
-            );
+            )
+            .context(WRITING)?;
         } else {
-            println!("  post-state  none in the fixture");
+            writeln!(w, "  post-state  none in the fixture").context(WRITING)?;
         }
-        println!("  speed       {:.1} Mgas/s", out.mgas_per_s());
-        println!(
+        writeln!(w, "  speed       {:.1} Mgas/s", out.mgas_per_s()).context(WRITING)?;
+        writeln!(
+            w,
             "  time        state read {:.3} ms, execution {:.3} ms, trie update {:.3} ms, commit {:.3} ms (total {:.3} ms)",
             ms(out.state_read),
             ms(out.execution),
             ms(out.trie_update),
             ms(out.commit),
             ms(out.total())
-        );
-        println!(
+        )
+        .context(WRITING)?;
+        writeln!(
+            w,
             "  keys        {} read, {} written ({} accounts, {} slots)",
             stats.unique_keys, out.keys_written, out.accounts_written, out.slots_written
-        );
-        println!(
+        )
+        .context(WRITING)?;
+        writeln!(
+            w,
             "  store reads {} ({} by prefetch), cache hits {}, misses {}, read amplification {:.2}",
             stats.store_reads,
             stats.prefetch_reads,
             stats.cache_hits,
             stats.misses,
             stats.read_amplification()
-        );
-        println!(
+        )
+        .context(WRITING)?;
+        writeln!(
+            w,
             "  pre-state   {} accounts at block {parent} ({} without code), root {}, imported in {:.1} ms",
             import.accounts,
             import.without_code,
             import.root,
             ms(import.time)
-        );
-        println!("  root        {}", out.root);
+        )
+        .context(WRITING)?;
+        writeln!(w, "  root        {}", out.root).context(WRITING)?;
         for e in &out.errors {
-            println!("  MISMATCH    {e}");
+            writeln!(w, "  MISMATCH    {e}").context(WRITING)?;
         }
     }
+    w.flush().context(WRITING)?;
+    drop(w);
     if !valid {
         let failed: Vec<&str> = out
             .checks

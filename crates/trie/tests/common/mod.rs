@@ -69,3 +69,28 @@ pub fn h32(s: &str) -> [u8; 32] {
     let bytes = hex::decode(format!("{s:0>64}")).expect("hex");
     bytes.try_into().expect("32 bytes")
 }
+
+/// The hash of a group blob's subtree, straight from SPEC §3 and §5: the binary subtree the
+/// entries describe (an entry at relative depth `r` and position `p << (g - r)`), every internal
+/// node `sha256(left ‖ right)`, an empty side zero. `entries` sorted by index, non-empty.
+pub fn group_root(g: u8, entries: &[bintrie_node::GroupEntry]) -> [u8; 32] {
+    fn node(g: u8, entries: &[bintrie_node::GroupEntry], rel: u8, prefix: u16) -> [u8; 32] {
+        let inside: Vec<_> = entries
+            .iter()
+            .filter(|e| {
+                // The entry lies under this node when its path starts with `prefix`.
+                e.depth >= rel && (e.index >> (g - rel)) == prefix
+            })
+            .collect();
+        match inside.as_slice() {
+            [] => [0; 32],
+            [e] if e.depth == rel => e.hash,
+            _ => {
+                let l = node(g, entries, rel + 1, prefix << 1);
+                let r = node(g, entries, rel + 1, (prefix << 1) | 1);
+                sha(&[l, r].concat())
+            }
+        }
+    }
+    node(g, entries, 0, 0)
+}

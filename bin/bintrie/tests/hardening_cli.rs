@@ -1,0 +1,388 @@
+//! The database commands off the happy path, as a hostile user would drive them: two writers
+//! at once, readers beside a writer, read-only and truncated files, flipped bytes, a closed or
+//! full stdout, a failed import, and a full disk.
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bintrie"))
+}
+
+fn input(lines: usize, seed: u64) -> String {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..lines)
+        .map(|_| {
+            let k: [u8; 32] = rng.random();
+            let v: [u8; 32] = rng.random();
+            format!("{} {}\n", hex::encode(k), hex::encode(v))
+        })
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn import(db: &Path, file: &Path, batch: &str, extra: &[&str]) -> Output {
+    bin()
+        .args(["import", "--db"])
+        .arg(db)
+        .arg("-i")
+        .arg(file)
+        .args(["--batch", batch])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn last_root(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn info_json(db: &Path) -> serde_json::Value {
+    let o = bin()
+        .args(["info", "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn verify(db: &Path) -> Output {
+    bin()
+        .args(["verify", "--no-progress", "--db"])
+        .arg(db)
+        .output()
+        .unwrap()
+}
+
+/// The root of `file` alone, from `bintrie root`.
+fn root_of(file: &Path) -> String {
+    let o = bin().arg("root").arg("-i").arg(file).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn two_racing_importers_never_lose_an_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fa, fb) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    std::fs::write(&fa, input(4000, 1)).unwrap();
+    std::fs::write(&fb, input(4000, 2)).unwrap();
+    let (root_a, root_b) = (root_of(&fa), root_of(&fb));
+    for trial in 0..3 {
+        let db = dir.path().join(format!("race{trial}"));
+        let spawn = |f: &Path| {
+            bin()
+                .args(["import", "--relaxed", "--batch", "100", "--db"])
+                .arg(&db)
+                .arg("-i")
+                .arg(f)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(&fa), spawn(&fb));
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        // Whatever the interleaving, the database holds exactly one writer's whole input
+        // (or, if the second started after the first finished, both), never a mix.
+        let v = verify(&db);
+        assert!(v.status.success(), "trial {trial}: {}", stderr(&v));
+        let root = info_json(&db)["root"].as_str().unwrap().to_string();
+        let loser_said = |o: &Output| stderr(o).contains("changed under this writer");
+        match (a.status.success(), b.status.success()) {
+            (true, false) => {
+                assert_eq!(root, root_a, "trial {trial}");
+                assert!(loser_said(&b), "{}", stderr(&b));
+            }
+            (false, true) => {
+                assert_eq!(root, root_b, "trial {trial}");
+                assert!(loser_said(&a), "{}", stderr(&a));
+            }
+            (true, true) => assert_eq!(root, last_root(&a).max(last_root(&b))),
+            (false, false) => panic!("both failed: {} / {}", stderr(&a), stderr(&b)),
+        }
+        // The winner's printed root is what the database holds.
+        let winner = if a.status.success() { &a } else { &b };
+        if !(a.status.success() && b.status.success()) {
+            assert_eq!(last_root(winner), root);
+        }
+    }
+}
+
+#[test]
+fn readers_never_write_and_coexist_with_a_relaxed_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(3000, 3)).unwrap();
+    let db = dir.path().join("db");
+    assert!(import(&db, &file, "1000", &[]).status.success());
+    let data = db.join("mdbx.dat");
+    let before = std::fs::read(&data).unwrap();
+    let key = &input(1, 3)[..64];
+    for _ in 0..2 {
+        info_json(&db);
+        let o = bin()
+            .args(["get", "--db"])
+            .arg(&db)
+            .arg(key)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(verify(&db).status.success());
+    }
+    assert!(
+        std::fs::read(&data).unwrap() == before,
+        "a read command changed the file"
+    );
+
+    // Read-only data file: every read command still works.
+    let mut perm = std::fs::metadata(&data).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&data, perm).unwrap();
+    info_json(&db);
+    assert!(verify(&db).status.success());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+
+    // Beside a running relaxed writer.
+    let big = dir.path().join("big.txt");
+    std::fs::write(&big, input(40_000, 4)).unwrap();
+    let mut writer = bin()
+        .args(["import", "--relaxed", "--batch", "200", "--db"])
+        .arg(&db)
+        .arg("-i")
+        .arg(&big)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reads = 0;
+    while writer.try_wait().unwrap().is_none() && reads < 20 {
+        info_json(&db);
+        let v = verify(&db);
+        assert!(v.status.success(), "{}", stderr(&v));
+        reads += 1;
+    }
+    assert!(writer.wait().unwrap().success());
+    assert!(reads > 0, "the writer finished before any read ran");
+}
+
+#[test]
+fn files_that_are_not_databases_are_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(5000, 5)).unwrap();
+    let good = dir.path().join("good");
+    assert!(
+        import(&good, &file, "5000", &["--relaxed"])
+            .status
+            .success()
+    );
+    let real = std::fs::read(good.join("mdbx.dat")).unwrap();
+    let mut rng = StdRng::seed_from_u64(6);
+    let garbage: Vec<u8> = (0..8192).map(|_| rng.random()).collect();
+    for (name, content) in [
+        ("truncated", real[..8192].to_vec()),
+        ("garbage", garbage),
+        ("empty", Vec::new()),
+    ] {
+        let db = dir.path().join(name);
+        std::fs::create_dir(&db).unwrap();
+        std::fs::write(db.join("mdbx.dat"), &content).unwrap();
+        for args in [
+            vec!["info", "--db"],
+            vec!["get", "--db"],
+            vec!["verify", "--db"],
+        ] {
+            let mut cmd = bin();
+            cmd.args(&args).arg(&db);
+            if args[0] == "get" {
+                cmd.arg("00".repeat(32));
+            }
+            let o = cmd.output().unwrap();
+            assert!(!o.status.success(), "{name} {args:?}");
+            assert!(
+                stderr(&o).contains("is not a bintrie database"),
+                "{name}: {}",
+                stderr(&o)
+            );
+        }
+        let o = import(&db, &file, "100", &[]);
+        assert!(!o.status.success(), "{name}: import");
+        assert!(
+            stderr(&o).contains("is not a bintrie database"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read(db.join("mdbx.dat")).unwrap(),
+            content,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn verify_names_a_flipped_byte_and_get_verified_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = input(2000, 7);
+    // A marked value, unlikely to occur anywhere else in the file.
+    let key = "ab".repeat(31) + "05";
+    lines.push_str(&format!("{key} {}\n", "a5".repeat(32)));
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, lines).unwrap();
+    let db = dir.path().join("db");
+    assert!(
+        import(&db, &file, "100000", &["--relaxed"])
+            .status
+            .success()
+    );
+    let ok = verify(&db);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    // Flip the last byte of the marked value in the stem blob (tag 0x01, stem, bitmap, value).
+    let mut blob = vec![0x01];
+    blob.extend(hex::decode("ab".repeat(31)).unwrap());
+    let mut bitmap = [0u8; 32];
+    bitmap[0] = 0x80 >> 5;
+    blob.extend(bitmap);
+    blob.extend([0xa5; 32]);
+    let data = db.join("mdbx.dat");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let mut flipped = 0;
+    for i in 0..bytes.len() - blob.len() {
+        if bytes[i..i + blob.len()] == blob[..] {
+            bytes[i + blob.len() - 1] ^= 1;
+            flipped += 1;
+        }
+    }
+    assert!(flipped >= 1);
+    std::fs::write(&data, bytes).unwrap();
+    let bad = verify(&db);
+    assert_eq!(bad.status.code(), Some(1));
+    let err = stderr(&bad);
+    assert!(
+        err.contains("node at path key") && err.contains("hashes to"),
+        "{err}"
+    );
+    let json = bin()
+        .args(["verify", "--json", "--no-progress", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(j["ok"], false);
+    let get = bin()
+        .args(["get", "--read-path", "verified", "--db"])
+        .arg(&db)
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!get.status.success());
+    assert!(stderr(&get).contains("hashes to"), "{}", stderr(&get));
+    // An import on top refuses to build on the corrupt blob.
+    let more = dir.path().join("more.txt");
+    std::fs::write(&more, format!("{key} {}\n", "11".repeat(32))).unwrap();
+    let o = import(&db, &more, "10", &["--relaxed"]);
+    assert!(!o.status.success(), "an import built on a corrupt blob");
+    assert_eq!(info_json(&db)["block"], 1);
+}
+
+#[test]
+fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(50, 8)).unwrap();
+    let db = dir.path().join("db");
+    assert!(import(&db, &file, "10", &["--relaxed"]).status.success());
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    for args in [
+        vec!["info", "--db", db.to_str().unwrap()],
+        vec!["verify", "--db", db.to_str().unwrap()],
+        vec!["root", "-i", file.to_str().unwrap()],
+    ] {
+        let o = bin()
+            .args(&args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("writing output"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"));
+    }
+    // A pipe whose reader is gone: `bintrie import … | head -0`.
+    let mut child = bin()
+        .args(["import", "--relaxed", "--batch", "1", "--db"])
+        .arg(dir.path().join("db2"))
+        .arg("-i")
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("writing output"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn a_failed_import_leaves_no_new_database_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.txt");
+    let mut lines = input(5, 9);
+    lines.push_str("not a line\n");
+    std::fs::write(&file, lines).unwrap();
+    let db = dir.path().join("new");
+    let o = import(&db, &file, "100", &[]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains(":6:"), "{}", stderr(&o));
+    assert!(
+        !db.exists(),
+        "the failed import left {} behind",
+        db.display()
+    );
+    // An existing database is never removed by a failed import.
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, input(5, 10)).unwrap();
+    assert!(import(&db, &good, "100", &[]).status.success());
+    assert!(!import(&db, &file, "100", &[]).status.success());
+    assert_eq!(info_json(&db)["block"], 1);
+}
+
+#[test]
+fn error_messages_say_each_thing_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(5, 11)).unwrap();
+    // The database path is a file: the OS error must appear once.
+    let not_dir = dir.path().join("plainfile");
+    std::fs::write(&not_dir, b"x").unwrap();
+    let o = import(&not_dir, &file, "10", &[]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    let msg = err.trim_start_matches("error: ");
+    for part in msg.split(": ") {
+        assert_eq!(msg.matches(part).count(), 1, "{part:?} repeated in {err}");
+    }
+}

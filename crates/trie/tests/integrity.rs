@@ -1,0 +1,400 @@
+//! Integrity on load: every blob the trie reads is checked against the hash its parent holds,
+//! so a damaged store is an error, never a wrong value or a wrong committed root; and a store
+//! whose paths run past depth 248 is an error, never a panic.
+
+mod common;
+
+use bintrie_keys::{Stem, TreeKey};
+use bintrie_node::{
+    GroupBlob, GroupEntry, MAX_DEPTH, NodeBlob, Path, PathKey, STEM_TAG, Sha256Hasher, StemValues,
+};
+use bintrie_trie::{MemoryStore, Trie, TrieError};
+use common::{Entries, group_root, reference_root};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+
+type T = Trie<MemoryStore>;
+type TE = TrieError<std::convert::Infallible>;
+
+/// A few hundred stems: random ones, and near-copies of a few bases (one bit flipped at a random
+/// depth) so some paths run deep; 1-3 values each.
+fn random_entries(rng: &mut StdRng, stems: usize) -> Entries {
+    let bases: Vec<Stem> = (0..4).map(|_| rng.random()).collect();
+    let mut out = Entries::new();
+    for i in 0..stems {
+        let stem: Stem = if i % 4 == 0 {
+            let mut s = bases[rng.random_range(0..bases.len())];
+            let bit = rng.random_range(0..MAX_DEPTH);
+            s[bit / 8] ^= 0x80 >> (bit % 8);
+            s
+        } else {
+            rng.random()
+        };
+        for _ in 0..rng.random_range(1..=3) {
+            let sub: u8 = rng.random();
+            out.insert(TreeKey::new(stem, sub).to_bytes(), rng.random());
+        }
+    }
+    out
+}
+
+fn batch(entries: &Entries) -> Vec<(TreeKey, [u8; 32])> {
+    entries
+        .iter()
+        .map(|(k, v)| (TreeKey::from_bytes(*k), *v))
+        .collect()
+}
+
+/// `entries` committed at group depth `g` into a fresh store; returns the store and the root.
+fn committed(entries: &Entries, g: u8) -> (MemoryStore, [u8; 32]) {
+    let mut t = T::new(MemoryStore::new(), g).unwrap();
+    t.update(batch(entries)).unwrap();
+    let root = t.commit().unwrap().root;
+    (t.into_store(), root)
+}
+
+fn snapshot(store: &MemoryStore) -> BTreeMap<PathKey, Vec<u8>> {
+    store.iter().map(|(k, v)| (*k, v.clone())).collect()
+}
+
+/// A random stored blob with the given tag, preferring one below the root.
+fn pick_blob(store: &MemoryStore, tag: u8, rng: &mut StdRng) -> (PathKey, Vec<u8>) {
+    let mut found: Vec<_> = store
+        .iter()
+        .filter(|(_, b)| b[0] == tag)
+        .map(|(k, b)| (*k, b.clone()))
+        .collect();
+    found.sort();
+    let deep: Vec<_> = found
+        .iter()
+        .filter(|(k, _)| !k.as_bytes().is_empty())
+        .cloned()
+        .collect();
+    let from = if deep.is_empty() { &found } else { &deep };
+    from[rng.random_range(0..from.len())].clone()
+}
+
+/// Asserts that an update touching `bad` fails with a hash mismatch at `at`, and that nothing
+/// of it was applied: same root, a commit afterwards writes nothing, and a later successful
+/// update (away from the damage) commits exactly the committed `entries` plus its own write.
+fn assert_update_refused(
+    store: &MemoryStore,
+    g: u8,
+    root: [u8; 32],
+    entries: &Entries,
+    bad: TreeKey,
+    at: Path,
+) {
+    let mut t = T::open(store.clone(), g, root).unwrap();
+    // A write under the damaged blob, and writes elsewhere in the same batch.
+    let mut writes = vec![(bad, [0xaa; 32])];
+    writes.extend((0..20u8).map(|i| (TreeKey::new([i.wrapping_mul(13); 31], i), [i | 1; 32])));
+    let err = t.update(writes).unwrap_err();
+    assert!(
+        matches!(err, TE::HashMismatch { path, .. } if path == at),
+        "g={g}: {err}"
+    );
+    assert_eq!(t.root(), root, "g={g}: a refused update changed the root");
+    let before = snapshot(t.store());
+    let stats = t.commit().unwrap();
+    assert_eq!(
+        (stats.root, stats.blobs, stats.removed),
+        (root, 0, 0),
+        "g={g}: a refused update was committed"
+    );
+    assert_eq!(snapshot(t.store()), before);
+    // Somewhere the damage is not on the way to: the root is the old one plus this write only.
+    let Some(elsewhere) = entries
+        .keys()
+        .map(|k| TreeKey::from_bytes(*k))
+        .find(|k| !at.is_prefix_of(&k.stem))
+    else {
+        return; // the damaged blob is the root
+    };
+    t.insert(elsewhere, [0xbb; 32]).unwrap();
+    let mut want = entries.clone();
+    want.insert(elsewhere.to_bytes(), [0xbb; 32]);
+    assert_eq!(t.commit().unwrap().root, reference_root(&want), "g={g}");
+}
+
+/// One byte flipped in a stem blob's values: `get` of a key of that stem is an error (not a
+/// wrong value), other keys still read, and an update touching the stem is refused whole.
+#[test]
+fn flipped_stem_value_is_detected_at_every_group_depth() {
+    for g in 1..=8u8 {
+        let mut rng = StdRng::seed_from_u64(0x5eed_0000 + g as u64);
+        let entries = random_entries(&mut rng, 300);
+        let (mut store, root) = committed(&entries, g);
+        let (key, blob) = pick_blob(&store, STEM_TAG, &mut rng);
+        let path = Path::from_key(key.as_bytes()).unwrap();
+        let NodeBlob::Stem(stem, values) = NodeBlob::decode(&blob).unwrap() else {
+            unreachable!()
+        };
+        // A byte of the k-th present value.
+        let header = 1 + 31 + 32;
+        let offset = rng.random_range(header..blob.len());
+        let sub = values.iter().nth((offset - header) / 32).unwrap().0;
+        let mut damaged = blob.clone();
+        damaged[offset] ^= 1 << rng.random_range(0..8);
+        store.insert_raw(key, damaged);
+
+        let mut t = T::open(store.clone(), g, root).unwrap();
+        let hit = TreeKey::new(stem, sub);
+        let err = t.get(&hit).unwrap_err();
+        assert!(
+            matches!(err, TE::HashMismatch { path: p, .. } if p == path),
+            "g={g}: {err}"
+        );
+        // Every other stem still reads its committed values.
+        for (k, v) in &entries {
+            let k = TreeKey::from_bytes(*k);
+            if k.stem != stem {
+                assert_eq!(t.get(&k).unwrap(), Some(*v), "g={g}");
+            }
+        }
+        // A write to another sub-index of the damaged stem is refused too.
+        assert_update_refused(
+            &store,
+            g,
+            root,
+            &entries,
+            TreeKey::new(stem, sub ^ 0x80),
+            path,
+        );
+    }
+}
+
+/// One byte flipped in a group blob's hash area: every key under that group is an error, keys
+/// elsewhere still read, and an update under it is refused whole.
+#[test]
+fn flipped_group_hash_is_detected_at_every_group_depth() {
+    for g in 1..=8u8 {
+        let mut rng = StdRng::seed_from_u64(0x6e0b_0000 + g as u64);
+        let entries = random_entries(&mut rng, 300);
+        let (mut store, root) = committed(&entries, g);
+        let (key, blob) = pick_blob(&store, bintrie_node::GROUP_TAG, &mut rng);
+        let path = Path::from_key(key.as_bytes()).unwrap();
+        let n = GroupBlob::decode(&blob).unwrap().entries.len();
+        let offset = rng.random_range(blob.len() - 32 * n..blob.len());
+        let mut damaged = blob.clone();
+        damaged[offset] ^= 1 << rng.random_range(0..8);
+        store.insert_raw(key, damaged);
+
+        let mut t = T::open(store.clone(), g, root).unwrap();
+        let mut under = None;
+        for (k, v) in &entries {
+            let k = TreeKey::from_bytes(*k);
+            if path.is_prefix_of(&k.stem) {
+                let err = t.get(&k).unwrap_err();
+                assert!(
+                    matches!(err, TE::HashMismatch { path: p, .. } if p == path),
+                    "g={g}: {err}"
+                );
+                under = Some(k);
+            } else {
+                assert_eq!(t.get(&k).unwrap(), Some(*v), "g={g}");
+            }
+        }
+        let under = under.expect("a committed group holds at least two stems");
+        assert_update_refused(&store, g, root, &entries, under, path);
+        assert!(T::open(store, g, root).unwrap().verify().is_err());
+    }
+}
+
+/// No false positives: an undamaged store reopened, updated and committed over several rounds
+/// gives the root of the same entries built from scratch in memory (and the reference), reads
+/// back every value, and verifies.
+#[test]
+fn reopen_update_commit_matches_a_tree_built_from_scratch() {
+    for g in 1..=8u8 {
+        let mut rng = StdRng::seed_from_u64(0xc1ea_0000 + g as u64);
+        let mut all = random_entries(&mut rng, 300);
+        let (mut store, mut root) = committed(&all, g);
+        for round in 0..3 {
+            // New keys and overwrites of existing ones (including a present zero).
+            let mut writes = random_entries(&mut rng, 40);
+            let existing: Vec<[u8; 32]> = all.keys().copied().collect();
+            for i in 0..40 {
+                let k = existing[rng.random_range(0..existing.len())];
+                writes.insert(k, if i == 0 { [0; 32] } else { rng.random() });
+            }
+            let mut t = T::open(store, g, root).unwrap();
+            t.update(batch(&writes)).unwrap();
+            all.extend(writes);
+            root = t.commit().unwrap().root;
+            let mut fresh = T::new(MemoryStore::new(), g).unwrap();
+            fresh.update(batch(&all)).unwrap();
+            assert_eq!(root, fresh.root(), "g={g} round {round}");
+            assert_eq!(root, reference_root(&all), "g={g} round {round}");
+            store = t.into_store();
+        }
+        let mut t = T::open(store.clone(), g, root).unwrap();
+        for (k, v) in &all {
+            assert_eq!(t.get(&TreeKey::from_bytes(*k)).unwrap(), Some(*v), "g={g}");
+        }
+        assert_eq!(T::open(store, g, root).unwrap().verify().unwrap(), root);
+    }
+}
+
+/// Internal nodes of the group (relative positions above the entries), counted independently of
+/// the engine: the union of every entry's ancestors.
+fn group_inner_nodes(g: u8, entries: &[GroupEntry]) -> u64 {
+    let mut inner = std::collections::BTreeSet::new();
+    for e in entries {
+        for rel in 0..e.depth {
+            inner.insert((rel, e.index >> (g - rel)));
+        }
+    }
+    inner.len() as u64
+}
+
+/// The hash counter covers verification (each loaded group hashes its inner nodes, each loaded
+/// stem its values), and a change inside a loaded group then rehashes only its path: the stem
+/// and one internal node per level above it, not the rest of the group.
+#[test]
+fn load_counts_its_hashes_and_a_change_rehashes_only_its_path() {
+    for g in [3u8, 8] {
+        let mut rng = StdRng::seed_from_u64(0xc0_0000 + g as u64);
+        let entries = random_entries(&mut rng, 300);
+        let (store, root) = committed(&entries, g);
+        let key = TreeKey::from_bytes(*entries.keys().nth(77).unwrap());
+
+        // What loading the path to `key` costs: every blob on it, by path.
+        let mut want_loaded = 0u64;
+        let mut want_hashes = 0u64;
+        let mut stem_depth = 0;
+        for (k, blob) in store.iter() {
+            let p = Path::from_key(k.as_bytes()).unwrap();
+            if !p.is_prefix_of(&key.stem) {
+                continue;
+            }
+            want_loaded += 1;
+            match NodeBlob::decode(blob).unwrap() {
+                NodeBlob::Group(gb) => want_hashes += group_inner_nodes(g, &gb.entries),
+                NodeBlob::Stem(stem, values) => {
+                    assert_eq!(stem, key.stem);
+                    want_hashes += values.stem_hash::<Sha256Hasher>(&stem).1 as u64;
+                    stem_depth = p.len() as u64;
+                }
+            }
+        }
+        let mut t = T::open(store, g, root).unwrap();
+        assert_eq!(
+            t.get(&key).unwrap(),
+            Some(entries[&key.to_bytes()]),
+            "g={g}"
+        );
+        let s = t.stats();
+        assert_eq!(
+            (s.nodes_loaded, s.hashes),
+            (want_loaded, want_hashes),
+            "g={g}"
+        );
+
+        t.insert(key, [0xee; 32]).unwrap();
+        let values: StemValues = t.get_stem(&key.stem).unwrap().unwrap().clone();
+        t.reset_stats();
+        t.root();
+        let stem_calls = values.stem_hash::<Sha256Hasher>(&key.stem).1 as u64;
+        assert_eq!(t.stats().hashes, stem_calls + stem_depth, "g={g}");
+    }
+}
+
+/// Two stems that differ only in their last bit sit at depth 248, the deepest a node can be:
+/// they commit and load at every group depth (the depth checks are not off by one).
+#[test]
+fn stems_at_depth_248_load_at_every_group_depth() {
+    let a: Stem = [0x5a; 31];
+    let mut b = a;
+    b[30] ^= 1;
+    let mut entries = Entries::new();
+    entries.insert(TreeKey::new(a, 1).to_bytes(), [1; 32]);
+    entries.insert(TreeKey::new(b, 2).to_bytes(), [2; 32]);
+    entries.insert(TreeKey::new([0xa5; 31], 3).to_bytes(), [3; 32]);
+    for g in 1..=8u8 {
+        let (store, root) = committed(&entries, g);
+        assert!(
+            store
+                .iter()
+                .any(|(k, _)| Path::from_key(k.as_bytes()).unwrap().len() == MAX_DEPTH)
+        );
+        let mut t = T::open(store.clone(), g, root).unwrap();
+        for (k, v) in &entries {
+            assert_eq!(t.get(&TreeKey::from_bytes(*k)).unwrap(), Some(*v), "g={g}");
+        }
+        t.insert(TreeKey::new(b, 9), [9; 32]).unwrap();
+        let new_root = t.commit().unwrap().root;
+        let mut all = entries.clone();
+        all.insert(TreeKey::new(b, 9).to_bytes(), [9; 32]);
+        assert_eq!(new_root, reference_root(&all), "g={g}");
+        assert_eq!(
+            T::open(t.into_store(), g, new_root)
+                .unwrap()
+                .verify()
+                .unwrap(),
+            new_root
+        );
+    }
+}
+
+/// A store holding a chain of one-entry group blobs down the all-zero path, with hashes that
+/// verify, whose last group would expand into internal nodes at depth 248 (where only stems
+/// can sit). Returns the store and its root.
+fn chain_to_248(g: u8) -> (MemoryStore, [u8; 32]) {
+    let zero: Stem = [0; 31];
+    let last = MAX_DEPTH / g as usize; // groups at 0, g, .., last * g (the last at or past 248 - g)
+    let mut store = MemoryStore::new();
+    let mut below = [7u8; 32];
+    for k in (0..=last).rev() {
+        let entries = [GroupEntry {
+            index: 0,
+            depth: g,
+            hash: below,
+        }];
+        let mut blob = Vec::new();
+        GroupBlob::encode(g, &entries, &mut blob);
+        store.insert_raw(Path::from_stem_prefix(&zero, k * g as usize).to_key(), blob);
+        below = group_root(g, &entries);
+    }
+    (store, below)
+}
+
+/// A chain of group blobs reaching depth 248: `get`, `get_stem`, `update` and `verify` of a key
+/// down that path return an error; none panics or loops.
+#[test]
+fn group_chain_reaching_depth_248_is_an_error_not_a_panic() {
+    for g in 1..=8u8 {
+        let (store, root) = chain_to_248(g);
+        let key = TreeKey::new([0; 31], 5);
+        let deep = |e: &TE| matches!(e, TE::Corrupt { .. } | TE::TooDeep);
+
+        let mut t = T::open(store.clone(), g, root).unwrap();
+        let e = t.get(&key).unwrap_err();
+        assert!(deep(&e), "g={g}: {e}");
+        let e = t.get_stem(&key.stem).unwrap_err();
+        assert!(deep(&e), "g={g}: {e}");
+
+        let mut t = T::open(store.clone(), g, root).unwrap();
+        let e = t
+            .update(vec![(key, [1; 32]), (TreeKey::new([0xff; 31], 0), [2; 32])])
+            .unwrap_err();
+        assert!(deep(&e), "g={g}: {e}");
+        assert_eq!(t.root(), root, "g={g}");
+        assert_eq!(t.commit().unwrap().blobs, 0, "g={g}");
+
+        let e = T::open(store.clone(), g, root)
+            .unwrap()
+            .verify()
+            .unwrap_err();
+        assert!(deep(&e), "g={g}: {e}");
+
+        // The same chain with a hash that does not verify stops at the root, before any depth.
+        let mut t = T::open(store, g, [9; 32]).unwrap();
+        let e = t.get(&key).unwrap_err();
+        assert!(
+            matches!(e, TE::HashMismatch { path, .. } if path == Path::ROOT),
+            "g={g}: {e}"
+        );
+    }
+}
