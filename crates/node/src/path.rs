@@ -126,6 +126,21 @@ impl Path {
     }
 }
 
+/// The path as its bits, most significant first (`0110…`), or `root` for the empty path: for
+/// messages that name where in the tree something is.
+impl std::fmt::Display for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.len == 0 {
+            return f.write_str("root");
+        }
+        for i in 0..self.len as usize {
+            let bit = (self.bits[i / 8] >> (7 - i % 8)) & 1;
+            f.write_str(if bit == 1 { "1" } else { "0" })?;
+        }
+        Ok(())
+    }
+}
+
 /// An on-disk node key: at most 32 bytes, stored inline.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct PathKey {
@@ -151,6 +166,16 @@ impl AsRef<[u8]> for PathKey {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_path_displays_as_its_bits() {
+        assert_eq!(Path::ROOT.to_string(), "root");
+        let mut stem = [0u8; 31];
+        stem[0] = 0b1010_0000;
+        stem[1] = 0b1000_0000;
+        assert_eq!(Path::from_stem_prefix(&stem, 9).to_string(), "101000001");
+        assert_eq!(Path::from_stem_prefix(&stem, 248).to_string().len(), 248);
+    }
 
     #[test]
     fn root_key_is_empty() {

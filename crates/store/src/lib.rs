@@ -319,6 +319,33 @@ fn read_meta<K: libmdbx::TransactionKind>(
     }))
 }
 
+/// An advisory lock (`flock`) on a database directory, held while a store is opened, so that
+/// one process creating a database and another opening it never see a half-made file. Best
+/// effort: where the filesystem has no `flock` (some network filesystems), opens go unlocked.
+struct DirLock(#[allow(dead_code)] Option<std::fs::File>);
+
+impl DirLock {
+    /// Waits for the exclusive lock (a writer's open).
+    fn exclusive(dir: &FsPath) -> Self {
+        Self::take(dir, std::fs::File::lock)
+    }
+
+    /// Waits for a shared lock (a reader's open).
+    fn shared(dir: &FsPath) -> Self {
+        Self::take(dir, std::fs::File::lock_shared)
+    }
+
+    fn take(dir: &FsPath, lock: fn(&std::fs::File) -> std::io::Result<()>) -> Self {
+        match std::fs::File::open(dir).and_then(|f| lock(&f).map(|()| f)) {
+            Ok(f) => DirLock(Some(f)),
+            Err(e) => {
+                tracing::debug!(dir = %dir.display(), error = %e, "opening without a directory lock");
+                DirLock(None)
+            }
+        }
+    }
+}
+
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
 /// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
 /// being created). Never creates, formats or writes the data file.
@@ -412,6 +439,7 @@ impl StateStore {
             _ => Ok(()),
         };
         if options.read_only {
+            let _open_lock = DirLock::shared(&dir);
             let (db, meta) = open_read_only(&dir)?;
             let meta = meta.ok_or_else(|| StoreError::NotADatabase {
                 path: data.clone(),
@@ -428,6 +456,12 @@ impl StateStore {
                 meta,
             });
         }
+        // Opening for writing may create and format the data file. Two processes doing that
+        // at once would each see the other's half-made file and call it "not a database";
+        // opens are serialised by a lock on the directory, held until the tables exist.
+        std::fs::create_dir_all(&dir)?;
+        let _open_lock = DirLock::exclusive(&dir);
+        let exists = exists || data.exists();
         if exists {
             // Validate before MDBX opens it for writing: never format over a file that is not
             // a database of this format.
@@ -444,7 +478,6 @@ impl StateStore {
                 )));
             }
         };
-        std::fs::create_dir_all(&dir)?;
         let db = Database::<MapKind>::open_with_options(
             &dir,
             DatabaseOptions {
@@ -592,14 +625,11 @@ impl StateStore {
         // the block this store last saw. Another process (or another handle) that committed
         // since makes this commit a lost update, so it is refused.
         let stored = read_meta(&txn, &tables.meta)?;
-        let (stored_block, stored_root) = stored.map_or((0, ZERO_HASH), |m| (m.block, m.root));
-        if (stored_block, stored_root) != (self.meta.block, self.meta.root) {
-            return Err(StoreError::Conflict {
-                stored_block,
-                stored_root: hex(&stored_root),
-                expected_block: self.meta.block,
-                expected_root: hex(&self.meta.root),
-            });
+        let stored_at = stored
+            .as_ref()
+            .map_or((0, ZERO_HASH), |m| (m.block, m.root));
+        if stored_at != (self.meta.block, self.meta.root) {
+            return Err(self.conflict(stored));
         }
         let t = std::time::Instant::now();
         body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
@@ -617,6 +647,18 @@ impl StateStore {
         // Preloaded blobs belong to the previous block's tree.
         self.warm().blobs.clear();
         Ok(())
+    }
+
+    /// The error for a database found at `stored` (its meta; `None`: empty) when this handle
+    /// builds on `self.meta`.
+    fn conflict(&self, stored: Option<Meta>) -> StoreError {
+        let (stored_block, stored_root) = stored.map_or((0, ZERO_HASH), |m| (m.block, m.root));
+        StoreError::Conflict {
+            stored_block,
+            stored_root: hex(&stored_root),
+            expected_block: self.meta.block,
+            expected_root: hex(&self.meta.root),
+        }
     }
 
     /// MDBX reports a write that failed for lack of space as an I/O error (EIO): when the
@@ -845,6 +887,14 @@ impl NodeStore for StateStore {
             }
         }
         let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
+        // The blob must come from the tree this handle builds on. If another process has
+        // committed since, the trie would find a blob that does not hash to what its parent
+        // holds and call it corruption; say what it is instead.
+        let meta = txn.open_table(Some(T_META)).map_err(map_err)?;
+        let root = txn.get::<Vec<u8>>(&meta, M_ROOT).map_err(map_err)?;
+        if root.as_deref().unwrap_or(&ZERO_HASH) != self.meta.root {
+            return Err(self.conflict(read_meta(&txn, &meta)?));
+        }
         let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
         txn.get(&nodes, key.as_bytes()).map_err(map_err)
     }

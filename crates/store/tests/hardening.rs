@@ -186,6 +186,13 @@ fn a_second_writer_handle_cannot_commit_over_a_newer_block() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("changed under this writer"), "{err}");
+    // Loading more of block 1's tree now finds block 2's blobs: that is the other writer, not
+    // corruption, and the error says so (rather than "hashes to ... but its parent holds").
+    let err = b
+        .update(random_writes(&mut rng, 50))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("changed under this writer"), "{err}");
     drop((a, b));
     let reopened = StateStore::open_read_only(dir.path()).unwrap();
     assert_eq!(reopened.meta(), after_a);

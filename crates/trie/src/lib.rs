@@ -41,14 +41,14 @@ pub enum TrieError<E: std::error::Error + 'static> {
     #[error("store: {0}")]
     Store(E),
     /// A node the tree refers to is not in the store.
-    #[error("node missing from the store at path {path:?}")]
+    #[error("node missing from the store at path {path}")]
     MissingNode {
         /// Where it should be.
         path: Path,
     },
     /// A stored blob is malformed or does not fit where it is (including a group blob that
     /// would expand into internal nodes at depth 248 or below, where only stems can sit).
-    #[error("corrupt node at path {path:?}: {reason}")]
+    #[error("corrupt node at path {path}: {reason}")]
     Corrupt {
         /// Where it is.
         path: Path,
@@ -80,7 +80,7 @@ pub enum TrieError<E: std::error::Error + 'static> {
     /// [`Trie::open`]), or a node [`Trie::verify`] recomputed. The blob is not used: the failed
     /// operation changes nothing (blobs verified before it may stay loaded).
     #[error(
-        "node at path {path:?} hashes to {} but its parent holds {}",
+        "node at path {path} hashes to {} but its parent holds {}",
         hex32(.computed),
         hex32(.claimed)
     )]
