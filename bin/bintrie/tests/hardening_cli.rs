@@ -185,7 +185,8 @@ fn readers_never_write_and_coexist_with_a_relaxed_writer() {
         assert!(v.status.success(), "{}", stderr(&v));
         reads += 1;
     }
-    assert!(writer.wait().unwrap().success());
+    let w = writer.wait_with_output().unwrap();
+    assert!(w.status.success(), "{}", stderr(&w));
     assert!(reads > 0, "the writer finished before any read ran");
 }
 

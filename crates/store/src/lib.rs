@@ -478,26 +478,44 @@ impl StateStore {
                 )));
             }
         };
-        let db = Database::<MapKind>::open_with_options(
-            &dir,
-            DatabaseOptions {
-                max_tables: Some(8),
-                max_readers: Some(256),
-                page_size,
-                no_rdahead: true,
-                mode: Mode::ReadWrite(ReadWriteOptions {
-                    sync_mode: match options.durability {
-                        Durability::Durable => SyncMode::Durable,
-                        Durability::Relaxed => SyncMode::SafeNoSync,
-                    },
-                    min_size: None,
-                    max_size: Some(options.max_size.unwrap_or(1 << 40) as isize),
-                    growth_step: options.growth_step.map(|g| g as isize),
-                    shrink_threshold: None,
-                }),
-                ..Default::default()
+        let open = |sync_mode: SyncMode| {
+            Database::<MapKind>::open_with_options(
+                &dir,
+                DatabaseOptions {
+                    max_tables: Some(8),
+                    max_readers: Some(256),
+                    page_size: page_size.clone(),
+                    no_rdahead: true,
+                    mode: Mode::ReadWrite(ReadWriteOptions {
+                        sync_mode,
+                        min_size: None,
+                        max_size: Some(options.max_size.unwrap_or(1 << 40) as isize),
+                        growth_step: options.growth_step.map(|g| g as isize),
+                        shrink_threshold: None,
+                    }),
+                    ..Default::default()
+                },
+            )
+        };
+        let db = match options.durability {
+            Durability::Durable => open(SyncMode::Durable),
+            // The first process to open an environment sets its durability for all who join,
+            // and a reader that got there first holds it durable: a relaxed writer then joins
+            // durable (never weaker than asked) rather than fail.
+            Durability::Relaxed => match open(SyncMode::SafeNoSync) {
+                Err(libmdbx::Error::Incompatible) => {
+                    let db = open(SyncMode::Durable);
+                    if db.is_ok() {
+                        tracing::warn!(
+                            "another process holds the database open in durable mode: this \
+                             writer's commits are durable too"
+                        );
+                    }
+                    db
+                }
+                other => other,
             },
-        )
+        }
         .map_err(|e| match e {
             libmdbx::Error::Incompatible => StoreError::Options(
                 "another process has the database open for writing with another durability \

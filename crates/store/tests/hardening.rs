@@ -396,3 +396,58 @@ fn a_stray_node_or_flat_entry_is_caught() {
         "{err}"
     );
 }
+
+/// Not a test on its own: run by [`a_relaxed_writer_opens_beside_a_reader_that_came_first`] in a
+/// child process (MDBX allows one open of an environment per process), it opens the database
+/// in `$BINTRIE_HOLD_READER` read-only, says `open`, and holds it until its stdin closes.
+#[test]
+#[ignore = "a helper process for another test"]
+fn hold_a_reader_open() {
+    let Ok(dir) = std::env::var("BINTRIE_HOLD_READER") else {
+        return;
+    };
+    let _reader = StateStore::open_read_only(&dir).unwrap();
+    println!("open");
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new()).unwrap();
+}
+
+/// The first process to open an environment fixes its durability; a reader that got there first
+/// holds it durable. A relaxed writer opened beside it must still open (its commits are then
+/// durable), not fail with "another durability".
+#[test]
+fn a_relaxed_writer_opens_beside_a_reader_that_came_first() {
+    use std::io::{BufRead, Read};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(9);
+    build(dir.path(), 4, &random_writes(&mut rng, 50), &[]);
+    let mut reader = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "hold_a_reader_open", "--ignored", "--nocapture"])
+        .env("BINTRIE_HOLD_READER", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(reader.stdout.take().unwrap());
+    assert!(
+        out.by_ref()
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.trim() == "open"),
+        "the reader process did not open the database"
+    );
+    let store = StateStore::open(dir.path(), &opts(4)).unwrap();
+    let root = store.meta().root;
+    let mut trie: Trie<StateStore> = Trie::open(store, 4, root).unwrap();
+    trie.update(random_writes(&mut rng, 20)).unwrap();
+    let new_root = trie
+        .commit_with(|s, set| s.write_block(set, 2, &[]))
+        .unwrap()
+        .root;
+    drop(trie);
+    drop(reader.stdin.take());
+    out.read_to_end(&mut Vec::new()).unwrap();
+    assert!(reader.wait().unwrap().success());
+    let reopened = StateStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(reopened.meta().root, new_root);
+}
