@@ -3,6 +3,8 @@
 //! It drives cargo and the built binaries; it depends on none of the project's crates, so it
 //! builds on a machine that lacks the system packages the crates need, and installs them.
 
+#![forbid(unsafe_code)]
+
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
@@ -12,8 +14,9 @@ cargo xtask <command>
 Commands:
   run ARGS   build bintrie (release) and run `bintrie ARGS`, e.g.
              cargo xtask run root --alloc testdata/genesis-sample.json
-  test       the test suite: cargo test --workspace (what .ci/run calls)
-  ci         cargo fmt --check, clippy -D warnings, then the tests
+  test       what .ci/run calls: cargo fmt --check, clippy --all-targets -D warnings, then
+             cargo test --workspace (`ci` is the same)
+  unit       cargo test --workspace alone
   deps       install the system packages the build needs (libclang-dev for MDBX's bindings)
   exec-bench [--runs N] [--fixtures DIR]
              the recorded mainnet blocks, cold (page cache evicted before each run), in three
@@ -33,6 +36,31 @@ fn cargo(args: &[&str]) -> Result<()> {
     let status = Command::new(env!("CARGO")).args(args).status()?;
     if !status.success() {
         bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Fails with the command that installs them when a toolchain component (`rustfmt`, `clippy`)
+/// is missing: a minimal rustup profile ships without them.
+fn ensure_components(components: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = components
+        .iter()
+        .copied()
+        .filter(|c| {
+            let sub = if *c == "rustfmt" { "fmt" } else { *c };
+            !Command::new(env!("CARGO"))
+                .args([sub, "--version"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the tests check formatting and lints, and this toolchain lacks {}; install with:\n  \
+             rustup component add {}",
+            missing.join(" and "),
+            missing.join(" ")
+        );
     }
     Ok(())
 }
@@ -168,12 +196,9 @@ fn main() -> Result<()> {
             a.extend(args[1..].iter().map(String::as_str));
             cargo(&a)
         }
-        Some("test") => {
+        Some("test" | "ci") => {
             ensure_system_deps()?;
-            cargo(&["test", "--workspace"])
-        }
-        Some("ci") => {
-            ensure_system_deps()?;
+            ensure_components(&["rustfmt", "clippy"])?;
             cargo(&["fmt", "--all", "--", "--check"])?;
             cargo(&[
                 "clippy",
@@ -183,6 +208,10 @@ fn main() -> Result<()> {
                 "-D",
                 "warnings",
             ])?;
+            cargo(&["test", "--workspace"])
+        }
+        Some("unit") => {
+            ensure_system_deps()?;
             cargo(&["test", "--workspace"])
         }
         Some("exec-bench") => {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// Arguments of `bintrie bench`.
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Preset sizes: `smoke` (20k stems, 3 runs: checks the pipeline in about a minute), `small`
     /// (1M stems, 10 runs: about 9 minutes on 2 cores), `study` (16M stems per database, 10 runs:
     /// about 30 minutes and one 5-6 GB database at a time).
@@ -121,7 +121,7 @@ fn group_depths(s: &str) -> Result<Vec<u8>> {
 }
 
 /// Runs `bintrie bench`.
-pub fn cmd_bench(args: BenchArgs) -> Result<()> {
+pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     let scale = Scale::parse(&args.scale)
         .with_context(|| format!("unknown scale `{}` (smoke, small or study)", args.scale))?;
     let out = args.out.clone().unwrap_or_else(|| {

@@ -28,7 +28,7 @@ impl From<ReadPathArg> for ReadPath {
 
 /// Read path names for `get`: the two store paths, or the verified walk.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum GetReadPath {
+pub(crate) enum GetReadPath {
     /// From the root through the group blobs to the stem, trusting them.
     Trie,
     /// One lookup in the flat stem table, trusting it.
@@ -38,7 +38,7 @@ pub enum GetReadPath {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// Database directory (created when absent).
     #[arg(long)]
     db: PathBuf,
@@ -61,7 +61,7 @@ pub struct ImportArgs {
     page_size: Option<usize>,
 }
 
-pub fn cmd_import(args: ImportArgs) -> Result<()> {
+pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     let reader: Box<dyn BufRead> = if args.input == "-" {
         Box::new(BufReader::new(std::io::stdin()))
     } else {
@@ -184,7 +184,7 @@ fn import_into(
 }
 
 #[derive(clap::Args, Debug)]
-pub struct InfoArgs {
+pub(crate) struct InfoArgs {
     /// Database directory.
     #[arg(long)]
     db: PathBuf,
@@ -199,7 +199,7 @@ fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
     StateStore::open_read_only(dir).with_context(|| format!("opening {}", dir.display()))
 }
 
-pub fn cmd_info(args: InfoArgs) -> Result<()> {
+pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
     let store = open_existing(&args.db)?;
     let meta = store.meta();
     let (nodes, stems, codes) = store.counts()?;
@@ -274,7 +274,7 @@ pub fn cmd_info(args: InfoArgs) -> Result<()> {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct GetArgs {
+pub(crate) struct GetArgs {
     /// Database directory (opened read-only).
     #[arg(long)]
     db: PathBuf,
@@ -287,7 +287,7 @@ pub struct GetArgs {
     read_path: GetReadPath,
 }
 
-pub fn cmd_get(args: GetArgs) -> Result<()> {
+pub(crate) fn cmd_get(args: GetArgs) -> Result<()> {
     let key = TreeKey::from_bytes(input::parse_b32(&args.key).context("KEY")?);
     let store = open_existing(&args.db)?;
     let reader = store.reader()?;
@@ -306,7 +306,7 @@ pub fn cmd_get(args: GetArgs) -> Result<()> {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Database directory (opened read-only).
     #[arg(long)]
     db: PathBuf,
@@ -319,7 +319,7 @@ pub struct VerifyArgs {
     no_progress: bool,
 }
 
-pub fn cmd_verify(args: VerifyArgs) -> Result<()> {
+pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
     let store = open_existing(&args.db)?;
     let (_, total_stems, _) = store.counts()?;
     let bar = if args.no_progress {

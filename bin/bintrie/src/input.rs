@@ -13,13 +13,13 @@ use std::io::{BufRead, Read};
 
 /// The longest `KEY VALUE` line accepted, in bytes (without its line ending). A valid line is
 /// 130 bytes (two 0x-prefixed words and a space) plus optional whitespace, or a comment.
-pub const MAX_LINE_BYTES: usize = 4096;
+pub(crate) const MAX_LINE_BYTES: usize = 4096;
 
 /// At most this many characters of a bad input are quoted in an error message.
 const SHOWN_CHARS: usize = 80;
 
 /// `s` quoted for an error message, cut after [`SHOWN_CHARS`] characters.
-pub fn shown(s: &str) -> String {
+pub(crate) fn shown(s: &str) -> String {
     match s.char_indices().nth(SHOWN_CHARS) {
         None => format!("{s:?}"),
         Some((i, _)) => format!("{:?}… ({} bytes)", &s[..i], s.len()),
@@ -34,7 +34,7 @@ fn strip_0x(s: &str) -> &str {
 }
 
 /// Parses 32 bytes of hex (0x optional, exactly 64 digits).
-pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
+pub(crate) fn parse_b32(s: &str) -> Result<[u8; 32]> {
     let digits = strip_0x(s).chars().count();
     if digits != 64 {
         bail!("expected 32 bytes of hex (64 digits), got {digits} characters");
@@ -44,7 +44,11 @@ pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
 }
 
 /// Parses one input line: `None` for blank lines and `#` comments; errors name `source:line`.
-pub fn parse_kv_line(line: &str, source: &str, n: usize) -> Result<Option<(TreeKey, [u8; 32])>> {
+pub(crate) fn parse_kv_line(
+    line: &str,
+    source: &str,
+    n: usize,
+) -> Result<Option<(TreeKey, [u8; 32])>> {
     let t = line.trim();
     if t.is_empty() || t.starts_with('#') {
         return Ok(None);
@@ -63,10 +67,10 @@ pub fn parse_kv_line(line: &str, source: &str, n: usize) -> Result<Option<(TreeK
 
 /// One line read by [`kv_lines`]: its number (1-based) and its entry (`None` for a blank or
 /// comment line).
-pub type KvLine = (usize, Option<(TreeKey, [u8; 32])>);
+pub(crate) type KvLine = (usize, Option<(TreeKey, [u8; 32])>);
 
 /// The `KEY VALUE` lines of `reader`, parsed one at a time: see [`kv_lines`].
-pub struct KvLines<R> {
+pub(crate) struct KvLines<R> {
     reader: R,
     source: String,
     /// The number of the line read last (1-based).
@@ -83,7 +87,7 @@ pub struct KvLines<R> {
 /// (`None` for a blank or comment line). A line longer than [`MAX_LINE_BYTES`] (e.g. from
 /// `/dev/zero`), a line that is not UTF-8, a read error or a bad line is yielded once as an
 /// `Err` naming `source:n`, and the iteration ends there. Line endings are `\n` or `\r\n`.
-pub fn kv_lines<R: BufRead>(reader: R, source: &str) -> KvLines<R> {
+pub(crate) fn kv_lines<R: BufRead>(reader: R, source: &str) -> KvLines<R> {
     KvLines {
         reader,
         source: source.to_string(),
@@ -139,7 +143,10 @@ impl<R: BufRead> std::iter::FusedIterator for KvLines<R> {}
 
 /// Reads `KEY VALUE` lines (see [`kv_lines`]). Returns the writes in input order (a later
 /// write to the same key wins when applied).
-pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey, [u8; 32])>> {
+pub(crate) fn read_kv_lines(
+    reader: impl BufRead,
+    source: &str,
+) -> Result<Vec<(TreeKey, [u8; 32])>> {
     let mut out = Vec::new();
     for item in kv_lines(reader, source) {
         if let (_, Some(kv)) = item? {
@@ -151,7 +158,7 @@ pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey,
 
 /// A uint from a JSON number, a decimal string or a 0x-hex string (`0x` alone is zero); errors
 /// name `at`. Strings must be plain digits: no sign, no `_`, no whitespace.
-pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
+pub(crate) fn json_u256(v: &Value, at: &str) -> Result<U256> {
     match v {
         Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
             anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
@@ -177,7 +184,7 @@ pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
 }
 
 /// Bytes from a hex string (0x optional, even digit count); errors name `at`.
-pub fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
+pub(crate) fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
     let s = v
         .as_str()
         .ok_or_else(|| anyhow!("{at}: expected a hex string, got {}", shown(&v.to_string())))?;
@@ -214,7 +221,7 @@ impl<K: Ord> Spellings<K> {
 /// Follows geth's genesis semantics: a storage slot whose value is zero is not written (zero
 /// over zero is a no-op, SPEC §4). Errors name the JSON path of the bad field. An address or a
 /// slot given twice in different spellings is an error.
-pub fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
+pub(crate) fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
     let (alloc, prefix) = match json.get("alloc") {
         Some(a) => (a, "alloc"),
         None => (json, ""),

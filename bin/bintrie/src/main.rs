@@ -1,5 +1,7 @@
 //! `bintrie`: the command-line tool of the EIP-7864 binary-trie state backend.
 
+#![forbid(unsafe_code)]
+
 /// mimalloc: the trie allocates millions of small nodes, and glibc's per-thread arenas made
 /// repeated large builds up to 50% slower (measured in `cargo bench -p bintrie-trie`).
 #[global_allocator]

@@ -4,6 +4,8 @@
 //! report.md, SVG charts, index.html), and the runner (state building, workload blocks, cold
 //! measurement).
 
+#![forbid(unsafe_code)]
+
 pub mod contracts;
 pub mod model;
 pub mod report;

@@ -9,6 +9,8 @@
 //!
 //! Decoders validate everything and return [`CodecError`]; they never panic on any input.
 
+#![forbid(unsafe_code)]
+
 pub mod group;
 pub mod hash;
 pub mod path;

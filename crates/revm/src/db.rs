@@ -57,7 +57,7 @@ pub fn decode_account(
 }
 
 /// The value of a storage slot inside its stem (zero when absent).
-pub fn slot_value(values: Option<&StemValues>, sub_index: u8) -> U256 {
+pub(crate) fn slot_value(values: Option<&StemValues>, sub_index: u8) -> U256 {
     values
         .and_then(|v| v.get(sub_index))
         .map_or(U256::ZERO, |v| U256::from_be_bytes(*v))

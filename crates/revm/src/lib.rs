@@ -22,6 +22,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod block;
 mod db;
 mod error;

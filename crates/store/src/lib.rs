@@ -14,6 +14,8 @@
 //! at any instant leaves the previous block intact. [`Reader`] is one read transaction (a
 //! consistent snapshot) with the two read paths, the trie walk and the flat table, counted.
 
+#![forbid(unsafe_code)]
+
 mod evict;
 mod reader;
 mod verify;
@@ -859,17 +861,7 @@ impl StateStore {
 
 /// Bytes available to an unprivileged writer on the filesystem holding `dir`.
 fn free_bytes(dir: &FsPath) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out-pointer; statvfs writes
-    // the whole struct when it returns 0, and we read it only then.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so it initialised `st`.
-    let st = unsafe { st.assume_init() };
+    let st = rustix::fs::statvfs(dir).ok()?;
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 

@@ -364,7 +364,7 @@ impl<'db> Reader<'db> {
 
 /// The hash of a group's root, computed from its entries (the inner nodes of the group are
 /// hashed up from them, SPEC §5), and the number of hash calls.
-pub fn group_hash<H: TreeHasher>(group: &GroupBlob) -> (Hash32, u32) {
+pub(crate) fn group_hash<H: TreeHasher>(group: &GroupBlob) -> (Hash32, u32) {
     fn sub<H: TreeHasher>(
         entries: &[GroupEntry],
         g: u8,

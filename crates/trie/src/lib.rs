@@ -19,6 +19,8 @@
 //! assert_eq!(again.root(), root);
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod commit;
 mod store;
 mod trie;

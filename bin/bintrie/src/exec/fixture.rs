@@ -29,7 +29,7 @@ use std::path::Path;
 
 /// An account of the pre-state.
 #[derive(Clone, Debug)]
-pub struct PreAccount {
+pub(super) struct PreAccount {
     /// Nonce, balance, code and non-zero storage.
     pub state: AccountState,
     /// Set when the fixture gives the account's code hash but not its code (an account the
@@ -92,7 +92,7 @@ fn parent_of(number: u64) -> Result<u64> {
 
 /// What an account must hold after the block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExpectedAccount {
+pub(super) struct ExpectedAccount {
     /// Balance, nonce and code hash; `None` when the account must not exist (or be empty).
     pub info: Option<(U256, u64, B256)>,
     /// Storage slots and their values.
@@ -101,7 +101,7 @@ pub struct ExpectedAccount {
 
 /// One block to execute, with everything needed around it.
 #[derive(Debug)]
-pub struct Fixture {
+pub(super) struct Fixture {
     /// `zkpi`, `rpccache` or `block`.
     pub format: &'static str,
     /// The block, with transactions and senders.
@@ -126,7 +126,7 @@ pub struct Fixture {
 
 impl Fixture {
     /// The block number.
-    pub fn number(&self) -> u64 {
+    pub(super) fn number(&self) -> u64 {
         self.block.header.inner.number
     }
 }
@@ -134,7 +134,7 @@ impl Fixture {
 /// Reads a fixture (gzip is detected by its magic bytes). `pre_state` is the separate pre-state
 /// file of the `block` format; when it is `None` for that format, a sibling file named like the
 /// block file with `.block.json` replaced by `.pre_state.json` is used if it exists.
-pub fn load(path: &Path, pre_state: Option<&Path>) -> Result<Fixture> {
+pub(super) fn load(path: &Path, pre_state: Option<&Path>) -> Result<Fixture> {
     let json = read_json(path)?;
     let src = path.display().to_string();
     let Some(obj) = json.as_object() else {

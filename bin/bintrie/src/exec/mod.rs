@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// The block: a zkpi fixture (`*.zkpi.json`), a JSON-RPC cache (`*.rpccache.json[.gz]`), or
     /// an `eth_getBlockByNumber(n, true)` block (`*.block.json`, with --pre-state).
     #[arg(long)]
@@ -454,7 +454,7 @@ fn run_block(state: &mut BinTrieState, fx: &Fixture, args: &ExecArgs) -> Result<
 /// The context of an error writing the command's output.
 const WRITING: &str = "writing output";
 
-pub fn cmd_exec(args: ExecArgs) -> Result<()> {
+pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     let t = Instant::now();
     let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;
     let load_time = t.elapsed();

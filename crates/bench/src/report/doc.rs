@@ -37,7 +37,7 @@ pub(super) const NONE: &str = "—";
 
 impl Table {
     /// An empty table with the given column titles.
-    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Table {
+    pub(super) fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Table {
         Table {
             header: header.into_iter().map(Into::into).collect(),
             rows: Vec::new(),
@@ -45,7 +45,7 @@ impl Table {
     }
 
     /// Removes every column after the first whose body cells are all [`NONE`] (or empty).
-    pub fn drop_empty_columns(&mut self) {
+    pub(super) fn drop_empty_columns(&mut self) {
         let keep: Vec<bool> = (0..self.header.len())
             .map(|c| {
                 c == 0

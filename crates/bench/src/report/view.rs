@@ -21,7 +21,7 @@ pub(super) struct Combo {
 
 impl Combo {
     /// The combination of `key`.
-    pub fn of(key: &ConfigKey) -> Combo {
+    pub(super) fn of(key: &ConfigKey) -> Combo {
         Combo {
             page_size: key.page_size,
             read_path: key.read_path,
@@ -30,7 +30,7 @@ impl Combo {
     }
 
     /// The configuration of this combination for `workload` at `group_depth`.
-    pub fn key(self, workload: Workload, group_depth: u8) -> ConfigKey {
+    pub(super) fn key(self, workload: Workload, group_depth: u8) -> ConfigKey {
         ConfigKey {
             page_size: self.page_size,
             group_depth,
@@ -41,7 +41,7 @@ impl Combo {
     }
 
     /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page`.
-    pub fn label(self, with_page: bool) -> String {
+    pub(super) fn label(self, with_page: bool) -> String {
         let mut s = format!(
             "{}{}",
             self.read_path.name(),
@@ -67,13 +67,13 @@ pub(super) struct View<'a> {
 
 impl<'a> View<'a> {
     /// Indexes `results.summaries` by configuration.
-    pub fn new(results: &'a Results) -> View<'a> {
+    pub(super) fn new(results: &'a Results) -> View<'a> {
         let summaries = results.summaries.iter().map(|s| (s.key, s)).collect();
         View { results, summaries }
     }
 
     /// Workloads with at least one summary, in [`Workload::ALL`] order.
-    pub fn workloads(&self) -> Vec<Workload> {
+    pub(super) fn workloads(&self) -> Vec<Workload> {
         let present: BTreeSet<Workload> = self.summaries.keys().map(|k| k.workload).collect();
         Workload::ALL
             .into_iter()
@@ -83,7 +83,7 @@ impl<'a> View<'a> {
 
     /// Combinations measured for `workload`, sorted (page size, trie before flat, prefetch off
     /// before on).
-    pub fn combos(&self, workload: Workload) -> Vec<Combo> {
+    pub(super) fn combos(&self, workload: Workload) -> Vec<Combo> {
         let set: BTreeSet<Combo> = self
             .summaries
             .keys()
@@ -94,7 +94,7 @@ impl<'a> View<'a> {
     }
 
     /// Group depths measured for `workload` in `combo`, ascending.
-    pub fn group_depths(&self, workload: Workload, combo: Combo) -> Vec<u8> {
+    pub(super) fn group_depths(&self, workload: Workload, combo: Combo) -> Vec<u8> {
         self.summaries
             .keys()
             .filter(|k| k.workload == workload && Combo::of(k) == combo)
@@ -105,7 +105,7 @@ impl<'a> View<'a> {
     }
 
     /// Page sizes with at least one summary, ascending.
-    pub fn page_sizes(&self) -> Vec<u32> {
+    pub(super) fn page_sizes(&self) -> Vec<u32> {
         self.summaries
             .keys()
             .map(|k| k.page_size)
@@ -115,22 +115,27 @@ impl<'a> View<'a> {
     }
 
     /// True when more than one page size was measured (labels then name the page size).
-    pub fn multi_page(&self) -> bool {
+    pub(super) fn multi_page(&self) -> bool {
         self.page_sizes().len() > 1
     }
 
     /// The summary of `metric` for `key`, if measured.
-    pub fn metric(&self, key: &ConfigKey, metric: &str) -> Option<&'a MetricSummary> {
+    pub(super) fn metric(&self, key: &ConfigKey, metric: &str) -> Option<&'a MetricSummary> {
         self.summaries.get(key)?.metrics.get(metric)
     }
 
     /// The median of `metric` for `key`, if measured.
-    pub fn median(&self, key: &ConfigKey, metric: &str) -> Option<f64> {
+    pub(super) fn median(&self, key: &ConfigKey, metric: &str) -> Option<f64> {
         self.metric(key, metric).map(|m| m.median)
     }
 
     /// The comparison of `metric` for `key` (as group depth b) of `kind`, if computed.
-    pub fn comparison(&self, key: &ConfigKey, kind: &str, metric: &str) -> Option<&'a Comparison> {
+    pub(super) fn comparison(
+        &self,
+        key: &ConfigKey,
+        kind: &str,
+        metric: &str,
+    ) -> Option<&'a Comparison> {
         self.results
             .comparisons
             .iter()
@@ -138,13 +143,13 @@ impl<'a> View<'a> {
     }
 
     /// The kept runs' values of `metric` for `key`.
-    pub fn samples(&self, key: &ConfigKey, metric: &str) -> Vec<f64> {
+    pub(super) fn samples(&self, key: &ConfigKey, metric: &str) -> Vec<f64> {
         stats::kept_samples(&self.results.runs, key, metric)
     }
 
     /// The combination the breakdown chart and the per-slot findings use for `workload`:
     /// flat + prefetch (smallest page size having it), else the first measured.
-    pub fn preferred_combo(&self, workload: Workload) -> Option<Combo> {
+    pub(super) fn preferred_combo(&self, workload: Workload) -> Option<Combo> {
         let combos = self.combos(workload);
         combos
             .iter()
@@ -167,7 +172,7 @@ impl View<'_> {
     /// Two measured combinations of `workload` that differ only in `vary`, as (baseline,
     /// variant): (trie, flat) or (prefetch off, prefetch on). The smallest page size that has a
     /// pair wins; then prefetch off (for read paths) or the flat path (for prefetch).
-    pub fn pair(&self, workload: Workload, vary: Vary) -> Option<(Combo, Combo)> {
+    pub(super) fn pair(&self, workload: Workload, vary: Vary) -> Option<(Combo, Combo)> {
         let combos = self.combos(workload);
         let has = |c: &Combo| combos.contains(c);
         for page_size in self.page_sizes() {

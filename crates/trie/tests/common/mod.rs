@@ -5,7 +5,7 @@ use bintrie_keys::{Stem, TreeKey};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-pub type Entries = BTreeMap<[u8; 32], [u8; 32]>;
+pub(crate) type Entries = BTreeMap<[u8; 32], [u8; 32]>;
 
 fn sha(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
@@ -51,7 +51,7 @@ fn node(stems: &[(Stem, BTreeMap<u8, [u8; 32]>)], depth: usize) -> [u8; 32] {
 }
 
 /// The root of a set of entries, by plain recursion over the sorted stems.
-pub fn reference_root(entries: &Entries) -> [u8; 32] {
+pub(crate) fn reference_root(entries: &Entries) -> [u8; 32] {
     let mut by_stem: BTreeMap<Stem, BTreeMap<u8, [u8; 32]>> = BTreeMap::new();
     for (k, v) in entries {
         let key = TreeKey::from_bytes(*k);
@@ -64,7 +64,7 @@ pub fn reference_root(entries: &Entries) -> [u8; 32] {
     node(&stems, 0)
 }
 
-pub fn h32(s: &str) -> [u8; 32] {
+pub(crate) fn h32(s: &str) -> [u8; 32] {
     let s = s.trim_start_matches("0x");
     let bytes = hex::decode(format!("{s:0>64}")).expect("hex");
     bytes.try_into().expect("32 bytes")
@@ -73,7 +73,7 @@ pub fn h32(s: &str) -> [u8; 32] {
 /// The hash of a group blob's subtree, straight from SPEC §3 and §5: the binary subtree the
 /// entries describe (an entry at relative depth `r` and position `p << (g - r)`), every internal
 /// node `sha256(left ‖ right)`, an empty side zero. `entries` sorted by index, non-empty.
-pub fn group_root(g: u8, entries: &[bintrie_node::GroupEntry]) -> [u8; 32] {
+pub(crate) fn group_root(g: u8, entries: &[bintrie_node::GroupEntry]) -> [u8; 32] {
     fn node(g: u8, entries: &[bintrie_node::GroupEntry], rel: u8, prefix: u16) -> [u8; 32] {
         let inside: Vec<_> = entries
             .iter()
