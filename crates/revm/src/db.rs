@@ -189,3 +189,48 @@ pub(crate) fn decode_code(hash: &B256, raw: Vec<u8>) -> Result<Bytecode, StateEr
         reason: format!("does not decode: {e:?}"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bintrie_store::StoreOptions;
+    use bintrie_trie::Trie;
+
+    #[test]
+    fn code_that_does_not_hash_to_its_key_is_an_error_not_empty_code() {
+        let code = vec![0x60, 0x00, 0x60, 0x00, 0xf3];
+        let wrong = alloy_primitives::keccak256([0x00]);
+        let err = decode_code(&wrong, code.clone()).unwrap_err();
+        assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
+        let right = alloy_primitives::keccak256(&code);
+        assert_eq!(decode_code(&right, code).unwrap().original_bytes().len(), 5);
+    }
+
+    #[test]
+    fn code_that_does_not_decode_is_an_error_not_empty_code() {
+        // An EIP-7702 delegation prefix with a wrong length hashes fine but does not decode.
+        let code = vec![0xef, 0x01, 0x00, 0x01];
+        let hash = alloy_primitives::keccak256(&code);
+        let err = decode_code(&hash, code).unwrap_err();
+        assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
+    }
+
+    /// Through a real database: a flipped byte in the code table makes revm's code lookup fail.
+    #[test]
+    fn a_flipped_byte_in_stored_code_fails_the_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path(), &StoreOptions::default()).unwrap();
+        let code = vec![0x60, 0x01, 0x60, 0x00, 0x55, 0x00];
+        let hash = alloy_primitives::keccak256(&code);
+        let mut flipped = code.clone();
+        flipped[2] ^= 0x01;
+        let mut trie: Trie<StateStore> = Trie::new(store, 5).unwrap();
+        trie.insert(bintrie_keys::TreeKey::from_bytes([7; 32]), [1; 32])
+            .unwrap();
+        trie.commit_with(|s, set| s.write_block(set, 1, &[(hash.0, flipped)]))
+            .unwrap();
+        let db = TrieDb::new(trie.store(), ReadPath::Flat).unwrap();
+        let err = db.code_by_hash_ref(hash).unwrap_err();
+        assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
+    }
+}
