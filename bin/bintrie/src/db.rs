@@ -162,7 +162,7 @@ fn import_into(
             format!(
                 "the database stays at block {} (root {})",
                 last.block,
-                hex0x(&last.root)
+                hex0x(last.root)
             )
         };
         trie.update(batch)
@@ -174,7 +174,7 @@ fn import_into(
         writeln!(
             out,
             "committed block {block} entries {entries} root {}",
-            hex0x(&stats.root)
+            hex0x(stats.root)
         )
         .and_then(|()| out.flush())
         .context("writing output")?;
@@ -237,7 +237,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             .map(|(d, c)| (d.to_string(), (*c).into()))
             .collect();
         let j = serde_json::json!({
-            "root": hex0x(&meta.root),
+            "root": hex0x(meta.root),
             "block": meta.block,
             "group_depth": meta.group_depth,
             "page_size": meta.page_size,
@@ -256,7 +256,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             "root         {}\nblock        {}\ngroup depth  {}\npage size    {}\ngroups       {groups}\n\
              stems        {stems}\ncode entries {codes}\ndb size      {size} bytes\n\
              stem depth   min {} mean {mean:.2} max {max}",
-            hex0x(&meta.root),
+            hex0x(meta.root),
             meta.block,
             meta.group_depth,
             meta.page_size,
@@ -342,7 +342,7 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
             out,
             "{}",
             serde_json::json!({
-                "ok": true, "root": hex0x(&r.root), "block": r.block, "nodes": r.nodes,
+                "ok": true, "root": hex0x(r.root), "block": r.block, "nodes": r.nodes,
                 "groups": r.groups, "stems": r.stems, "code": r.code,
             })
         ),
@@ -351,7 +351,7 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
             "ok: block {} root {}: {} node blobs ({} groups, {} stems) re-hashed to the root, \
              the flat table matches, {} code entries match their hashes",
             r.block,
-            hex0x(&r.root),
+            hex0x(r.root),
             r.nodes,
             r.groups,
             r.stems,

@@ -114,14 +114,8 @@ fn main() {
     }
 }
 
-pub(crate) fn hex0x(b: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + 2 * b.len());
-    s.push_str("0x");
-    for x in b {
-        s.push_str(&format!("{x:02x}"));
-    }
-    s
-}
+/// `0x`-prefixed lower-case hex, for messages and output.
+pub(crate) use alloy_primitives::hex::encode_prefixed as hex0x;
 
 fn cmd_root(args: RootArgs) -> Result<()> {
     let writes: Vec<(TreeKey, [u8; 32])> = if let Some(path) = &args.alloc {
@@ -154,8 +148,8 @@ fn cmd_root(args: RootArgs) -> Result<()> {
     if root != built {
         bail!(
             "root after reload {} differs from the root before {}",
-            hex0x(&root),
-            hex0x(&built)
+            hex0x(root),
+            hex0x(built)
         );
     }
     info!(
@@ -165,7 +159,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
     );
     let line = if args.json {
         serde_json::json!({
-            "root": hex0x(&root),
+            "root": hex0x(root),
             "group_depth": args.group_depth,
             "entries": entries,
             "stems": stems,
@@ -174,7 +168,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
         })
         .to_string()
     } else {
-        hex0x(&root)
+        hex0x(root)
     };
     print_line(&line)
 }

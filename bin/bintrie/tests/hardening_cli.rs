@@ -452,3 +452,45 @@ fn a_full_disk_fails_the_block_and_keeps_the_last_one() {
     let v = verify(&db);
     assert!(v.status.success(), "{}", stderr(&v));
 }
+
+/// A reader that may not write MDBX's lock file (another user's database) gets a clear
+/// permission error naming what it needs, not a bare "Permission denied". Needs root (to run
+/// the reader as `nobody`); elsewhere it says it was skipped.
+#[test]
+fn a_reader_without_access_to_the_lock_file_is_told_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(10, 13)).unwrap();
+    let db = dir.path().join("db");
+    assert!(import(&db, &file, "10", &[]).status.success());
+    let as_nobody = |args: &str| {
+        Command::new("su")
+            .args(["nobody", "-s", "/bin/sh", "-c"])
+            .arg(format!(
+                "{} {args} --db {}",
+                env!("CARGO_BIN_EXE_bintrie"),
+                db.display()
+            ))
+            .output()
+    };
+    // `nobody` must be able to reach the binary and the directory for the test to mean anything.
+    let usable = as_nobody("--version").is_ok_and(|o| o.status.success())
+        && std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .is_ok();
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !(root && usable) {
+        eprintln!("SKIPPED a_reader_without_access_to_the_lock_file: needs root and `su nobody`");
+        return;
+    }
+    let o = as_nobody("info").unwrap();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("write access to mdbx.lck"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

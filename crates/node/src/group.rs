@@ -1,6 +1,6 @@
 //! The grouped-internal blob: `g` binary levels stored as one node (SPEC §5).
 
-use crate::{CodecError, Hash32};
+use crate::{CodecError, Hash32, TreeHasher, ZERO_HASH};
 
 /// Tag byte of a group blob.
 pub const GROUP_TAG: u8 = 0x02;
@@ -47,6 +47,39 @@ pub fn group_blob_len(g: u8, n: usize) -> usize {
 }
 
 impl GroupBlob {
+    /// The hash of the group's root (what its parent holds for it), computed from its entries
+    /// by hashing the inner nodes up (SPEC §5): an empty side is the zero hash, an entry that
+    /// sits above the bottom level covers its whole subtree. Also returns the number of pair
+    /// hashes computed. Expects a decoded (hence valid) blob.
+    pub fn root_hash<H: TreeHasher>(&self) -> (Hash32, u32) {
+        fn sub<H: TreeHasher>(
+            entries: &[GroupEntry],
+            g: u8,
+            rel: u8,
+            prefix: u16,
+            n: &mut u32,
+        ) -> Hash32 {
+            if entries.is_empty() {
+                return ZERO_HASH;
+            }
+            let start = prefix << (g - rel);
+            if rel == g
+                || (entries.len() == 1 && entries[0].depth == rel && entries[0].index == start)
+            {
+                return entries[0].hash;
+            }
+            let mid = start + (1u16 << (g - rel)) / 2;
+            let split = entries.partition_point(|e| e.index < mid);
+            let l = sub::<H>(&entries[..split], g, rel + 1, prefix << 1, n);
+            let r = sub::<H>(&entries[split..], g, rel + 1, (prefix << 1) | 1, n);
+            *n += 1;
+            H::hash_pair(&l, &r)
+        }
+        let mut n = 0;
+        let h = sub::<H>(&self.entries, self.group_depth, 0, 0, &mut n);
+        (h, n)
+    }
+
     /// Appends the encoding to `out`.
     ///
     /// Precondition (upheld by the trie engine, checked in debug builds): `1 <= g <= 8`, entries
@@ -193,6 +226,33 @@ impl GroupBlob {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn root_hash_hashes_the_inner_nodes_up() {
+        use crate::Sha256Hasher as H;
+        // g = 2: entries at the bottom level, positions 0 and 3.
+        let (a, b) = (entry(0, 2, 1), entry(3, 2, 2));
+        let blob = GroupBlob {
+            group_depth: 2,
+            entries: vec![a, b],
+        };
+        let left = H::hash_pair(&a.hash, &ZERO_HASH);
+        let right = H::hash_pair(&ZERO_HASH, &b.hash);
+        assert_eq!(blob.root_hash::<H>(), (H::hash_pair(&left, &right), 3));
+        // An entry at relative depth 1 covers its half without further hashing.
+        let c = entry(2, 1, 3);
+        let blob = GroupBlob {
+            group_depth: 2,
+            entries: vec![a, c],
+        };
+        assert_eq!(blob.root_hash::<H>(), (H::hash_pair(&left, &c.hash), 2));
+        // Nothing: the zero hash.
+        let empty = GroupBlob {
+            group_depth: 3,
+            entries: vec![],
+        };
+        assert_eq!(empty.root_hash::<H>(), (ZERO_HASH, 0));
+    }
 
     fn entry(index: u16, depth: u8, byte: u8) -> GroupEntry {
         GroupEntry {

@@ -202,14 +202,8 @@ impl From<std::io::Error> for StoreError {
     }
 }
 
-pub(crate) fn hex(b: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + 2 * b.len());
-    s.push_str("0x");
-    for x in b {
-        s.push_str(&format!("{x:02x}"));
-    }
-    s
-}
+/// `0x`-prefixed lower-case hex, for messages and output.
+pub(crate) use alloy_primitives::hex::encode_prefixed as hex;
 
 pub(crate) fn map_err(e: libmdbx::Error) -> StoreError {
     match e {
@@ -379,6 +373,17 @@ fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Option<Meta>), Sto
         | libmdbx::Error::Panic => not_db(format!("MDBX cannot open it: {e}")),
         libmdbx::Error::Other(code) if code == libc::ENODATA || code == libc::EINVAL => {
             not_db(format!("MDBX cannot open it: {e}"))
+        }
+        // Readers register in MDBX's reader table, in the lock file beside the data.
+        libmdbx::Error::Access | libmdbx::Error::PermissionDenied => {
+            StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "permission denied: reading {} needs read access to mdbx.dat and write \
+                     access to mdbx.lck (MDBX's table of readers)",
+                    dir.display()
+                ),
+            ))
         }
         other => map_err(other),
     })?;
@@ -675,9 +680,9 @@ impl StateStore {
         let (stored_block, stored_root) = stored.map_or((0, ZERO_HASH), |m| (m.block, m.root));
         StoreError::Conflict {
             stored_block,
-            stored_root: hex(&stored_root),
+            stored_root: hex(stored_root),
             expected_block: self.meta.block,
-            expected_root: hex(&self.meta.root),
+            expected_root: hex(self.meta.root),
         }
     }
 
@@ -741,9 +746,9 @@ impl StateStore {
                         if root != self.meta.root {
                             return Err(StoreError::Conflict {
                                 stored_block: reader.block()?,
-                                stored_root: hex(&root),
+                                stored_root: hex(root),
                                 expected_block: self.meta.block,
-                                expected_root: hex(&self.meta.root),
+                                expected_root: hex(self.meta.root),
                             });
                         }
                         let mut seen = std::collections::HashSet::new();

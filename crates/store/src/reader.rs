@@ -4,8 +4,7 @@ use crate::MapKind;
 use crate::{StateStore, StoreError, T_CODE, T_META, T_NODES, T_STEMS, map_err};
 use bintrie_keys::Stem;
 use bintrie_node::{
-    GroupBlob, GroupEntry, Hash32, MAX_DEPTH, NodeBlob, Path, Sha256Hasher, StemValues, TreeHasher,
-    ZERO_HASH,
+    GroupBlob, GroupEntry, MAX_DEPTH, NodeBlob, Path, Sha256Hasher, StemValues, ZERO_HASH,
 };
 use libmdbx::{RO, Table, Transaction};
 use std::cell::Cell;
@@ -195,8 +194,8 @@ impl<'db> Reader<'db> {
                     if h != expected {
                         return Err(corrupt(format!(
                             "the stem hashes to {} but its parent holds {}",
-                            crate::hex(&h),
-                            crate::hex(&expected)
+                            crate::hex(h),
+                            crate::hex(expected)
                         )));
                     }
                     return Ok((s == *stem).then_some(values));
@@ -205,12 +204,12 @@ impl<'db> Reader<'db> {
                     if must_be_stem {
                         return Err(corrupt("a group where its parent holds a stem".into()));
                     }
-                    let (h, _) = group_hash::<Sha256Hasher>(&group);
+                    let (h, _) = group.root_hash::<Sha256Hasher>();
                     if h != expected {
                         return Err(corrupt(format!(
                             "the group hashes to {} but its parent holds {}",
-                            crate::hex(&h),
-                            crate::hex(&expected)
+                            crate::hex(h),
+                            crate::hex(expected)
                         )));
                     }
                     match self.step(&group, stem, depth, g).map_err(corrupt)? {
@@ -360,34 +359,4 @@ impl<'db> Reader<'db> {
             }
         }
     }
-}
-
-/// The hash of a group's root, computed from its entries (the inner nodes of the group are
-/// hashed up from them, SPEC §5), and the number of hash calls.
-pub(crate) fn group_hash<H: TreeHasher>(group: &GroupBlob) -> (Hash32, u32) {
-    fn sub<H: TreeHasher>(
-        entries: &[GroupEntry],
-        g: u8,
-        rel: u8,
-        prefix: u16,
-        n: &mut u32,
-    ) -> Hash32 {
-        if entries.is_empty() {
-            return ZERO_HASH;
-        }
-        let start = prefix << (g - rel);
-        if rel == g || (entries.len() == 1 && entries[0].depth == rel && entries[0].index == start)
-        {
-            return entries[0].hash;
-        }
-        let mid = start + (1u16 << (g - rel)) / 2;
-        let split = entries.partition_point(|e| e.index < mid);
-        let l = sub::<H>(&entries[..split], g, rel + 1, prefix << 1, n);
-        let r = sub::<H>(&entries[split..], g, rel + 1, (prefix << 1) | 1, n);
-        *n += 1;
-        H::hash_pair(&l, &r)
-    }
-    let mut n = 0;
-    let h = sub::<H>(&group.entries, group.group_depth, 0, 0, &mut n);
-    (h, n)
 }

@@ -1,7 +1,6 @@
 //! `StateStore::verify`: a full integrity check of a database, streaming (memory stays
 //! proportional to the tree's depth, not its size) and parallel over the upper subtrees.
 
-use crate::reader::group_hash;
 use crate::{Reader, StateStore, StoreError, T_CODE, T_NODES, T_STEMS, hex};
 use bintrie_node::{GroupEntry, Hash32, NodeBlob, Path, Sha256Hasher, ZERO_HASH};
 use rayon::prelude::*;
@@ -126,19 +125,34 @@ impl StateStore {
     /// `n` readers that all read the same snapshot (the same block): a writer committing
     /// while they open makes it try again.
     fn reader_pool(&self, n: usize) -> Result<Vec<Reader<'_>>, StoreError> {
-        loop {
+        // A writer committing between two opens splits the pool; a writer committing
+        // continuously could do so every time, so give up after a while.
+        const ATTEMPTS: usize = 100;
+        let mut last = ((ZERO_HASH, 0), (ZERO_HASH, 0));
+        for _ in 0..ATTEMPTS {
             let pool = (0..n.max(1))
                 .map(|_| self.reader())
                 .collect::<Result<Vec<_>, _>>()?;
             let first = (pool[0].root()?, pool[0].block()?);
-            let mut same = true;
+            let mut other = None;
             for r in &pool[1..] {
-                same &= (r.root()?, r.block()?) == first;
+                let at = (r.root()?, r.block()?);
+                if at != first {
+                    other = Some(at);
+                }
             }
-            if same {
-                return Ok(pool);
+            match other {
+                None => return Ok(pool),
+                Some(at) => last = (first, at),
             }
         }
+        let ((r0, b0), (r1, b1)) = last;
+        Err(StoreError::Conflict {
+            stored_block: b1,
+            stored_root: hex(r1),
+            expected_block: b0,
+            expected_root: hex(r0),
+        })
     }
 }
 
@@ -217,22 +231,22 @@ impl<'a> Ctx<'a> {
                 if !path.is_prefix_of(&stem) {
                     return Err(fail(format!(
                         "stem {} does not lie under its path",
-                        hex(&stem)
+                        hex(stem)
                     )));
                 }
                 let (h, _) = values.stem_hash::<Sha256Hasher>(&stem);
                 if h != expected {
                     return Err(fail(format!(
                         "stem {} hashes to {} but its parent holds {}",
-                        hex(&stem),
-                        hex(&h),
-                        hex(&expected)
+                        hex(stem),
+                        hex(h),
+                        hex(expected)
                     )));
                 }
                 if flat.as_deref() != Some(&blob[1 + stem.len()..]) {
                     return Err(fail(format!(
                         "the flat stem table's entry for stem {} {}",
-                        hex(&stem),
+                        hex(stem),
                         if flat.is_some() {
                             "differs from its stem blob"
                         } else {
@@ -260,12 +274,12 @@ impl<'a> Ctx<'a> {
                 if !path.len().is_multiple_of(g as usize) {
                     return Err(fail(format!("a group blob at depth {}", path.len())));
                 }
-                let (h, _) = group_hash::<Sha256Hasher>(&group);
+                let (h, _) = group.root_hash::<Sha256Hasher>();
                 if h != expected {
                     return Err(fail(format!(
                         "the group hashes to {} but its parent holds {}",
-                        hex(&h),
-                        hex(&expected)
+                        hex(h),
+                        hex(expected)
                     )));
                 }
                 self.counts.groups.fetch_add(1, Ordering::Relaxed);

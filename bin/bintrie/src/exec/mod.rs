@@ -412,9 +412,9 @@ fn run_block(state: &mut BinTrieState, fx: &Fixture, args: &ExecArgs) -> Result<
                 if got != *v {
                     errors.push(format!(
                         "account {a} slot {}: expected {}, state holds {}",
-                        hex0x(&k.to_be_bytes::<32>()),
-                        hex0x(&v.to_be_bytes::<32>()),
-                        hex0x(&got.to_be_bytes::<32>())
+                        hex0x(k.to_be_bytes::<32>()),
+                        hex0x(v.to_be_bytes::<32>()),
+                        hex0x(got.to_be_bytes::<32>())
                     ));
                 }
             }
