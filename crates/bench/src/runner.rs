@@ -17,7 +17,7 @@ use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use anyhow::{Context as _, Result, bail, ensure};
 use bintrie_keys::{AccountState, TreeKey, account_entries};
 use bintrie_node::{Sha256Hasher, TreeHasher};
-use bintrie_revm::{BinTrieState, BlockDbOptions, PrefetchList};
+use bintrie_revm::{BinTrieState, BlockDbOptions, BlockPlan, PipelineOptions, PrefetchList};
 use bintrie_store::{Durability, ReadPath, StoreOptions, evict_page_cache};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
@@ -763,69 +763,35 @@ impl Bench {
             ReadPathKind::Trie => ReadPath::TrieWalk,
             ReadPathKind::Flat => ReadPath::Flat,
         };
-        let number = self.state().block() + 1;
-        let t_total = Instant::now();
-        let state = self.state.as_ref().expect("open");
-        let store = state.store();
-        write_stems.sort_unstable();
-        write_stems.dedup();
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        // With prefetch, a trie prefetcher preloads the blobs on the paths of the stems the
-        // block writes, in parallel with the state prefetch and the execution, so the trie
-        // update finds them in memory. The update needs exactly those blobs, so it waits for
-        // the prefetcher to finish (the wait is part of the update's time).
-        let (result, exec_wall, trie_warm, wait, db) = std::thread::scope(|s| {
-            let warm = (!write_stems.is_empty()).then(|| {
-                s.spawn(|| {
-                    let t = Instant::now();
-                    store
-                        .warm_trie_paths(&write_stems, opts.workers, &stop)
-                        .map(|_| t.elapsed())
-                })
-            });
-            let run = || -> Result<_> {
-                let mut db = state.block_db(BlockDbOptions {
-                    cache: true,
-                    read_path,
-                })?;
-                if let Some(list) = &prefetch_list {
-                    db.prefetch(list, opts.workers)?;
-                }
-                let t_exec = Instant::now();
-                let result = evm(&mut db, number).transact_commit(tx)?;
-                Ok((result, t_exec.elapsed(), db))
-            };
-            let out = run();
-            if out.is_err() {
-                // Nothing will use the preload.
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            let t_wait = Instant::now();
-            let trie_warm = match warm {
-                Some(h) => h.join().unwrap_or_else(|_| {
-                    Err(bintrie_store::StoreError::Corrupt(
-                        "trie warm-up panicked".into(),
-                    ))
-                }),
-                None => Ok(Duration::ZERO),
-            };
-            let wait = t_wait.elapsed();
-            out.map(|(r, e, db)| (r, e, trie_warm, wait, db))
-        })?;
-        let trie_warm = trie_warm?;
-        let gas = success_gas(&result)?;
-        let reads = db.stats();
-        let changes = db.into_changes()?;
-        let slots_written = changes.slots_written as u64;
-        let report = self.state().commit_block(changes, number)?;
-        let total = t_total.elapsed();
+        let plan = BlockPlan {
+            number: self.state().block() + 1,
+            prefetch: prefetch_list,
+            write_stems,
+            block_hashes: Vec::new(),
+        };
+        let options = PipelineOptions::default()
+            .with_db(BlockDbOptions {
+                cache: true,
+                read_path,
+            })
+            .with_workers(opts.workers);
+        let number = plan.number;
+        let block = self
+            .state
+            .as_mut()
+            .expect("open")
+            .run_block(&plan, &options, |db| evm(db, number).transact_commit(tx))
+            .with_context(|| format!("block {number}"))?;
+        let gas = success_gas(&block.output)?;
+        let (reads, report, t) = (block.reads, block.commit, block.timings);
+        let slots_written = block.writes.slots as u64;
         self.nonce += 1;
 
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let state_read_ms = ms(reads.prefetch_time + reads.miss_time);
-        let total_ms = ms(total);
+        let state_read_ms = ms(t.state_read);
+        let total_ms = ms(t.total);
         // Waiting for the trie prefetcher is part of the update.
-        let trie_update_ms = ms(wait + report.trie_update);
+        let trie_update_ms = ms(t.trie_update);
         let cold_reads = reads.unique_keys;
         let slots_read = reads.slot_reads;
         let hashes = report.trie.hashes;
@@ -836,11 +802,11 @@ impl Bench {
             gas,
             total_ms,
             state_read_ms,
-            execution_ms: ms(exec_wall.saturating_sub(reads.miss_time)),
+            execution_ms: ms(t.execution),
             trie_update_ms,
-            trie_warm_ms: ms(trie_warm),
-            commit_ms: ms(report.commit),
-            mgas_s: gas as f64 / 1e6 / total.as_secs_f64(),
+            trie_warm_ms: ms(t.trie_prefetch),
+            commit_ms: ms(t.commit),
+            mgas_s: gas as f64 / 1e6 / t.total.as_secs_f64(),
             store_reads: reads.lookups,
             bytes_read: reads.bytes,
             nodes_loaded: report.trie.nodes_loaded,

@@ -54,6 +54,8 @@ pub struct ReadStats {
     pub miss_time: Duration,
     /// Store reads made by prefetch.
     pub prefetch_reads: u64,
+    /// Distinct stems prefetch was asked for (listed accounts and slots grouped by stem).
+    pub prefetch_stems: u64,
     /// Wall time of prefetch.
     pub prefetch_time: Duration,
     /// Storage slots revm asked for that the block had not written (revm asks once per slot
@@ -240,6 +242,7 @@ impl<'s> BlockDb<'s> {
         let (stems, is_header): (Vec<Stem>, Vec<bool>) = list
             .stems()
             .into_iter()
+            .inspect(|_| self.stats.prefetch_stems += 1)
             .filter(|(s, _)| !self.stems.contains_key(s))
             .unzip();
         let (read, io) = parallel_read(self.store, &stems, workers, |r, s| {

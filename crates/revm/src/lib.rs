@@ -8,17 +8,26 @@
 //!   writes with geth's semantics.
 //! - [`BinTrieState`]: the trie over the MDBX store; [`BinTrieState::commit_block`] applies a
 //!   block's writes in one sorted batch and commits them in one transaction.
+//! - [`BinTrieState::run_block`]: the block pipeline (trie prefetch beside state prefetch and
+//!   execution, then trie update and commit, with [`StageTimings`]) that `bintrie exec`, the
+//!   study and other tools go through.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use bintrie_revm::{BinTrieState, BlockDbOptions, PrefetchList};
+//! use bintrie_revm::{BinTrieState, BlockPlan, PipelineOptions, PrefetchList};
 //! let mut state = BinTrieState::open("state-db", &Default::default())?;
-//! let mut db = state.block_db(BlockDbOptions::default())?;
-//! db.prefetch(PrefetchList::new().system_contracts(), 8)?;
-//! // ... run revm over `&mut db` ...
-//! let changes = db.into_changes()?;
-//! let report = state.commit_block(changes, 1)?;
-//! println!("root {}", report.root);
+//! let mut list = PrefetchList::new();
+//! list.system_contracts();
+//! let plan = BlockPlan {
+//!     number: state.block() + 1,
+//!     prefetch: Some(list),
+//!     ..Default::default()
+//! };
+//! let run = state.run_block(&plan, &PipelineOptions::default(), |db| {
+//!     // ... run revm over `db` (a `&mut BlockDb`: `Database + DatabaseCommit`) ...
+//!     Ok::<_, std::convert::Infallible>(())
+//! })?;
+//! println!("root {} in {:?}", run.commit.root, run.timings.total);
 //! # Ok(()) }
 //! ```
 
@@ -27,12 +36,16 @@
 mod block;
 mod db;
 mod error;
+mod pipeline;
 mod prefetch;
 mod state;
 
 pub use block::{BlockChanges, BlockDb, BlockDbOptions, ReadStats};
 pub use db::{StoredAccount, TrieDb, decode_account};
 pub use error::StateError;
+pub use pipeline::{
+    BlockPlan, BlockRun, PipelineError, PipelineOptions, StageTimings, WriteCounts,
+};
 pub use prefetch::{
     BEACON_ROOTS_ADDRESS, CONSOLIDATION_REQUEST_ADDRESS, HISTORY_STORAGE_ADDRESS, PrefetchList,
     WITHDRAWAL_REQUEST_ADDRESS,

@@ -5,7 +5,10 @@
 
 use alloy_primitives::{Address, B256, Bytes, U256, address, keccak256};
 use bintrie_keys::{AccountState, TreeKey, account_entries, storage_slot_key};
-use bintrie_revm::{BinTrieState, BlockDbOptions, PrefetchList, ReadStats};
+use bintrie_revm::{
+    BinTrieState, BlockDbOptions, BlockPlan, PipelineError, PipelineOptions, PrefetchList,
+    ReadStats,
+};
 use bintrie_store::{Durability, ReadPath, StoreOptions};
 use bintrie_trie::{MemoryStore, Trie};
 use revm::context::result::ExecutionResult;
@@ -236,6 +239,8 @@ struct BlockRun {
     root: B256,
 }
 
+/// Runs `txs` as the next block through the pipeline ([`BinTrieState::run_block`]): with a
+/// prefetch list, the state prefetch reads it and the trie prefetch preloads its stems' paths.
 fn run_block(
     state: &mut BinTrieState,
     txs: &[TxEnv],
@@ -243,31 +248,44 @@ fn run_block(
     prefetch: Option<&PrefetchList>,
 ) -> BlockRun {
     let number = state.block() + 1;
-    let mut db = state.block_db(options).unwrap();
-    if let Some(list) = prefetch {
-        db.prefetch(list, 4).unwrap();
-    }
-    let before = db.stats();
-    let mut results = Vec::new();
-    {
-        let mut evm = evm_ctx(&mut db, number);
-        for t in txs {
-            results.push(evm.transact_commit(t.clone()).unwrap());
-        }
-    }
-    let stats = db.stats();
+    let plan = BlockPlan {
+        number,
+        prefetch: prefetch.cloned(),
+        write_stems: prefetch.map_or_else(Vec::new, |l| {
+            l.stems().into_iter().map(|(s, _)| s).collect()
+        }),
+        block_hashes: Vec::new(),
+    };
+    let options = PipelineOptions::default().with_db(options).with_workers(4);
+    let run = state
+        .run_block(&plan, &options, |db| {
+            let before = db.stats();
+            let mut evm = evm_ctx(db, number);
+            let results = txs
+                .iter()
+                .map(|t| evm.transact_commit(t.clone()))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, revm::context::result::EVMError<bintrie_revm::StateError>>((results, before))
+        })
+        .unwrap();
+    let (results, before) = run.output;
     if prefetch.is_some() {
         assert_eq!(
-            stats.misses, before.misses,
+            run.reads.misses, before.misses,
             "transactions read the store after prefetch"
         );
     }
-    let changes = db.into_changes().unwrap();
-    let report = state.commit_block(changes, number).unwrap();
+    assert_eq!(
+        run.reads.prefetch_stems,
+        prefetch.map_or(0, |l| l.stems().len() as u64)
+    );
+    let t = run.timings;
+    assert!(t.trie_update >= t.trie_prefetch_wait && t.state_read >= t.prefetch);
+    assert!(t.total >= t.state_read + t.execution + t.commit, "{t:?}");
     BlockRun {
         results,
-        stats,
-        root: report.root,
+        stats: run.reads,
+        root: run.commit.root,
     }
 }
 
@@ -539,4 +557,43 @@ fn prefetch_reads_code_hashes_only_from_account_headers() {
         U256::from_be_slice(&[0xab; 20])
     );
     assert_eq!(db.stats().misses, 0);
+}
+
+/// A block whose execution fails goes nowhere: the trie prefetch is stopped, nothing is
+/// committed, and the state is still at the previous block, ready for the next one.
+#[test]
+fn a_failed_execution_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pre = pre_state();
+    let mut state = open_state(dir.path());
+    state.import_accounts(pre.iter(), 0).unwrap();
+    let (root, block) = (state.root(), state.block());
+    let mut list = PrefetchList::new();
+    list.account(ALICE).account(BOB).account(COINBASE);
+    let plan = BlockPlan {
+        number: 1,
+        prefetch: Some(list.clone()),
+        write_stems: list.stems().into_iter().map(|(s, _)| s).collect(),
+        block_hashes: Vec::new(),
+    };
+    #[derive(Debug, thiserror::Error)]
+    #[error("the block is invalid")]
+    struct Invalid;
+    let err = state
+        .run_block(&plan, &PipelineOptions::default(), |db| {
+            // Writes something, then fails.
+            let mut evm = evm_ctx(db, 1);
+            evm.transact_commit(tx(ALICE, 0, Some(BOB), ETHER, Bytes::new()))
+                .unwrap();
+            Err::<(), _>(Invalid)
+        })
+        .unwrap_err();
+    assert!(matches!(err, PipelineError::Execute(Invalid)), "{err}");
+    assert_eq!((state.root(), state.block()), (root, block));
+    // The next block runs normally from there.
+    let mut reference = reference_db(&pre);
+    let txs = [tx(ALICE, 0, Some(BOB), ETHER, Bytes::new())];
+    run_reference(&mut reference, &txs, 1);
+    let run = run_block(&mut state, &txs, BlockDbOptions::default(), Some(&list));
+    assert_eq!(run.root, scratch_root(&reference));
 }

@@ -17,7 +17,10 @@ use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, Bloom, U256};
 use anyhow::{Context, Result, bail};
 use bintrie_keys::{AccountState, BasicData, basic_data_key, code_hash_key, storage_slot_key};
-use bintrie_revm::{BinTrieState, BlockChanges, BlockDbOptions, PrefetchList, ReadStats, TrieDb};
+use bintrie_revm::{
+    BinTrieState, BlockChanges, BlockDbOptions, BlockPlan, PipelineOptions, PrefetchList,
+    ReadStats, StageTimings, TrieDb, WriteCounts,
+};
 use bintrie_store::{Durability, ReadPath, StoreOptions};
 use fixture::Fixture;
 use revm::database_interface::DatabaseRef;
@@ -206,14 +209,8 @@ struct Outcome {
     post_accounts: usize,
     post_slots: usize,
     stats: ReadStats,
-    keys_written: usize,
-    accounts_written: usize,
-    slots_written: usize,
-    prefetch_keys: usize,
-    state_read: Duration,
-    execution: Duration,
-    trie_update: Duration,
-    commit: Duration,
+    writes: WriteCounts,
+    timings: StageTimings,
     root: B256,
 }
 
@@ -222,8 +219,11 @@ impl Outcome {
         self.errors.is_empty() && self.checks.iter().all(|c| c.ok)
     }
 
+    /// The block's time: state read, execution, trie update and commit (the trie prefetch
+    /// overlaps them).
     fn total(&self) -> Duration {
-        self.state_read + self.execution + self.trie_update + self.commit
+        let t = &self.timings;
+        t.state_read + t.execution + t.trie_update + t.commit
     }
 
     fn mgas_per_s(&self) -> f64 {
@@ -245,20 +245,27 @@ fn run_block(state: &mut BinTrieState, fx: &Fixture, args: &ExecArgs) -> Result<
     let number = fx.number();
     let header = &fx.block.header.inner;
     let read_path: ReadPath = args.read_path.into();
-    let options = BlockDbOptions {
-        cache: !args.no_cache,
-        read_path,
-    };
-    let mut db = state
-        .block_db(options)?
-        .with_block_hashes(fx.block_hashes.iter().map(|(n, h)| (*n, *h)));
-    let list = prefetch_list(fx, !args.no_block_access_list);
-    let prefetch_keys = if args.no_prefetch {
-        0
+    let options = PipelineOptions::default()
+        .with_db(BlockDbOptions {
+            cache: !args.no_cache,
+            read_path,
+        })
+        .with_workers(args.workers as usize);
+    // Prefetch: the state the block reads, and the tree paths of the stems it may write (the
+    // same list: a block access list names the keys a block touches, without telling reads
+    // from writes; an extra path costs a read, a missing one is loaded on demand).
+    let (prefetch, write_stems) = if args.no_prefetch {
+        (None, Vec::new())
     } else {
-        db.prefetch(&list, args.workers as usize)
-            .context("prefetching the block's keys")?;
-        list.stems().len()
+        let list = prefetch_list(fx, !args.no_block_access_list);
+        let stems = list.stems().into_iter().map(|(s, _)| s).collect();
+        (Some(list), stems)
+    };
+    let plan = BlockPlan {
+        number,
+        prefetch,
+        write_stems,
+        block_hashes: fx.block_hashes.iter().map(|(n, h)| (*n, *h)).collect(),
     };
 
     let factory = EthBlockExecutorFactory::new(
@@ -273,48 +280,36 @@ fn run_block(state: &mut BinTrieState, fx: &Fixture, args: &ExecArgs) -> Result<
         blob_params(factory.spec(), header.timestamp),
     );
     let spec = env.cfg_env.spec;
-    let before = db.stats();
-    let t = Instant::now();
-    let result = {
-        let evm = factory.evm_factory().create_evm(&mut db, env);
-        let ctx = EthBlockExecutionCtx {
-            parent_hash: header.parent_hash,
-            parent_beacon_block_root: header.parent_beacon_block_root,
-            ommers: &[],
-            withdrawals: fx
-                .block
-                .withdrawals
-                .as_ref()
-                .map(|w| Cow::Borrowed(w.0.as_slice())),
-            extra_data: header.extra_data.clone(),
-            tx_count_hint: Some(fx.block.transactions.len()),
-            slot_number: header.slot_number,
-        };
-        let executor = factory.create_executor(evm, ctx);
-        executor.execute_block(fx.block.transactions.txns().map(|tx| &tx.inner))
-    };
-    let exec_wall = t.elapsed();
-    let stats = db.stats();
-    let result = result.with_context(|| {
-        let mut msg = format!("executing block {number}");
-        if !fx.problems.is_empty() {
-            msg.push_str(&format!(
-                " (the fixture is inconsistent: {})",
-                fx.problems.join("; ")
-            ));
-        }
-        msg
-    })?;
-    let miss_time = stats.miss_time - before.miss_time;
-    let changes = db.into_changes().context("collecting the block's writes")?;
-    let (keys_written, accounts_written, slots_written) = (
-        changes.writes.len(),
-        changes.accounts_written,
-        changes.slots_written,
-    );
-    let report = state
-        .commit_block(changes, number)
-        .with_context(|| format!("committing block {number}"))?;
+    let run = state
+        .run_block(&plan, &options, |db| {
+            let evm = factory.evm_factory().create_evm(db, env);
+            let ctx = EthBlockExecutionCtx {
+                parent_hash: header.parent_hash,
+                parent_beacon_block_root: header.parent_beacon_block_root,
+                ommers: &[],
+                withdrawals: fx
+                    .block
+                    .withdrawals
+                    .as_ref()
+                    .map(|w| Cow::Borrowed(w.0.as_slice())),
+                extra_data: header.extra_data.clone(),
+                tx_count_hint: Some(fx.block.transactions.len()),
+                slot_number: header.slot_number,
+            };
+            let executor = factory.create_executor(evm, ctx);
+            executor.execute_block(fx.block.transactions.txns().map(|tx| &tx.inner))
+        })
+        .with_context(|| {
+            let mut msg = format!("executing and committing block {number}");
+            if !fx.problems.is_empty() {
+                msg.push_str(&format!(
+                    " (the fixture is inconsistent: {})",
+                    fx.problems.join("; ")
+                ));
+            }
+            msg
+        })?;
+    let result = &run.output;
 
     // Against the header.
     let mut checks = Vec::new();
@@ -438,16 +433,10 @@ fn run_block(state: &mut BinTrieState, fx: &Fixture, args: &ExecArgs) -> Result<
         errors,
         post_accounts,
         post_slots,
-        stats,
-        keys_written,
-        accounts_written,
-        slots_written,
-        prefetch_keys,
-        state_read: stats.prefetch_time + stats.miss_time,
-        execution: exec_wall.saturating_sub(miss_time),
-        trie_update: report.trie_update,
-        commit: report.commit,
-        root: report.root,
+        stats: run.reads,
+        writes: run.writes,
+        timings: run.timings,
+        root: run.commit.root,
     })
 }
 
@@ -536,21 +525,22 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             "mgas_per_s": out.mgas_per_s(),
             "read_amplification": stats.read_amplification(),
             "keys_read": stats.unique_keys,
-            "keys_written": out.keys_written,
-            "accounts_written": out.accounts_written,
-            "slots_written": out.slots_written,
+            "keys_written": out.writes.keys,
+            "accounts_written": out.writes.accounts,
+            "slots_written": out.writes.slots,
             "store_reads": stats.store_reads,
             "prefetch_reads": stats.prefetch_reads,
-            "prefetch_stems": out.prefetch_keys,
+            "prefetch_stems": stats.prefetch_stems,
             "cache_hits": stats.cache_hits,
             "misses": stats.misses,
             "timings_ms": {
-                "state_read": ms(out.state_read),
-                "execution": ms(out.execution),
-                "trie_update": ms(out.trie_update),
-                "commit": ms(out.commit),
+                "state_read": ms(out.timings.state_read),
+                "execution": ms(out.timings.execution),
+                "trie_update": ms(out.timings.trie_update),
+                "commit": ms(out.timings.commit),
                 "total": ms(out.total()),
                 "prefetch": ms(stats.prefetch_time),
+                "trie_prefetch": ms(out.timings.trie_prefetch),
                 "load": ms(load_time),
                 "import": ms(import.time),
             },
@@ -603,17 +593,17 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         writeln!(
             w,
             "  time        state read {:.3} ms, execution {:.3} ms, trie update {:.3} ms, commit {:.3} ms (total {:.3} ms)",
-            ms(out.state_read),
-            ms(out.execution),
-            ms(out.trie_update),
-            ms(out.commit),
+            ms(out.timings.state_read),
+            ms(out.timings.execution),
+            ms(out.timings.trie_update),
+            ms(out.timings.commit),
             ms(out.total())
         )
         .context(WRITING)?;
         writeln!(
             w,
             "  keys        {} read, {} written ({} accounts, {} slots)",
-            stats.unique_keys, out.keys_written, out.accounts_written, out.slots_written
+            stats.unique_keys, out.writes.keys, out.writes.accounts, out.writes.slots
         )
         .context(WRITING)?;
         writeln!(
