@@ -3,28 +3,16 @@
 //! Every parser here returns an error on bad input and never panics (they are property-tested
 //! on arbitrary input below). Hex is decoded with alloy's `hex` (const-hex), never by hand.
 
-use alloy_primitives::{Address, U256, hex};
+use alloy_primitives::{Address, hex};
 use anyhow::{Context, Result, anyhow, bail};
+pub(crate) use bintrie_exec::json::{Spellings, json_hex_bytes, json_u256, shown};
 use bintrie_keys::{AccountState, TreeKey, account_entries};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::io::{BufRead, Read};
 
 /// The longest `KEY VALUE` line accepted, in bytes (without its line ending). A valid line is
 /// 130 bytes (two 0x-prefixed words and a space) plus optional whitespace, or a comment.
 pub(crate) const MAX_LINE_BYTES: usize = 4096;
-
-/// At most this many characters of a bad input are quoted in an error message.
-const SHOWN_CHARS: usize = 80;
-
-/// `s` quoted for an error message, cut after [`SHOWN_CHARS`] characters.
-pub(crate) fn shown(s: &str) -> String {
-    match s.char_indices().nth(SHOWN_CHARS) {
-        None => format!("{s:?}"),
-        Some((i, _)) => format!("{:?}… ({} bytes)", &s[..i], s.len()),
-    }
-}
 
 /// `s` without a leading `0x` or `0X`.
 fn strip_0x(s: &str) -> &str {
@@ -156,66 +144,6 @@ pub(crate) fn read_kv_lines(
     Ok(out)
 }
 
-/// A uint from a JSON number, a decimal string or a 0x-hex string (`0x` alone is zero); errors
-/// name `at`. Strings must be plain digits: no sign, no `_`, no whitespace.
-pub(crate) fn json_u256(v: &Value, at: &str) -> Result<U256> {
-    match v {
-        Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
-            anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
-        }),
-        Value::String(s) => {
-            let (digits, radix, plain): (&str, u64, fn(&u8) -> bool) =
-                match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-                    Some("") => return Ok(U256::ZERO),
-                    Some(h) => (h, 16, u8::is_ascii_hexdigit),
-                    None => (s.as_str(), 10, u8::is_ascii_digit),
-                };
-            if digits.is_empty() || !digits.as_bytes().iter().all(plain) {
-                bail!(
-                    "{at}: {} is not a number: expected decimal digits, or 0x and hex digits",
-                    shown(s)
-                );
-            }
-            U256::from_str_radix(digits, radix)
-                .map_err(|e| anyhow!("{at}: {} is not a 256-bit number: {e}", shown(s)))
-        }
-        other => bail!("{at}: expected a number or a string, got {other}"),
-    }
-}
-
-/// Bytes from a hex string (0x optional, even digit count); errors name `at`.
-pub(crate) fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
-    let s = v
-        .as_str()
-        .ok_or_else(|| anyhow!("{at}: expected a hex string, got {}", shown(&v.to_string())))?;
-    hex::decode(s).map_err(|e| anyhow!("{at}: not hex: {e}"))
-}
-
-/// Remembers the spelling of each parsed key, to refuse one key spelled twice (`0xaa…` and
-/// `aa…`, a different hex case, `0x1` and `0x01`): a JSON object would merge them silently.
-pub(crate) struct Spellings<K>(BTreeMap<K, String>);
-
-impl<K: Ord> Spellings<K> {
-    pub(crate) fn new() -> Self {
-        Spellings(BTreeMap::new())
-    }
-
-    /// Records `spelling` for `key`; errors naming both spellings when `key` was seen before.
-    pub(crate) fn insert(&mut self, key: K, spelling: &str, at: &str, what: &str) -> Result<()> {
-        match self.0.entry(key) {
-            Entry::Vacant(e) => {
-                e.insert(spelling.to_string());
-                Ok(())
-            }
-            Entry::Occupied(e) => bail!(
-                "{at}: {} and {} are the same {what}, given twice",
-                shown(e.get()),
-                shown(spelling)
-            ),
-        }
-    }
-}
-
 /// Parses a geth genesis alloc (or a whole genesis file with an `alloc` field) into tree writes.
 ///
 /// Follows geth's genesis semantics: a storage slot whose value is zero is not written (zero
@@ -309,6 +237,7 @@ pub(crate) fn alloc_writes(json: &Value) -> Result<Vec<(TreeKey, [u8; 32])>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use bintrie_exec::testing::{arb_hexish, arb_json, arb_key};
     use proptest::prelude::*;
     use std::io::BufReader;
 
@@ -450,28 +379,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn json_u256_takes_plain_digits_only() {
-        let n = |s: &str| json_u256(&Value::from(s), "x");
-        assert_eq!(n("0x").unwrap(), U256::ZERO);
-        assert_eq!(n("0x1F").unwrap(), U256::from(31));
-        assert_eq!(n("0X1f").unwrap(), U256::from(31));
-        assert_eq!(n("031").unwrap(), U256::from(31));
-        assert_eq!(json_u256(&Value::from(7u64), "x").unwrap(), U256::from(7));
-        assert_eq!(n(&format!("0x{}", "f".repeat(64))).unwrap(), U256::MAX);
-        assert!(n(&format!("0x1{}", "0".repeat(64))).is_err());
-        for bad in [
-            "", "+1", "-1", "-0", "1_000", "0x1_0", "_1", "0x_1", "0x+1", " 1", "1 ", "0x 1",
-            "1 2", "\t1", "1\n", "0x1g", "1e3", "1.0", "0b1", "0o7", "٣", "0x０",
-        ] {
-            let err = n(bad).unwrap_err().to_string();
-            assert!(err.starts_with("x: "), "{bad:?}: {err}");
-        }
-        assert!(json_u256(&Value::from(-1), "x").is_err());
-        assert!(json_u256(&Value::from(1.5), "x").is_err());
-        assert!(json_u256(&Value::Null, "x").is_err());
-    }
-
-    #[test]
     fn alloc_errors_name_the_path() {
         let j: Value = serde_json::from_str(
             r#"{"alloc": {"0x00000000000000000000000000000000000000aa": {"balance": "12x"}}}"#,
@@ -542,68 +449,8 @@ pub(crate) mod tests {
         assert_eq!(alloc_writes(&j).unwrap().len(), 4);
     }
 
-    #[test]
-    fn shown_cuts_long_input_on_a_char_boundary() {
-        assert_eq!(shown("ab"), "\"ab\"");
-        let s = "é".repeat(200);
-        let got = shown(&s);
-        assert!(
-            got.contains("(400 bytes)") && got.chars().count() < 100,
-            "{got}"
-        );
-    }
-
     // -----------------------------------------------------------------------------------------
     // Property tests: arbitrary input gives a value or an error, never a panic.
-
-    /// Strings near the hex/number syntax: digits, prefixes, signs, separators, non-ASCII.
-    pub(crate) fn arb_hexish() -> impl Strategy<Value = String> {
-        prop_oneof![
-            "(0[xX])?[0-9a-fA-F]{0,70}",
-            "(0[xX])?[0-9a-fA-F+\\-_ é\u{0}\u{ffff}xX]{0,70}",
-            "[0-9]{0,80}",
-            any::<String>(),
-        ]
-    }
-
-    /// Arbitrary JSON trees whose strings are often hex-like and whose keys are often field
-    /// names or addresses.
-    pub(crate) fn arb_json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<u64>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>().prop_filter_map("finite", |f| {
-                serde_json::Number::from_f64(f).map(Value::Number)
-            }),
-            arb_hexish().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec((arb_key(), inner), 0..6)
-                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-            ]
-        })
-    }
-
-    fn arb_key() -> impl Strategy<Value = String> {
-        prop_oneof![
-            prop::sample::select(vec![
-                "alloc",
-                "balance",
-                "nonce",
-                "code",
-                "storage",
-                "privateKey",
-                "hash",
-            ])
-            .prop_map(String::from),
-            "(0[xX])?[0-9a-fA-F]{40}",
-            arb_hexish(),
-        ]
-    }
 
     /// A number-like JSON value: mostly well-formed, sometimes not.
     fn arb_uintish() -> impl Strategy<Value = Value> {
@@ -737,31 +584,6 @@ pub(crate) mod tests {
                 }
             }
             let _ = read_kv_lines(bytes.as_slice(), "t");
-        }
-
-        #[test]
-        fn json_u256_never_panics(s in arb_hexish()) {
-            if json_u256(&Value::String(s.clone()), "x").is_ok() {
-                let (d, hex) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-                    Some(h) => (h, true),
-                    None => (s.as_str(), false),
-                };
-                prop_assert!(
-                    d.bytes().all(|c| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() })
-                        && (hex || !d.is_empty()),
-                    "accepted {s:?}"
-                );
-            }
-        }
-
-        #[test]
-        fn json_hex_bytes_never_panics(v in prop_oneof![
-            arb_hexish().prop_map(Value::String),
-            arb_json(),
-        ]) {
-            if let (Ok(b), Some(s)) = (json_hex_bytes(&v, "c"), v.as_str()) {
-                prop_assert_eq!(b.len() * 2, strip_0x(s).len());
-            }
         }
 
         #[test]

@@ -1,0 +1,279 @@
+//! Importing a fixture's pre-state and executing its block through the pipeline.
+
+use crate::ExecError;
+use crate::fixture::Fixture;
+use alloy_consensus::ReceiptEnvelope;
+use alloy_consensus::Transaction as _;
+use alloy_eips::eip7840::BlobParams;
+use alloy_evm::block::{BlockExecutionResult, BlockExecutor, BlockExecutorFactory};
+use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
+use alloy_evm::eth::spec::EthSpec;
+use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutorFactory};
+use alloy_evm::{EthEvmFactory, EvmEnv, EvmFactory};
+use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{Address, B256, U256};
+use bintrie_keys::{AccountState, BasicData, basic_data_key, code_hash_key, storage_slot_key};
+use bintrie_revm::{
+    BinTrieState, BlockChanges, BlockPlan, BlockRun, PipelineOptions, PrefetchList,
+};
+use revm::primitives::hardfork::SpecId;
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+/// What [`execute_block`] prefetches before executing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Prefetch {
+    /// Nothing: every key is read when execution first asks for it.
+    None,
+    /// What the transactions name: senders, recipients, EIP-2930 lists, coinbase, withdrawal
+    /// recipients, the system contracts.
+    Transactions,
+    /// That, and the fixture's record of every key the block touches (an EIP-7928 block
+    /// access list).
+    #[default]
+    BlockAccessList,
+}
+
+/// How [`execute_block`] runs a block.
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct ExecOptions {
+    /// Cache, read path and workers of the pipeline.
+    pub pipeline: PipelineOptions,
+    /// What to prefetch (state, and the tree paths of the same keys).
+    pub prefetch: Prefetch,
+}
+
+impl ExecOptions {
+    /// With these pipeline options.
+    pub fn with_pipeline(mut self, pipeline: PipelineOptions) -> Self {
+        self.pipeline = pipeline;
+        self
+    }
+
+    /// With this prefetch.
+    pub fn with_prefetch(mut self, prefetch: Prefetch) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+}
+
+/// Blob parameters of mainnet at `timestamp` (alloy has no helper for the schedule).
+pub fn blob_params(spec: &EthSpec, timestamp: u64) -> Option<BlobParams> {
+    if spec.is_bpo2_active_at_timestamp(timestamp) {
+        Some(BlobParams::bpo2())
+    } else if spec.is_bpo1_active_at_timestamp(timestamp) {
+        Some(BlobParams::bpo1())
+    } else if spec.is_osaka_active_at_timestamp(timestamp) {
+        Some(BlobParams::osaka())
+    } else if spec.is_prague_active_at_timestamp(timestamp) {
+        Some(BlobParams::prague())
+    } else if spec.is_cancun_active_at_timestamp(timestamp) {
+        Some(BlobParams::cancun())
+    } else {
+        None
+    }
+}
+
+/// What importing the pre-state did.
+#[derive(Clone, Copy, Debug)]
+pub struct PreStateImport {
+    /// Accounts imported.
+    pub accounts: usize,
+    /// Of those, accounts imported with their code hash but without code (the fixture lacks
+    /// it).
+    pub without_code: usize,
+    /// The root after the import.
+    pub root: B256,
+    /// Wall time of the import.
+    pub time: Duration,
+}
+
+/// Imports the fixture's pre-state into an empty `state` as the block before the fixture's:
+/// whole accounts with [`BinTrieState::import_accounts`], then the accounts whose code the
+/// fixture lacks as header leaves with their real code hash (code size 0: unknown) and no code.
+pub fn import_pre_state(
+    state: &mut BinTrieState,
+    fx: &Fixture,
+) -> Result<PreStateImport, ExecError> {
+    let block = fx.parent()?;
+    if state.block() != 0 || state.root() != B256::ZERO {
+        return Err(ExecError::Unsupported(format!(
+            "the database already holds block {} (root {}): the pre-state is imported into an \
+             empty database",
+            state.block(),
+            state.root()
+        )));
+    }
+    let t = Instant::now();
+    let full: Vec<(&Address, &AccountState)> = fx
+        .pre
+        .iter()
+        .filter(|(_, p)| p.code_hash_only.is_none())
+        .map(|(a, p)| (a, &p.state))
+        .collect();
+    state.import_accounts(full, block)?;
+    let mut changes = BlockChanges::default();
+    for (a, p) in &fx.pre {
+        let Some(hash) = p.code_hash_only else {
+            continue;
+        };
+        let basic = BasicData {
+            version: 0,
+            code_size: 0,
+            nonce: p.state.nonce,
+            balance: p.state.balance,
+        }
+        .encode()
+        .map_err(|e| ExecError::Fixture(format!("pre-state account {a}: {e}")))?;
+        changes.writes.push((basic_data_key(a), basic));
+        changes.writes.push((code_hash_key(a), hash.0));
+        for (k, v) in &p.state.storage {
+            changes
+                .writes
+                .push((storage_slot_key(a, k), v.to_be_bytes::<32>()));
+        }
+        changes.accounts_written += 1;
+        changes.slots_written += p.state.storage.len();
+    }
+    let without_code = changes.accounts_written;
+    if without_code > 0 {
+        state.commit_block(changes, block)?;
+    }
+    Ok(PreStateImport {
+        accounts: fx.pre.len(),
+        without_code,
+        root: state.root(),
+        time: t.elapsed(),
+    })
+}
+
+/// The keys to read before executing: senders, recipients, EIP-2930 lists, coinbase, withdrawal
+/// recipients, the system contracts and (with `block_access_list`) the fixture's record of the
+/// keys the block touches.
+pub fn prefetch_list(fx: &Fixture, block_access_list: bool) -> PrefetchList {
+    // The coinbase, and the caller of the system calls (EIP-4788 and later).
+    let mut accounts = vec![
+        fx.block.header.inner.beneficiary,
+        alloy_eips::eip4788::SYSTEM_ADDRESS,
+    ];
+    let mut slots: Vec<(Address, B256)> = Vec::new();
+    for tx in fx.block.transactions.txns() {
+        accounts.push(tx.inner.signer());
+        accounts.extend(tx.inner.to());
+        if let Some(list) = tx.inner.access_list() {
+            for item in list.iter() {
+                accounts.push(item.address);
+                slots.extend(item.storage_keys.iter().map(|k| (item.address, *k)));
+            }
+        }
+    }
+    if let Some(w) = &fx.block.withdrawals {
+        accounts.extend(w.iter().map(|w| w.address));
+    }
+    if block_access_list {
+        for (a, keys) in &fx.access_list {
+            accounts.push(*a);
+            slots.extend(keys.iter().map(|k| (*a, *k)));
+        }
+    }
+    let mut list = PrefetchList::new();
+    list.system_contracts();
+    for a in accounts {
+        list.account(a);
+    }
+    for (a, k) in slots {
+        list.slot(a, U256::from_be_bytes(k.0));
+    }
+    list
+}
+
+/// A block executed and committed.
+#[derive(Debug)]
+pub struct Executed {
+    /// The fork the block ran under.
+    pub spec: SpecId,
+    /// The pipeline's account of it: alloy-evm's result (receipts, gas, requests), reads,
+    /// writes, stage timings, the commit.
+    pub run: BlockRun<BlockExecutionResult<ReceiptEnvelope>>,
+}
+
+/// Executes the fixture's block over `state` (holding its pre-state) with alloy-evm's Ethereum
+/// block executor (system calls, withdrawals, mainnet's fork and blob parameters at the block's
+/// timestamp) through the pipeline, and commits it. Only mainnet (chain id 1) is supported.
+pub fn execute_block(
+    state: &mut BinTrieState,
+    fx: &Fixture,
+    options: &ExecOptions,
+) -> Result<Executed, ExecError> {
+    if fx.chain_id != 1 {
+        return Err(ExecError::Unsupported(format!(
+            "chain id {}: only mainnet (chain id 1) is supported",
+            fx.chain_id
+        )));
+    }
+    let number = fx.number();
+    let header = &fx.block.header.inner;
+    // Prefetch: the state the block reads, and the tree paths of the stems it may write (the
+    // same list: a block access list names the keys a block touches, without telling reads
+    // from writes; an extra path costs a read, a missing one is loaded on demand).
+    let (prefetch, write_stems) = match options.prefetch {
+        Prefetch::None => (None, Vec::new()),
+        p => {
+            let list = prefetch_list(fx, p == Prefetch::BlockAccessList);
+            let stems = list.stems().into_iter().map(|(s, _)| s).collect();
+            (Some(list), stems)
+        }
+    };
+    let plan = BlockPlan {
+        number,
+        prefetch,
+        write_stems,
+        block_hashes: fx.block_hashes.iter().map(|(n, h)| (*n, *h)).collect(),
+    };
+    let factory = EthBlockExecutorFactory::new(
+        AlloyReceiptBuilder::default(),
+        EthSpec::mainnet(),
+        EthEvmFactory::default(),
+    );
+    let env = EvmEnv::for_eth_block(
+        header,
+        factory.spec(),
+        fx.chain_id,
+        blob_params(factory.spec(), header.timestamp),
+    );
+    let spec = env.cfg_env.spec;
+    let run = state
+        .run_block(&plan, &options.pipeline, |db| {
+            let evm = factory.evm_factory().create_evm(db, env);
+            let ctx = EthBlockExecutionCtx {
+                parent_hash: header.parent_hash,
+                parent_beacon_block_root: header.parent_beacon_block_root,
+                ommers: &[],
+                withdrawals: fx
+                    .block
+                    .withdrawals
+                    .as_ref()
+                    .map(|w| Cow::Borrowed(w.0.as_slice())),
+                extra_data: header.extra_data.clone(),
+                tx_count_hint: Some(fx.block.transactions.len()),
+                slot_number: header.slot_number,
+            };
+            let executor = factory.create_executor(evm, ctx);
+            executor.execute_block(fx.block.transactions.txns().map(|tx| &tx.inner))
+        })
+        .map_err(|e| match e {
+            bintrie_revm::PipelineError::State(e) => ExecError::State(e),
+            bintrie_revm::PipelineError::Execute(e) => {
+                let mut reason = e.to_string();
+                if !fx.problems.is_empty() {
+                    reason.push_str(&format!(
+                        " (the fixture is inconsistent: {})",
+                        fx.problems.join("; ")
+                    ));
+                }
+                ExecError::Execution { number, reason }
+            }
+        })?;
+    Ok(Executed { spec, run })
+}

@@ -1,0 +1,159 @@
+//! JSON values in fixtures and allocs: numbers, hex bytes, and keys that must not repeat. Every
+//! error names where in the input the value is (`at`), and quotes at most a short prefix of it.
+
+use alloy_primitives::{U256, hex};
+use anyhow::{Result, anyhow, bail};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+/// At most this many characters of a bad input are quoted in an error message.
+const SHOWN_CHARS: usize = 80;
+
+/// `s` quoted for an error message, cut after 80 characters.
+pub fn shown(s: &str) -> String {
+    match s.char_indices().nth(SHOWN_CHARS) {
+        None => format!("{s:?}"),
+        Some((i, _)) => format!("{:?}… ({} bytes)", &s[..i], s.len()),
+    }
+}
+
+/// A uint from a JSON number, a decimal string or a 0x-hex string (`0x` alone is zero); errors
+/// name `at`. Strings must be plain digits: no sign, no `_`, no whitespace.
+pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
+    match v {
+        Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
+            anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
+        }),
+        Value::String(s) => {
+            let (digits, radix, plain): (&str, u64, fn(&u8) -> bool) =
+                match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some("") => return Ok(U256::ZERO),
+                    Some(h) => (h, 16, u8::is_ascii_hexdigit),
+                    None => (s.as_str(), 10, u8::is_ascii_digit),
+                };
+            if digits.is_empty() || !digits.as_bytes().iter().all(plain) {
+                bail!(
+                    "{at}: {} is not a number: expected decimal digits, or 0x and hex digits",
+                    shown(s)
+                );
+            }
+            U256::from_str_radix(digits, radix)
+                .map_err(|e| anyhow!("{at}: {} is not a 256-bit number: {e}", shown(s)))
+        }
+        other => bail!("{at}: expected a number or a string, got {other}"),
+    }
+}
+
+/// Bytes from a hex string (0x optional, even digit count); errors name `at`.
+pub fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| anyhow!("{at}: expected a hex string, got {}", shown(&v.to_string())))?;
+    hex::decode(s).map_err(|e| anyhow!("{at}: not hex: {e}"))
+}
+
+/// Remembers the spelling of each parsed key, to refuse one key spelled twice (`0xaa…` and
+/// `aa…`, a different hex case, `0x1` and `0x01`): a JSON object would merge them silently.
+pub struct Spellings<K>(BTreeMap<K, String>);
+
+impl<K: Ord> Default for Spellings<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Ord> Spellings<K> {
+    /// No key seen yet.
+    pub fn new() -> Self {
+        Spellings(BTreeMap::new())
+    }
+
+    /// Records `spelling` for `key`; errors naming both spellings when `key` was seen before.
+    pub fn insert(&mut self, key: K, spelling: &str, at: &str, what: &str) -> Result<()> {
+        match self.0.entry(key) {
+            Entry::Vacant(e) => {
+                e.insert(spelling.to_string());
+                Ok(())
+            }
+            Entry::Occupied(e) => bail!(
+                "{at}: {} and {} are the same {what}, given twice",
+                shown(e.get()),
+                shown(spelling)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{arb_hexish, arb_json};
+    use proptest::prelude::*;
+
+    #[test]
+    fn json_u256_takes_plain_digits_only() {
+        let n = |s: &str| json_u256(&Value::from(s), "x");
+        assert_eq!(n("0x").unwrap(), U256::ZERO);
+        assert_eq!(n("0x1F").unwrap(), U256::from(31));
+        assert_eq!(n("0X1f").unwrap(), U256::from(31));
+        assert_eq!(n("031").unwrap(), U256::from(31));
+        assert_eq!(json_u256(&Value::from(7u64), "x").unwrap(), U256::from(7));
+        assert_eq!(n(&format!("0x{}", "f".repeat(64))).unwrap(), U256::MAX);
+        assert!(n(&format!("0x1{}", "0".repeat(64))).is_err());
+        for bad in [
+            "", "+1", "-1", "-0", "1_000", "0x1_0", "_1", "0x_1", "0x+1", " 1", "1 ", "0x 1",
+            "1 2", "\t1", "1\n", "0x1g", "1e3", "1.0", "0b1", "0o7", "٣", "0x０",
+        ] {
+            let err = n(bad).unwrap_err().to_string();
+            assert!(err.starts_with("x: "), "{bad:?}: {err}");
+        }
+        assert!(json_u256(&Value::from(-1), "x").is_err());
+        assert!(json_u256(&Value::from(1.5), "x").is_err());
+        assert!(json_u256(&Value::Null, "x").is_err());
+    }
+
+    #[test]
+    fn shown_cuts_long_input_on_a_char_boundary() {
+        assert_eq!(shown("ab"), "\"ab\"");
+        let s = "é".repeat(200);
+        let got = shown(&s);
+        assert!(
+            got.contains("(400 bytes)") && got.chars().count() < 100,
+            "{got}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn json_u256_never_panics(s in arb_hexish()) {
+            if json_u256(&Value::String(s.clone()), "x").is_ok() {
+                let (d, hex) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some(h) => (h, true),
+                    None => (s.as_str(), false),
+                };
+                prop_assert!(
+                    d.bytes().all(|c| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() })
+                        && (hex || !d.is_empty()),
+                    "accepted {s:?}"
+                );
+            }
+        }
+
+        #[test]
+        fn json_hex_bytes_never_panics(v in prop_oneof![
+            arb_hexish().prop_map(Value::String),
+            arb_json(),
+        ]) {
+            if let (Ok(b), Some(s)) = (json_hex_bytes(&v, "c"), v.as_str()) {
+                prop_assert_eq!(b.len() * 2, s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s).len());
+            }
+        }
+    }
+}

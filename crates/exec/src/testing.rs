@@ -1,0 +1,55 @@
+//! Proptest strategies for the parsers' never-panic tests (feature `testing`): JSON trees and
+//! strings near the hex and number syntax.
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+/// Strings near the hex/number syntax: digits, prefixes, signs, separators, non-ASCII.
+pub fn arb_hexish() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "(0[xX])?[0-9a-fA-F]{0,70}",
+        "(0[xX])?[0-9a-fA-F+\\-_ é\u{0}\u{ffff}xX]{0,70}",
+        "[0-9]{0,80}",
+        any::<String>(),
+    ]
+}
+
+/// Arbitrary JSON trees whose strings are often hex-like and whose keys are often field
+/// names or addresses.
+pub fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<u64>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter_map("finite", |f| {
+            serde_json::Number::from_f64(f).map(Value::Number)
+        }),
+        arb_hexish().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((arb_key(), inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// Keys of JSON objects: field names, addresses, hex-like strings.
+pub fn arb_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "alloc",
+            "balance",
+            "nonce",
+            "code",
+            "storage",
+            "privateKey",
+            "hash",
+        ])
+        .prop_map(String::from),
+        "(0[xX])?[0-9a-fA-F]{40}",
+        arb_hexish(),
+    ]
+}
