@@ -50,10 +50,10 @@ pub(crate) struct BenchArgs {
     /// Seed of the random state and the per-run keys.
     #[arg(long, default_value_t = 7864)]
     seed: u64,
-    /// Report directory (default: target/bench/<UTC timestamp>).
+    /// Report directory (default: target/bench/TIMESTAMP, the start time in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Where databases are built, one at a time (default: <out>/databases).
+    /// Where databases are built, one at a time (default: OUT/databases).
     #[arg(long)]
     db_dir: Option<PathBuf>,
     /// Keep each database instead of deleting it when its group depth is done.
