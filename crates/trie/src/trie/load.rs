@@ -1,0 +1,181 @@
+//! Loading: a blob from the store, checked against the hash its parent holds, expanded into
+//! nodes; and the preload pass that makes an update atomic.
+
+use super::*;
+
+/// Loads the node at `path` whose hash is `hash` (held by its parent, or the trie's root), and
+/// checks the blob against it: a stem blob by its stem hash, a group blob by hashing its entries
+/// up through its inner nodes exactly as [`hash_node`] hashes the expanded subtree. The inner
+/// nodes keep those hashes (nothing to recompute until something below them changes). Hash calls
+/// are counted in `ctx.counters.hashes`.
+pub(super) fn load<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    path: &Path,
+    hash: Hash32,
+) -> Result<Node, TrieError<S::Error>> {
+    let key = path.to_key();
+    let blob = ctx
+        .store
+        .get_node(&key)
+        .map_err(TrieError::Store)?
+        .ok_or(TrieError::MissingNode { path: *path })?;
+    ctx.counters.nodes_loaded.fetch_add(1, Ordering::Relaxed);
+    ctx.counters
+        .bytes_loaded
+        .fetch_add(blob.len() as u64, Ordering::Relaxed);
+    let corrupt = |reason: String| TrieError::Corrupt {
+        path: *path,
+        reason,
+    };
+    let check = |computed: Hash32, calls: u64| {
+        ctx.counters.hashes.fetch_add(calls, Ordering::Relaxed);
+        if computed == hash {
+            Ok(())
+        } else {
+            Err(TrieError::HashMismatch {
+                path: *path,
+                claimed: hash,
+                computed,
+            })
+        }
+    };
+    match NodeBlob::decode(&blob).map_err(|e| corrupt(e.to_string()))? {
+        NodeBlob::Stem(stem, values) => {
+            if !path.is_prefix_of(&stem) {
+                return Err(corrupt("stem does not lie under its path".into()));
+            }
+            let (h, calls) = values.stem_hash::<H>(&stem);
+            check(h, calls as u64)?;
+            Ok(Node::Stem(Box::new(StemNode {
+                stem,
+                values,
+                hash: Some(h),
+                dirty: false,
+                stored_depth: Some(path.len() as u8),
+            })))
+        }
+        NodeBlob::Group(group) => {
+            let g = group.group_depth;
+            if g != ctx.group_depth {
+                return Err(TrieError::GroupDepthMismatch {
+                    stored: g,
+                    expected: ctx.group_depth,
+                });
+            }
+            if !path.len().is_multiple_of(g as usize) {
+                return Err(corrupt(format!(
+                    "group blob at depth {}, not a multiple of {g}",
+                    path.len()
+                )));
+            }
+            let (node, h, calls) =
+                expand_group::<H>(&group.entries, g, 0, 0, path.len()).map_err(corrupt)?;
+            if !matches!(node, Node::Internal(_)) {
+                return Err(corrupt("group blob does not hold an internal node".into()));
+            }
+            check(h, calls)?;
+            Ok(node)
+        }
+    }
+}
+
+/// Builds the binary subtree of a group at relative depth `rel`, relative path `prefix`, for a
+/// group rooted at absolute depth `base`, and hashes it: an internal node is `H(left ‖ right)`,
+/// an empty side zero, an entry its stored hash. Returns the node, its hash and the hash calls.
+/// Errors (instead of building) when an internal node would sit at depth 248 or deeper, or an
+/// entry below depth 248: no valid tree has either.
+pub(super) fn expand_group<H: TreeHasher>(
+    entries: &[GroupEntry],
+    g: u8,
+    rel: u8,
+    prefix: u16,
+    base: usize,
+) -> Result<(Node, Hash32, u64), String> {
+    if entries.is_empty() {
+        return Ok((Node::Empty, ZERO_HASH, 0));
+    }
+    let depth = base + rel as usize;
+    let span = 1u16 << (g - rel);
+    let start = prefix << (g - rel);
+    if entries.len() == 1 && entries[0].depth == rel && entries[0].index == start {
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "group entry at depth {depth}, past the deepest stem"
+            ));
+        }
+        let h = entries[0].hash;
+        return Ok((Node::Hashed(h), h, 0));
+    }
+    if rel == g {
+        // Decoded groups never have two entries at one bottom position.
+        return Err("two group entries at one position".into());
+    }
+    if depth >= MAX_DEPTH {
+        return Err(format!(
+            "group expands to an internal node at depth {depth}"
+        ));
+    }
+    let mid = start + span / 2;
+    let split = entries.partition_point(|e| e.index < mid);
+    let (left, lh, ln) = expand_group::<H>(&entries[..split], g, rel + 1, prefix << 1, base)?;
+    let (right, rh, rn) =
+        expand_group::<H>(&entries[split..], g, rel + 1, (prefix << 1) | 1, base)?;
+    let h = H::hash_pair(&lh, &rh);
+    Ok((
+        Node::Internal(Box::new(Internal {
+            left,
+            right,
+            hash: Some(h),
+            dirty: false,
+        })),
+        h,
+        ln + rn + 1,
+    ))
+}
+
+/// Loads and verifies every unloaded node that [`apply`] would reach with this sorted,
+/// non-empty batch, without changing anything else: the fallible half of an update, so that
+/// [`apply`] finds everything loaded and an error leaves the tree as it was.
+pub(super) fn preload<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    node: &mut Node,
+    path: Path,
+    batch: &[(TreeKey, [u8; 32])],
+) -> Result<(), TrieError<S::Error>> {
+    if let Node::Hashed(h) = node {
+        let h = *h;
+        *node = load::<S, H>(ctx, &path, h)?;
+    }
+    // An empty node or a stem: `apply` builds new nodes below and loads nothing.
+    let Node::Internal(n) = node else {
+        return Ok(());
+    };
+    let depth = path.len();
+    if depth >= MAX_DEPTH {
+        return Err(TrieError::TooDeep);
+    }
+    let split = batch.partition_point(|(k, _)| stem_bit(&k.stem, depth) == 0);
+    let (lb, rb) = batch.split_at(split);
+    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+    let Internal { left, right, .. } = &mut **n;
+    let (lr, rr) = if batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty() {
+        rayon::join(
+            || preload::<S, H>(ctx, left, lp, lb),
+            || preload::<S, H>(ctx, right, rp, rb),
+        )
+    } else {
+        let lr = if lb.is_empty() {
+            Ok(())
+        } else {
+            preload::<S, H>(ctx, left, lp, lb)
+        };
+        let rr = if rb.is_empty() {
+            Ok(())
+        } else {
+            preload::<S, H>(ctx, right, rp, rb)
+        };
+        (lr, rr)
+    };
+    lr.and(rr)
+}

@@ -1,0 +1,450 @@
+//! The tree engine: the in-memory tree and the public [`Trie`] API. The stages live in
+//! submodules: [`load`] (loading and checking blobs, preloading a batch), [`update`] (applying a
+//! batch), [`hash`] (rehashing, verifying), [`collect`] (serializing a commit).
+
+use crate::{CommitSet, NodeStore, TrieError};
+use bintrie_keys::{Stem, TreeKey};
+use bintrie_node::{
+    GroupBlob, GroupEntry, Hash32, MAX_DEPTH, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH, NodeBlob, Path,
+    Sha256Hasher, StemValues, TreeHasher, ZERO_HASH,
+};
+use std::marker::PhantomData;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+mod collect;
+mod hash;
+mod load;
+mod update;
+
+use collect::{collect_all, mark_committed};
+use hash::{hash_node, verify_node};
+use load::{load, preload};
+use update::apply;
+
+/// Batches at least this large are split across rayon tasks.
+const PAR_BATCH: usize = 256;
+/// Subtrees above this depth are hashed in parallel.
+const PAR_HASH_DEPTH: usize = 8;
+
+/// A node of the in-memory tree.
+#[derive(Debug)]
+enum Node {
+    Empty,
+    Internal(Box<Internal>),
+    Stem(Box<StemNode>),
+    /// Not loaded: its hash is known and its blob is in the store at this node's path. Loading
+    /// checks the blob against this hash.
+    Hashed(Hash32),
+}
+
+#[derive(Debug)]
+struct Internal {
+    left: Node,
+    right: Node,
+    /// Cached hash; `None` after a change below. The inner nodes of a loaded group get theirs
+    /// when the group is verified on load (a group blob stores only its bottom hashes, SPEC §5).
+    hash: Option<Hash32>,
+    /// Changed since the last commit.
+    dirty: bool,
+}
+
+#[derive(Debug)]
+struct StemNode {
+    stem: Stem,
+    values: StemValues,
+    hash: Option<Hash32>,
+    dirty: bool,
+    /// Depth at which the store holds this stem's blob, if it does.
+    stored_depth: Option<u8>,
+}
+
+impl Node {
+    fn new_internal(left: Node, right: Node) -> Node {
+        Node::Internal(Box::new(Internal {
+            left,
+            right,
+            hash: None,
+            dirty: true,
+        }))
+    }
+
+    /// The cached hash. Only valid after the tree has been hashed (`Trie::root`).
+    fn cached_hash(&self) -> Option<Hash32> {
+        match self {
+            Node::Empty => Some(ZERO_HASH),
+            Node::Hashed(h) => Some(*h),
+            Node::Internal(n) => n.hash,
+            Node::Stem(s) => s.hash,
+        }
+    }
+
+    fn is_dirty(&self) -> bool {
+        match self {
+            Node::Internal(n) => n.dirty,
+            Node::Stem(s) => s.dirty,
+            _ => false,
+        }
+    }
+}
+
+#[inline]
+fn stem_bit(stem: &Stem, depth: usize) -> u8 {
+    (stem[depth / 8] >> (7 - (depth % 8))) & 1
+}
+
+/// Cumulative work counters of a [`Trie`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrieStats {
+    /// Blobs fetched from the store and decoded.
+    pub nodes_loaded: u64,
+    /// Bytes of those blobs.
+    pub bytes_loaded: u64,
+    /// Hash-function calls made while computing roots, verifying loaded blobs (a stem blob's
+    /// stem hash, a group blob's inner nodes) and in [`Trie::verify`].
+    pub hashes: u64,
+    /// Blobs written by commits.
+    pub blobs_written: u64,
+    /// Bytes of those blobs.
+    pub bytes_written: u64,
+    /// Paths deleted by commits.
+    pub paths_removed: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    nodes_loaded: AtomicU64,
+    bytes_loaded: AtomicU64,
+    hashes: AtomicU64,
+    blobs_written: AtomicU64,
+    bytes_written: AtomicU64,
+    paths_removed: AtomicU64,
+}
+
+/// What one commit wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// The root after the commit.
+    pub root: Hash32,
+    /// Blobs written (groups and stems).
+    pub blobs: usize,
+    /// Bytes written.
+    pub bytes: usize,
+    /// Paths deleted.
+    pub removed: usize,
+}
+
+/// Shared, read-only state of one parallel operation.
+struct Ctx<'a, S: NodeStore> {
+    store: &'a S,
+    group_depth: u8,
+    counters: &'a Counters,
+    /// Stored stem paths vacated by splits in this operation.
+    vacated: &'a Mutex<Vec<Path>>,
+}
+
+/// An EIP-7864 binary trie over a [`NodeStore`], generic over the hash function.
+///
+/// Nodes are loaded lazily by path, and every blob loaded is checked against the hash its parent
+/// holds for it (the root blob against the root given to [`Trie::open`]): a stem blob by its
+/// stem hash, a group blob by hashing its entries up through its inner nodes. A mismatch is
+/// [`TrieError::HashMismatch`], so a damaged store is never read or built upon. The inner hashes
+/// computed by that check are kept, so a later change inside a loaded group rehashes only the
+/// changed path (the check costs up to 2^g - 1 hashes per group loaded, once). Updates are
+/// applied as sorted batches; hashing is cached per node and runs in parallel over independent
+/// subtrees. [`Trie::commit`] writes the dirty group and stem blobs at the trie's group depth,
+/// plus the paths vacated by stems that a split pushed deeper.
+///
+/// Invariants: the root never depends on the group depth or the order of insertion; nothing is
+/// ever removed from the tree (a zero value is a present leaf, SPEC §4); every loaded node is
+/// consistent with the root the trie was opened at; an operation that fails changes nothing
+/// (nodes verified before the failure may stay loaded).
+pub struct Trie<S: NodeStore, H: TreeHasher = Sha256Hasher> {
+    root: Node,
+    store: S,
+    group_depth: u8,
+    counters: Counters,
+    vacated: Vec<Path>,
+    _hasher: PhantomData<H>,
+}
+
+impl<S: NodeStore, H: TreeHasher> std::fmt::Debug for Trie<S, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trie")
+            .field("group_depth", &self.group_depth)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_group_depth<E: std::error::Error>(g: u8) -> Result<(), TrieError<E>> {
+    if (MIN_GROUP_DEPTH..=MAX_GROUP_DEPTH).contains(&g) {
+        Ok(())
+    } else {
+        Err(TrieError::BadGroupDepth(g))
+    }
+}
+
+impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
+    /// An empty tree that will commit into `store` at `group_depth` (1..=8).
+    pub fn new(store: S, group_depth: u8) -> Result<Self, TrieError<S::Error>> {
+        Self::open(store, group_depth, ZERO_HASH)
+    }
+
+    /// A tree whose root, with hash `root`, is stored in `store` at group depth `group_depth`.
+    /// Nothing is read until a lookup or update needs it. A zero `root` is the empty tree.
+    pub fn open(store: S, group_depth: u8, root: Hash32) -> Result<Self, TrieError<S::Error>> {
+        check_group_depth(group_depth)?;
+        Ok(Trie {
+            root: if root == ZERO_HASH {
+                Node::Empty
+            } else {
+                Node::Hashed(root)
+            },
+            store,
+            group_depth,
+            counters: Counters::default(),
+            vacated: Vec::new(),
+            _hasher: PhantomData,
+        })
+    }
+
+    /// The group depth commits are written at.
+    pub fn group_depth(&self) -> u8 {
+        self.group_depth
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The store, mutably (the engine's view of it must not be changed behind its back).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Consumes the tree and returns its store.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// The work counters since creation (or the last [`Trie::reset_stats`]).
+    pub fn stats(&self) -> TrieStats {
+        let c = &self.counters;
+        TrieStats {
+            nodes_loaded: c.nodes_loaded.load(Ordering::Relaxed),
+            bytes_loaded: c.bytes_loaded.load(Ordering::Relaxed),
+            hashes: c.hashes.load(Ordering::Relaxed),
+            blobs_written: c.blobs_written.load(Ordering::Relaxed),
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            paths_removed: c.paths_removed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Zeroes the work counters.
+    pub fn reset_stats(&mut self) {
+        self.counters = Counters::default();
+    }
+
+    /// Drops every loaded node and keeps only the root hash, as after [`Trie::open`]. Fails if
+    /// there are uncommitted changes (they would be lost).
+    pub fn unload(&mut self) -> Result<(), TrieError<S::Error>> {
+        if self.root.is_dirty() {
+            return Err(TrieError::Uncommitted);
+        }
+        let root = self.root.cached_hash().ok_or(TrieError::Uncommitted)?;
+        self.root = if root == ZERO_HASH {
+            Node::Empty
+        } else {
+            Node::Hashed(root)
+        };
+        Ok(())
+    }
+
+    fn ctx<'a>(&'a self, vacated: &'a Mutex<Vec<Path>>) -> Ctx<'a, S> {
+        Ctx {
+            store: &self.store,
+            group_depth: self.group_depth,
+            counters: &self.counters,
+            vacated,
+        }
+    }
+
+    /// The value at `key`, loading (and verifying) nodes on the way as needed. `Ok(None)` when
+    /// the key is absent. Errors when the store fails, or when a blob on the way is missing,
+    /// malformed, or does not hash to what its parent holds.
+    pub fn get(&mut self, key: &TreeKey) -> Result<Option<[u8; 32]>, TrieError<S::Error>> {
+        Ok(self
+            .get_stem(&key.stem)?
+            .and_then(|v| v.get(key.sub_index).copied()))
+    }
+
+    /// All present values of `stem` (one walk for all 256 sub-indices); `Ok(None)` when the stem
+    /// is absent. Errors as [`Trie::get`] does; never panics on a corrupt store (a path that
+    /// would pass depth 248 is [`TrieError::TooDeep`] or [`TrieError::Corrupt`]).
+    pub fn get_stem(&mut self, stem: &Stem) -> Result<Option<&StemValues>, TrieError<S::Error>> {
+        let vacated = Mutex::new(Vec::new());
+        let Trie {
+            root,
+            store,
+            group_depth,
+            counters,
+            ..
+        } = self;
+        let ctx = Ctx {
+            store: &*store,
+            group_depth: *group_depth,
+            counters: &*counters,
+            vacated: &vacated,
+        };
+        let mut node = root;
+        let mut path = Path::ROOT;
+        loop {
+            if let Node::Hashed(h) = node {
+                let h = *h;
+                *node = load::<S, H>(&ctx, &path, h)?;
+            }
+            match node {
+                Node::Empty | Node::Hashed(_) => return Ok(None),
+                Node::Stem(s) => {
+                    return Ok((s.stem == *stem).then_some(&s.values));
+                }
+                Node::Internal(n) => {
+                    if path.len() >= MAX_DEPTH {
+                        return Err(TrieError::TooDeep);
+                    }
+                    let bit = stem_bit(stem, path.len());
+                    path = path.child(bit).ok_or(TrieError::TooDeep)?;
+                    node = if bit == 0 { &mut n.left } else { &mut n.right };
+                }
+            }
+        }
+    }
+
+    /// Sets one value (a zero value is written as a present zero leaf).
+    pub fn insert(&mut self, key: TreeKey, value: [u8; 32]) -> Result<(), TrieError<S::Error>> {
+        self.apply_sorted(&[(key, value)])
+    }
+
+    /// Applies a batch of writes. The batch is sorted by key here; for equal keys the later
+    /// entry wins, as if the writes were applied one by one in order. Atomic: on an error
+    /// (see [`Trie::apply_sorted`]) nothing is applied.
+    pub fn update(
+        &mut self,
+        mut batch: Vec<(TreeKey, [u8; 32])>,
+    ) -> Result<(), TrieError<S::Error>> {
+        sort_dedup_last(&mut batch);
+        self.apply_sorted(&batch)
+    }
+
+    /// Applies a batch already sorted by key with no duplicate keys (checked; an unsorted batch
+    /// is an error and changes nothing).
+    ///
+    /// Atomic: first every node the batch reaches is loaded and verified (in parallel), then the
+    /// writes are applied. So a store error, a missing, malformed or too deep blob, or a blob
+    /// that does not hash to what its parent holds is returned before anything changes: the
+    /// root and the next commit are as if this call had not been made.
+    pub fn apply_sorted(
+        &mut self,
+        batch: &[(TreeKey, [u8; 32])],
+    ) -> Result<(), TrieError<S::Error>> {
+        if batch.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(TrieError::UnsortedBatch);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let vacated = Mutex::new(Vec::new());
+        let mut root = std::mem::replace(&mut self.root, Node::Empty);
+        let ctx = self.ctx(&vacated);
+        let result = preload::<S, H>(&ctx, &mut root, Path::ROOT, batch)
+            .and_then(|()| apply::<S, H>(&ctx, &mut root, Path::ROOT, batch));
+        self.root = root;
+        self.vacated
+            .extend(vacated.into_inner().unwrap_or_else(|e| e.into_inner()));
+        result.map(|_| ())
+    }
+
+    /// The root hash: rehashes whatever changed since it was last computed, in parallel.
+    pub fn root(&mut self) -> Hash32 {
+        let (h, n) = hash_node::<H>(&mut self.root, 0);
+        self.counters.hashes.fetch_add(n, Ordering::Relaxed);
+        h
+    }
+
+    /// Loads the whole tree from the store and recomputes every hash from the stem values up,
+    /// checking each against the hash its parent (or [`Trie::open`]) claimed. Returns the
+    /// recomputed root; a mismatch is [`TrieError::HashMismatch`] (a malformed blob
+    /// [`TrieError::Corrupt`]). This reads every blob: a full integrity check, for tools and
+    /// tests, not for the block path (which verifies only the blobs it loads).
+    pub fn verify(&mut self) -> Result<Hash32, TrieError<S::Error>> {
+        let vacated = Mutex::new(Vec::new());
+        let mut root = std::mem::replace(&mut self.root, Node::Empty);
+        let result = verify_node::<S, H>(&self.ctx(&vacated), &mut root, Path::ROOT);
+        self.root = root;
+        let (h, n) = result?;
+        self.counters.hashes.fetch_add(n, Ordering::Relaxed);
+        Ok(h)
+    }
+
+    /// Writes every changed group and stem blob at the trie's group depth, and deletes vacated
+    /// paths, through [`NodeStore::apply`]. On error nothing is marked committed, so the same
+    /// changes are written again by the next commit.
+    pub fn commit(&mut self) -> Result<CommitStats, TrieError<S::Error>> {
+        self.commit_with(|store, set| store.apply(set))
+    }
+
+    /// Like [`Trie::commit`], but `write` persists the set: a store that writes more than the
+    /// trie's nodes in the same transaction (flat state, metadata) uses this.
+    pub fn commit_with<F>(&mut self, write: F) -> Result<CommitStats, TrieError<S::Error>>
+    where
+        F: FnOnce(&mut S, &CommitSet) -> Result<(), S::Error>,
+    {
+        let set = self.prepare_commit();
+        write(&mut self.store, &set).map_err(TrieError::Store)?;
+        mark_committed(&mut self.root, 0);
+        self.vacated.clear();
+        let c = &self.counters;
+        c.blobs_written
+            .fetch_add(set.len() as u64, Ordering::Relaxed);
+        c.bytes_written
+            .fetch_add(set.bytes() as u64, Ordering::Relaxed);
+        c.paths_removed
+            .fetch_add(set.removed().len() as u64, Ordering::Relaxed);
+        Ok(CommitStats {
+            root: set.root,
+            blobs: set.len(),
+            bytes: set.bytes(),
+            removed: set.removed().len(),
+        })
+    }
+
+    /// The set of blobs a commit would write now, without marking anything committed.
+    pub fn prepare_commit(&mut self) -> CommitSet {
+        let root = self.root();
+        let mut set = CommitSet::new(root, self.group_depth);
+        collect_all(&self.root, self.group_depth, &mut set);
+        for p in &self.vacated {
+            set.push_removed(p.to_key());
+        }
+        set.finish();
+        set
+    }
+}
+
+/// Sorts by key (stable) and keeps the last entry of each run of equal keys.
+pub fn sort_dedup_last(batch: &mut Vec<(TreeKey, [u8; 32])>) {
+    use rayon::slice::ParallelSliceMut;
+    batch.par_sort_by(|a, b| a.0.cmp(&b.0));
+    // Keep the last of each run: walk backwards.
+    let mut out = batch.len();
+    for i in (0..batch.len()).rev() {
+        if out < batch.len() && batch[out].0 == batch[i].0 {
+            continue;
+        }
+        out -= 1;
+        batch.swap(out, i);
+    }
+    batch.drain(..out);
+}
