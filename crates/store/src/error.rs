@@ -1,0 +1,103 @@
+//! The store's errors, and how MDBX and I/O errors map to them.
+
+use crate::*;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// MDBX reported an error.
+    #[error("mdbx: {0}")]
+    Mdbx(libmdbx::Error),
+    /// The commit did not fit the configured maximum size; the database is still at its last
+    /// committed block.
+    #[error(
+        "the database is full (its maximum size is reached); the last committed block is intact: \
+         reopen with a larger max size"
+    )]
+    MapFull,
+    /// The filesystem holding the database has no space left; the commit was not written and
+    /// the database is still at its last committed block.
+    #[error("no space left on the disk holding the database; the last committed block is intact")]
+    DiskFull,
+    /// The database was created with another group depth.
+    #[error("the database stores group depth {stored}, {requested} was asked for")]
+    GroupDepthMismatch {
+        /// Group depth in the database.
+        stored: u8,
+        /// Group depth asked for.
+        requested: u8,
+    },
+    /// The database has another format version.
+    #[error("unsupported database format {0} (this build reads format {FORMAT_VERSION})")]
+    Format(u32),
+    /// No database at the path and `create` was false (or the store was opened read-only).
+    #[error("no bintrie database at {0}")]
+    NotFound(PathBuf),
+    /// A file exists at the path but is not a bintrie database (not MDBX, truncated, or an
+    /// MDBX file without this project's tables). Nothing was written to it.
+    #[error(
+        "{path} is not a bintrie database ({reason}); refusing to use it, and nothing was written"
+    )]
+    NotADatabase {
+        /// The data file.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// Another writer committed since this store read its meta: committing would build on a
+    /// state that is no longer the database's. Nothing was written.
+    #[error(
+        "the database changed under this writer: it is at block {stored_block} (root {stored_root}), \
+         this writer built on block {expected_block} (root {expected_root}); is another process \
+         writing to it? Nothing was written"
+    )]
+    Conflict {
+        /// The block the database holds now.
+        stored_block: u64,
+        /// Its root, hex.
+        stored_root: String,
+        /// The block this writer started from.
+        expected_block: u64,
+        /// Its root, hex.
+        expected_root: String,
+    },
+    /// A write was attempted through a store opened read-only.
+    #[error("the database was opened read-only")]
+    ReadOnly,
+    /// A metadata record or a stored value is malformed.
+    #[error("corrupt database: {0}")]
+    Corrupt(String),
+    /// Invalid options.
+    #[error("invalid option: {0}")]
+    Options(String),
+    /// Filesystem error.
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
+impl From<libmdbx::Error> for StoreError {
+    fn from(e: libmdbx::Error) -> Self {
+        map_err(e)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            StoreError::DiskFull
+        } else {
+            StoreError::Io(e)
+        }
+    }
+}
+
+pub(crate) fn map_err(e: libmdbx::Error) -> StoreError {
+    match e {
+        libmdbx::Error::MapFull => StoreError::MapFull,
+        libmdbx::Error::Other(code) if code == libc::ENOSPC => StoreError::DiskFull,
+        libmdbx::Error::IoError(io) if io.raw_os_error() == Some(libc::ENOSPC) => {
+            StoreError::DiskFull
+        }
+        other => StoreError::Mdbx(other),
+    }
+}

@@ -1,0 +1,274 @@
+//! Opening a store: validating an existing file before MDBX may touch it, read-only opens
+//! that never write, and the directory lock that serialises opens.
+
+use crate::*;
+
+/// An advisory lock (`flock`) on a database directory, held while a store is opened, so that
+/// one process creating a database and another opening it never see a half-made file. Best
+/// effort: where the filesystem has no `flock` (some network filesystems), opens go unlocked.
+struct DirLock(#[allow(dead_code)] Option<std::fs::File>);
+
+impl DirLock {
+    /// Waits for the exclusive lock (a writer's open).
+    fn exclusive(dir: &FsPath) -> Self {
+        Self::take(dir, std::fs::File::lock)
+    }
+
+    /// Waits for a shared lock (a reader's open).
+    fn shared(dir: &FsPath) -> Self {
+        Self::take(dir, std::fs::File::lock_shared)
+    }
+
+    fn take(dir: &FsPath, lock: fn(&std::fs::File) -> std::io::Result<()>) -> Self {
+        match std::fs::File::open(dir).and_then(|f| lock(&f).map(|()| f)) {
+            Ok(f) => DirLock(Some(f)),
+            Err(e) => {
+                tracing::debug!(dir = %dir.display(), error = %e, "opening without a directory lock");
+                DirLock(None)
+            }
+        }
+    }
+}
+
+/// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
+/// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
+/// being created). Never creates, formats or writes the data file.
+fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Option<Meta>), StoreError> {
+    let data = dir.join("mdbx.dat");
+    let not_db = |reason: String| StoreError::NotADatabase {
+        path: data.clone(),
+        reason,
+    };
+    let db = Database::<MapKind>::open_with_options(
+        dir,
+        DatabaseOptions {
+            max_tables: Some(8),
+            max_readers: Some(256),
+            no_rdahead: true,
+            accede: true,
+            mode: Mode::ReadOnly,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| match e {
+        libmdbx::Error::Invalid
+        | libmdbx::Error::Corrupted
+        | libmdbx::Error::NoData
+        | libmdbx::Error::PageNotFound
+        | libmdbx::Error::VersionMismatch
+        | libmdbx::Error::WannaRecovery
+        | libmdbx::Error::Problem
+        | libmdbx::Error::Panic => not_db(format!("MDBX cannot open it: {e}")),
+        libmdbx::Error::Other(code) if code == libc::ENODATA || code == libc::EINVAL => {
+            not_db(format!("MDBX cannot open it: {e}"))
+        }
+        // Readers register in MDBX's reader table, in the lock file beside the data.
+        libmdbx::Error::Access | libmdbx::Error::PermissionDenied => {
+            StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "permission denied: reading {} needs read access to mdbx.dat and write \
+                     access to mdbx.lck (MDBX's table of readers)",
+                    dir.display()
+                ),
+            ))
+        }
+        other => map_err(other),
+    })?;
+    let meta = {
+        let txn = db.begin_ro_txn().map_err(map_err)?;
+        let mut missing = Vec::new();
+        for t in [T_NODES, T_STEMS, T_CODE, T_META] {
+            match txn.open_table(Some(t)) {
+                Ok(_) => {}
+                Err(libmdbx::Error::NotFound) => missing.push(t),
+                Err(e) => return Err(map_err(e)),
+            }
+        }
+        if missing.len() == 4 {
+            // A valid MDBX environment without any table: one whose creation has not
+            // committed its first transaction yet (another process is creating it, or one
+            // was killed doing so). It holds no data.
+            None
+        } else if let Some(t) = missing.first() {
+            return Err(not_db(format!("no `{t}` table")));
+        } else {
+            let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+            Some(read_meta(&txn, &mt)?.ok_or_else(|| not_db("its meta table is empty".into()))?)
+        }
+    };
+    Ok((db, meta))
+}
+
+impl StateStore {
+    /// Opens the database in directory `dir`.
+    ///
+    /// - `options.read_only`: the database must exist ([`StoreError::NotFound`]); nothing is
+    ///   created or written, see [`StoreOptions::read_only`].
+    /// - otherwise a missing database is created (unless `options.create` is false); an
+    ///   existing data file is first opened read-only and must be a bintrie database of this
+    ///   format, else [`StoreError::NotADatabase`] and nothing is written (MDBX would otherwise
+    ///   format a short file over). An existing database keeps its group depth: asking for
+    ///   another is [`StoreError::GroupDepthMismatch`].
+    pub fn open(dir: impl AsRef<FsPath>, options: &StoreOptions) -> Result<Self, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        let data = dir.join("mdbx.dat");
+        let exists = match std::fs::symlink_metadata(&data) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(g) = options.group_depth
+            && !(1..=8).contains(&g)
+        {
+            return Err(StoreError::Options(format!("group depth {g} outside 1..8")));
+        }
+        if !exists && (options.read_only || !options.create) {
+            return Err(StoreError::NotFound(dir));
+        }
+        let check_depth = |meta: &Meta| match options.group_depth {
+            Some(req) if req != meta.group_depth => Err(StoreError::GroupDepthMismatch {
+                stored: meta.group_depth,
+                requested: req,
+            }),
+            _ => Ok(()),
+        };
+        if options.read_only {
+            let _open_lock = DirLock::shared(&dir);
+            let (db, meta) = open_read_only(&dir)?;
+            let meta = meta.ok_or_else(|| StoreError::NotADatabase {
+                path: data.clone(),
+                reason: "an MDBX environment without tables: a database still being created".into(),
+            })?;
+            check_depth(&meta)?;
+            return Ok(StateStore {
+                inner: Arc::new(Inner {
+                    db,
+                    dir,
+                    read_only: true,
+                    warm: Default::default(),
+                }),
+                meta,
+            });
+        }
+        // Opening for writing may create and format the data file. Two processes doing that
+        // at once would each see the other's half-made file and call it "not a database";
+        // opens are serialised by a lock on the directory, held until the tables exist.
+        std::fs::create_dir_all(&dir)?;
+        let _open_lock = DirLock::exclusive(&dir);
+        let exists = exists || data.exists();
+        if exists {
+            // Validate before MDBX opens it for writing: never format over a file that is not
+            // a database of this format.
+            if let (_, Some(meta)) = open_read_only(&dir)? {
+                check_depth(&meta)?;
+            }
+        }
+        let page_size = match options.page_size {
+            None => None,
+            Some(p) if p.is_power_of_two() && (4096..=65536).contains(&p) => Some(PageSize::Set(p)),
+            Some(p) => {
+                return Err(StoreError::Options(format!(
+                    "page size {p}: a power of two from 4096 to 65536"
+                )));
+            }
+        };
+        let open = |sync_mode: SyncMode| {
+            Database::<MapKind>::open_with_options(
+                &dir,
+                DatabaseOptions {
+                    max_tables: Some(8),
+                    max_readers: Some(256),
+                    page_size: page_size.clone(),
+                    no_rdahead: true,
+                    mode: Mode::ReadWrite(ReadWriteOptions {
+                        sync_mode,
+                        min_size: None,
+                        max_size: Some(options.max_size.unwrap_or(1 << 40) as isize),
+                        growth_step: options.growth_step.map(|g| g as isize),
+                        shrink_threshold: None,
+                    }),
+                    ..Default::default()
+                },
+            )
+        };
+        let db = match options.durability {
+            Durability::Durable => open(SyncMode::Durable),
+            // The first process to open an environment sets its durability for all who join,
+            // and a reader that got there first holds it durable: a relaxed writer then joins
+            // durable (never weaker than asked) rather than fail.
+            Durability::Relaxed => match open(SyncMode::SafeNoSync) {
+                Err(libmdbx::Error::Incompatible) => {
+                    let db = open(SyncMode::Durable);
+                    if db.is_ok() {
+                        tracing::warn!(
+                            "another process holds the database open in durable mode: this \
+                             writer's commits are durable too"
+                        );
+                    }
+                    db
+                }
+                other => other,
+            },
+        }
+        .map_err(|e| match e {
+            libmdbx::Error::Incompatible => StoreError::Options(
+                "another process has the database open for writing with another durability \
+                 (durable vs relaxed); use the same, or wait for it to finish"
+                    .into(),
+            ),
+            other => map_err(other),
+        })?;
+        let inner = Arc::new(Inner {
+            db,
+            dir,
+            read_only: false,
+            warm: Default::default(),
+        });
+        let meta = {
+            let txn = inner.db.begin_rw_txn().map_err(map_err)?;
+            for t in [T_NODES, T_STEMS, T_CODE, T_META] {
+                txn.create_table(Some(t), TableFlags::default())
+                    .map_err(map_err)?;
+            }
+            let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+            let meta = match read_meta(&txn, &mt)? {
+                Some(meta) => {
+                    check_depth(&meta)?;
+                    meta
+                }
+                None => {
+                    let page = inner.db.stat().map_err(map_err)?.page_size();
+                    let meta = Meta {
+                        root: ZERO_HASH,
+                        block: 0,
+                        group_depth: options.group_depth.unwrap_or(DEFAULT_GROUP_DEPTH),
+                        format: FORMAT_VERSION,
+                        page_size: page,
+                    };
+                    put_meta(&txn, &mt, &meta)?;
+                    meta
+                }
+            };
+            txn.commit().map_err(map_err)?;
+            meta
+        };
+        Ok(StateStore { inner, meta })
+    }
+
+    /// Opens an existing database read-only: `open` with [`StoreOptions::read_only`].
+    pub fn open_read_only(dir: impl AsRef<FsPath>) -> Result<Self, StoreError> {
+        Self::open(
+            dir,
+            &StoreOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// True when this store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+}

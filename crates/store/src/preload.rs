@@ -1,0 +1,128 @@
+//! The trie prefetcher's warm set, and the store as the trie's `NodeStore`.
+
+use crate::*;
+
+impl StateStore {
+    pub(crate) fn warm(&self) -> std::sync::MutexGuard<'_, WarmSet> {
+        // The map holds plain bytes; a panic while it was locked cannot leave it inconsistent.
+        self.inner
+            .warm
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Blobs preloaded by [`StateStore::warm_trie_paths`] that no trie load has taken yet.
+    pub fn warm_blobs(&self) -> usize {
+        self.warm().blobs.len()
+    }
+
+    /// Preloads, with `workers` threads each in its own read transaction, every group and stem
+    /// blob on the root-to-stem paths of `stems`, so that a trie update touching them (through
+    /// [`NodeStore::get_node`]) finds them in memory instead of on disk: a trie prefetcher, meant
+    /// to run while the EVM executes. Workers stop early once `stop` is set (what they loaded is
+    /// kept). Safe to call concurrently with readers; the blobs are dropped at the next commit.
+    /// Returns the blobs and bytes preloaded.
+    pub fn warm_trie_paths(
+        &self,
+        stems: &[bintrie_keys::Stem],
+        workers: usize,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<ReadStats, StoreError> {
+        if stems.is_empty() {
+            return Ok(ReadStats::default());
+        }
+        let workers = workers.clamp(1, stems.len());
+        let chunk = stems.len().div_ceil(workers);
+        type Blobs = Vec<(Vec<u8>, Vec<u8>)>;
+        let parts: Vec<Result<Blobs, StoreError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = stems
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        let reader = self.reader()?;
+                        // The snapshot must be the tree this handle builds on.
+                        let root = reader.root()?;
+                        if root != self.meta.root {
+                            return Err(StoreError::Conflict {
+                                stored_block: reader.block()?,
+                                stored_root: hex(root),
+                                expected_block: self.meta.block,
+                                expected_root: hex(self.meta.root),
+                            });
+                        }
+                        let mut seen = std::collections::HashSet::new();
+                        let mut out = Vec::new();
+                        for stem in part {
+                            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                break;
+                            }
+                            reader.walk(stem, |key, blob| {
+                                if seen.insert(key.to_vec()) {
+                                    out.push((key.to_vec(), blob.to_vec()));
+                                }
+                            })?;
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(StoreError::Corrupt("warm-up worker panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let mut stats = ReadStats::default();
+        let mut warm = self.warm();
+        if warm.root != self.meta.root {
+            warm.blobs.clear();
+            warm.root = self.meta.root;
+        }
+        for part in parts {
+            for (key, blob) in part? {
+                if let std::collections::hash_map::Entry::Vacant(e) = warm.blobs.entry(key) {
+                    stats.lookups += 1;
+                    stats.bytes += blob.len() as u64;
+                    e.insert(blob);
+                }
+            }
+        }
+        Ok(stats)
+    }
+}
+
+impl NodeStore for StateStore {
+    type Error = StoreError;
+
+    fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, StoreError> {
+        {
+            let mut warm = self.warm();
+            // Blobs read at another root are never served: they may be stale.
+            if warm.root == self.meta.root
+                && let Some(blob) = warm.blobs.remove(key.as_bytes())
+            {
+                return Ok(Some(blob));
+            }
+        }
+        let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
+        // The blob must come from the tree this handle builds on. If another process has
+        // committed since, the trie would find a blob that does not hash to what its parent
+        // holds and call it corruption; say what it is instead.
+        let meta = txn.open_table(Some(T_META)).map_err(map_err)?;
+        let root = txn.get::<Vec<u8>>(&meta, M_ROOT).map_err(map_err)?;
+        if root.as_deref().unwrap_or(&ZERO_HASH) != self.meta.root {
+            return Err(self.conflict(read_meta(&txn, &meta)?));
+        }
+        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
+        txn.get(&nodes, key.as_bytes()).map_err(map_err)
+    }
+
+    /// Writes the commit as the next block (meta block + 1), without code.
+    fn apply(&mut self, commit: &CommitSet) -> Result<(), StoreError> {
+        let next = self.meta.block + 1;
+        self.write_block(commit, next, &[])
+    }
+}
