@@ -201,36 +201,14 @@ fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
 
 pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
     let store = open_existing(&args.db)?;
-    let meta = store.meta();
-    let (nodes, stems, codes) = store.counts()?;
-    let mut groups = 0u64;
-    let mut depth_hist = [0u64; 249];
-    store.for_each_node(|key, blob| match blob.first() {
-        Some(0x02) => groups += 1,
-        Some(0x01) => {
-            let depth = key.last().copied().unwrap_or(0) as usize;
-            depth_hist[depth.min(248)] += 1;
-        }
-        _ => {}
-    })?;
-    let stem_blobs: u64 = depth_hist.iter().sum();
-    let (mut min, mut max, mut sum) = (None, 0usize, 0u64);
-    for (d, &c) in depth_hist.iter().enumerate() {
-        if c > 0 {
-            min.get_or_insert(d);
-            max = d;
-            sum += d as u64 * c;
-        }
-    }
-    let mean = if stem_blobs > 0 {
-        sum as f64 / stem_blobs as f64
-    } else {
-        0.0
-    };
-    let size = store.file_size()?;
+    let shape = store.shape()?;
+    let meta = shape.meta;
+    let (min, mean, max) = shape.depth_summary();
+    let (groups, stems, codes, size) = (shape.groups, shape.stems, shape.code, shape.file_bytes);
     let mut out = std::io::stdout().lock();
     if args.json {
-        let hist: serde_json::Map<String, serde_json::Value> = depth_hist
+        let hist: serde_json::Map<String, serde_json::Value> = shape
+            .stem_depths
             .iter()
             .enumerate()
             .filter(|(_, c)| **c > 0)
@@ -242,12 +220,12 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             "group_depth": meta.group_depth,
             "page_size": meta.page_size,
             "format": meta.format,
-            "nodes": nodes,
+            "nodes": shape.nodes,
             "groups": groups,
             "stems": stems,
             "code": codes,
             "db_bytes": size,
-            "stem_depth": {"min": min.unwrap_or(0), "mean": mean, "max": max, "histogram": hist},
+            "stem_depth": {"min": min, "mean": mean, "max": max, "histogram": hist},
         });
         writeln!(out, "{j}")
     } else {
@@ -255,19 +233,19 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             out,
             "root         {}\nblock        {}\ngroup depth  {}\npage size    {}\ngroups       {groups}\n\
              stems        {stems}\ncode entries {codes}\ndb size      {size} bytes\n\
-             stem depth   min {} mean {mean:.2} max {max}",
+             stem depth   min {min} mean {mean:.2} max {max}",
             hex0x(meta.root),
             meta.block,
             meta.group_depth,
             meta.page_size,
-            min.unwrap_or(0)
         )
     }
     .and_then(|()| out.flush())
     .context("writing output")?;
-    if stems != stem_blobs {
+    if !shape.is_consistent() {
         bail!(
-            "flat stem table has {stems} stems but the node table {stem_blobs}: the database is inconsistent"
+            "flat stem table has {stems} stems but the node table {}: the database is inconsistent",
+            shape.stem_blobs()
         );
     }
     Ok(())

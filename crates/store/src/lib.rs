@@ -23,6 +23,7 @@ mod open;
 mod options;
 mod preload;
 mod reader;
+mod shape;
 mod verify;
 mod write;
 
@@ -33,6 +34,7 @@ pub use meta::Meta;
 pub(crate) use meta::{put_meta, read_meta};
 pub use options::{Durability, StoreOptions};
 pub use reader::{ReadPath, ReadStats, Reader};
+pub use shape::Shape;
 pub use verify::VerifyReport;
 
 use bintrie_node::{Hash32, PathKey, STEM_TAG, ZERO_HASH};

@@ -274,3 +274,38 @@ fn warmed_trie_paths_serve_the_update_and_never_outlive_a_commit() {
         0
     );
 }
+
+/// `shape` counts what a database holds from one snapshot: as many stem blobs as flat stems,
+/// their depths summing to the stem count, and the meta of that snapshot.
+#[test]
+fn shape_counts_groups_stems_and_depths() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path(), &StoreOptions::default()).unwrap();
+    let empty = store.shape().unwrap();
+    assert_eq!(
+        (empty.nodes, empty.stems, empty.depth_summary()),
+        (0, 0, (0, 0.0, 0))
+    );
+    let mut trie: Trie<StateStore> = Trie::new(store, 4).unwrap();
+    // Three stems: two sharing their first byte, one apart.
+    let writes = [[0x00u8; 31], [0x01; 31], [0x80; 31]]
+        .into_iter()
+        .map(|s| (TreeKey::new(s, 0), [1u8; 32]))
+        .collect::<Vec<_>>();
+    trie.update(writes).unwrap();
+    let root = trie
+        .commit_with(|s, set| s.write_block(set, 1, &[]))
+        .unwrap()
+        .root;
+    let shape = trie.store().shape().unwrap();
+    assert_eq!((shape.meta.root, shape.meta.block), (root, 1));
+    assert_eq!(shape.stems, 3);
+    assert!(shape.is_consistent(), "{shape:?}");
+    assert_eq!(shape.nodes, shape.groups + 3);
+    // 0x00.. and 0x01.. share 7 bits: they sit at depth 8; 0x80.. at depth 1.
+    assert_eq!(shape.stem_depths[8], 2, "{:?}", shape.depth_summary());
+    assert_eq!(shape.stem_depths[1], 1);
+    let (min, mean, max) = shape.depth_summary();
+    assert_eq!((min, max), (1, 8));
+    assert!((mean - 17.0 / 3.0).abs() < 1e-9);
+}
