@@ -21,10 +21,12 @@
 
 #![forbid(unsafe_code)]
 
+mod build;
 mod commit;
 mod store;
 mod trie;
 
+pub use build::{BuildError, SortedBuild};
 pub use commit::CommitSet;
 pub use store::{MemoryStore, NodeStore};
 pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
