@@ -150,13 +150,32 @@ impl StemValues {
         (level[0].1, hashes)
     }
 
+    /// The sibling hashes on the path from leaf `index` to the subtree root, leaf level first
+    /// (SPEC §3: a present value hashes to `H(value)`, an absent one is zero, two zeros give
+    /// zero): what a proof of one value carries. Folding the leaf's own hash with them by the
+    /// bits of `index`, lowest first, gives [`StemValues::subtree_root`].
+    pub fn leaf_siblings<H: TreeHasher>(&self, index: u8) -> [Hash32; 8] {
+        let mut level = vec![ZERO_HASH; 256];
+        for (i, v) in self.iter() {
+            level[usize::from(i)] = H::hash32(v);
+        }
+        let mut siblings = [ZERO_HASH; 8];
+        let mut at = usize::from(index);
+        for sibling in &mut siblings {
+            *sibling = level[at ^ 1];
+            level = level
+                .chunks_exact(2)
+                .map(|pair| fold_pair::<H>(&pair[0], &pair[1]))
+                .collect();
+            at >>= 1;
+        }
+        siblings
+    }
+
     /// The stem node's hash `H(stem ‖ 0x00 ‖ subtree_root)` and the number of hash calls made.
     pub fn stem_hash<H: TreeHasher>(&self, stem: &Stem) -> (Hash32, u32) {
         let (root, n) = self.subtree_root::<H>();
-        let mut buf = [0u8; 64];
-        buf[..STEM_LEN].copy_from_slice(stem);
-        buf[32..].copy_from_slice(&root);
-        (H::hash64(&buf), n + 1)
+        (stem_node_hash::<H>(stem, &root), n + 1)
     }
 
     /// Appends the stem blob `[0x01] [stem] [bitmap] [values]` (SPEC §5) to `out`.
@@ -225,9 +244,48 @@ impl StemValues {
     }
 }
 
+/// One step up the 256-leaf subtree: two zero hashes give zero without a hash call (SPEC §3),
+/// anything else is hashed.
+pub fn fold_pair<H: TreeHasher>(left: &Hash32, right: &Hash32) -> Hash32 {
+    if *left == ZERO_HASH && *right == ZERO_HASH {
+        ZERO_HASH
+    } else {
+        H::hash_pair(left, right)
+    }
+}
+
+/// The stem node's hash from its stem and subtree root: `H(stem ‖ 0x00 ‖ subtree_root)`.
+pub fn stem_node_hash<H: TreeHasher>(stem: &Stem, subtree_root: &Hash32) -> Hash32 {
+    let mut buf = [0u8; 64];
+    buf[..STEM_LEN].copy_from_slice(stem);
+    buf[32..].copy_from_slice(subtree_root);
+    H::hash64(&buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leaf_siblings_fold_to_the_subtree_root() {
+        use crate::Sha256Hasher as H;
+        let mut v = StemValues::new();
+        for i in [0u8, 1, 7, 128, 200, 255] {
+            v.set(i, [i ^ 0x5a; 32]);
+        }
+        let (root, _) = v.subtree_root::<H>();
+        for index in [0u8, 1, 2, 7, 100, 128, 255] {
+            let mut node = v.get(index).map_or(ZERO_HASH, H::hash32);
+            for (level, sib) in v.leaf_siblings::<H>(index).iter().enumerate() {
+                node = if (index >> level) & 1 == 0 {
+                    fold_pair::<H>(&node, sib)
+                } else {
+                    fold_pair::<H>(sib, &node)
+                };
+            }
+            assert_eq!(node, root, "index {index}");
+        }
+    }
     use crate::Sha256Hasher;
     use proptest::prelude::*;
     use std::collections::BTreeMap;

@@ -23,11 +23,13 @@
 
 mod build;
 mod commit;
+mod proof;
 mod store;
 mod trie;
 
 pub use build::{BuildError, SortedBuild};
 pub use commit::CommitSet;
+pub use proof::{Proof, ProofError};
 pub use store::{MemoryStore, NodeStore};
 pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
 

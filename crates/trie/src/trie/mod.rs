@@ -366,6 +366,72 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         result.map(|_| ())
     }
 
+    /// A proof of `key`'s value (or absence) against [`Trie::root`], loading what the walk
+    /// needs. Uncommitted changes are included (the proof is against the current root).
+    pub fn prove(&mut self, key: &TreeKey) -> Result<crate::Proof, TrieError<S::Error>> {
+        self.root();
+        let vacated = Mutex::new(Vec::new());
+        let Trie {
+            root,
+            store,
+            group_depth,
+            counters,
+            ..
+        } = self;
+        let ctx = Ctx {
+            store: &*store,
+            group_depth: *group_depth,
+            counters: &*counters,
+            vacated: &vacated,
+        };
+        let mut proof = crate::Proof {
+            key: *key,
+            value: None,
+            siblings: Vec::new(),
+            stem: None,
+            stem_siblings: None,
+            subtree_root: None,
+        };
+        let mut node = root;
+        let mut path = Path::ROOT;
+        loop {
+            if let Node::Hashed(h) = node {
+                let h = *h;
+                *node = load::<S, H>(&ctx, &path, h)?;
+            }
+            match node {
+                Node::Empty | Node::Hashed(_) => return Ok(proof),
+                Node::Stem(s) => {
+                    proof.stem = Some(s.stem);
+                    if s.stem == key.stem {
+                        proof.value = s.values.get(key.sub_index).copied();
+                        proof.stem_siblings = Some(s.values.leaf_siblings::<H>(key.sub_index));
+                    } else {
+                        proof.subtree_root = Some(s.values.subtree_root::<H>().0);
+                    }
+                    return Ok(proof);
+                }
+                Node::Internal(n) => {
+                    if path.len() >= MAX_DEPTH {
+                        return Err(TrieError::TooDeep);
+                    }
+                    let bit = stem_bit(&key.stem, path.len());
+                    path = path.child(bit).ok_or(TrieError::TooDeep)?;
+                    let (next, other) = if bit == 0 {
+                        (&mut n.left, &n.right)
+                    } else {
+                        (&mut n.right, &n.left)
+                    };
+                    // `root()` above hashed every loaded node.
+                    proof
+                        .siblings
+                        .push(other.cached_hash().unwrap_or(ZERO_HASH));
+                    node = next;
+                }
+            }
+        }
+    }
+
     /// The root hash: rehashes whatever changed since it was last computed, in parallel.
     pub fn root(&mut self) -> Hash32 {
         let (h, n) = hash_node::<H>(&mut self.root, 0);

@@ -1,0 +1,208 @@
+//! Single-key proofs: present and absent keys (in a present stem, under another stem, in an
+//! empty subtree) at every group depth, verified against the root of an independent reference
+//! merkleization; the same proofs after a reload from the store; tampered proofs refused.
+
+mod common;
+
+use bintrie_keys::{Stem, TreeKey};
+use bintrie_node::{Sha256Hasher, ZERO_HASH};
+use bintrie_trie::{MemoryStore, Proof, ProofError, Trie};
+use common::{Entries, reference_root};
+use proptest::prelude::*;
+
+/// Keys clustered under one prefix so that long shared paths, lone stems and empty siblings
+/// occur, with several values per stem.
+fn entries(seed: u64, n: usize) -> Entries {
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    let mut rng = StdRng::seed_from_u64(seed);
+    let base: [u8; 31] = rng.random();
+    let mut out = Entries::new();
+    for _ in 0..n {
+        let mut stem = base;
+        // Keep a random number of the base's leading bytes, randomise the rest.
+        let keep = rng.random_range(0..31);
+        rng.fill(&mut stem[keep..]);
+        for _ in 0..rng.random_range(1..4) {
+            let mut key = [0u8; 32];
+            key[..31].copy_from_slice(&stem);
+            key[31] = rng.random();
+            out.insert(key, rng.random());
+        }
+    }
+    out
+}
+
+fn trie(g: u8, e: &Entries) -> Trie<MemoryStore> {
+    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
+    t.update(
+        e.iter()
+            .map(|(k, v)| (TreeKey::from_bytes(*k), *v))
+            .collect(),
+    )
+    .unwrap();
+    t
+}
+
+/// Keys to prove: every present key, absent keys in present stems, keys on other stems' paths
+/// and keys in empty subtrees.
+fn probes(e: &Entries) -> Vec<[u8; 32]> {
+    let mut keys: Vec<[u8; 32]> = e.keys().copied().collect();
+    for k in e.keys().take(20) {
+        let mut other_index = *k;
+        other_index[31] ^= 0x55;
+        let mut near = *k;
+        near[30] ^= 0x01; // shares 247 bits with a present stem: ends at that stem
+        let mut far = *k;
+        far[0] ^= 0x80; // the other half of the tree
+        keys.extend([other_index, near, far]);
+    }
+    keys
+}
+
+fn check(g: u8, e: &Entries) {
+    let root = reference_root(e);
+    let mut t = trie(g, e);
+    assert_eq!(t.root(), root, "g={g}: the trie and the reference disagree");
+    let keys = probes(e);
+    let proofs: Vec<Proof> = keys
+        .iter()
+        .map(|k| t.prove(&TreeKey::from_bytes(*k)).unwrap())
+        .collect();
+    for (k, p) in keys.iter().zip(&proofs) {
+        assert_eq!(
+            p.verify::<Sha256Hasher>(&root),
+            Ok(e.get(k).copied()),
+            "g={g} key {k:02x?}"
+        );
+    }
+    // Reloaded from the store, every node is loaded (and checked) on the way: same proofs.
+    t.commit().unwrap();
+    let mut again: Trie<MemoryStore> = Trie::open(t.into_store(), g, root).unwrap();
+    for (k, p) in keys.iter().zip(&proofs) {
+        assert_eq!(&again.prove(&TreeKey::from_bytes(*k)).unwrap(), p);
+    }
+}
+
+#[test]
+fn proofs_verify_at_every_group_depth() {
+    for g in 1..=8 {
+        for (seed, n) in [(1, 1), (2, 2), (3, 40), (4, 300)] {
+            check(g, &entries(seed, n));
+        }
+    }
+}
+
+#[test]
+fn the_three_ways_a_walk_ends_all_occur() {
+    let e = entries(3, 40);
+    let mut t = trie(5, &e);
+    let root = t.root();
+    let proofs: Vec<Proof> = probes(&e)
+        .iter()
+        .map(|k| t.prove(&TreeKey::from_bytes(*k)).unwrap())
+        .collect();
+    assert!(
+        proofs.iter().any(|p| p.stem.is_none()),
+        "no empty-subtree proof"
+    );
+    assert!(
+        proofs.iter().any(|p| p.subtree_root.is_some()),
+        "no other-stem proof"
+    );
+    assert!(
+        proofs
+            .iter()
+            .any(|p| p.stem_siblings.is_some() && p.value.is_none()),
+        "no absent-value-in-present-stem proof"
+    );
+    assert!(
+        proofs
+            .iter()
+            .all(|p| p.verify::<Sha256Hasher>(&root).is_ok())
+    );
+}
+
+#[test]
+fn the_empty_tree_proves_every_key_absent() {
+    let mut t = trie(4, &Entries::new());
+    let p = t.prove(&TreeKey::from_bytes([9; 32])).unwrap();
+    assert!(p.siblings.is_empty() && p.stem.is_none());
+    assert_eq!(p.verify::<Sha256Hasher>(&ZERO_HASH), Ok(None));
+}
+
+fn malformed(p: &Proof) -> bool {
+    matches!(
+        p.verify::<Sha256Hasher>(&ZERO_HASH),
+        Err(ProofError::Malformed(_))
+    )
+}
+
+#[test]
+fn tampered_proofs_are_refused() {
+    let e = entries(5, 60);
+    let mut t = trie(6, &e);
+    let root = t.root();
+    let (key, value) = e.iter().nth(7).map(|(k, v)| (*k, *v)).unwrap();
+    let good = t.prove(&TreeKey::from_bytes(key)).unwrap();
+    assert_eq!(good.verify::<Sha256Hasher>(&root), Ok(Some(value)));
+    let mismatch = |p: &Proof| {
+        matches!(
+            p.verify::<Sha256Hasher>(&root),
+            Err(ProofError::RootMismatch { .. })
+        )
+    };
+
+    let mut p = good.clone();
+    p.value = Some([0xee; 32]);
+    assert!(mismatch(&p), "another value");
+    let mut p = good.clone();
+    p.value = None;
+    assert!(mismatch(&p), "absence of a present value");
+    let mut p = good.clone();
+    p.siblings[0][0] ^= 1;
+    assert!(mismatch(&p), "a flipped sibling byte");
+    let mut p = good.clone();
+    p.siblings.pop();
+    assert!(mismatch(&p), "a missing sibling");
+    let mut p = good.clone();
+    p.stem_siblings.as_mut().unwrap()[3][31] ^= 1;
+    assert!(mismatch(&p), "a flipped stem sibling");
+    let mut p = good.clone();
+    p.key.sub_index ^= 1;
+    assert!(
+        p.verify::<Sha256Hasher>(&root) != Ok(Some(value)),
+        "the value under another index"
+    );
+
+    // Parts that do not fit together.
+    let mut p = good.clone();
+    p.siblings = vec![ZERO_HASH; 249];
+    assert!(malformed(&p), "249 levels");
+    let mut p = good.clone();
+    p.subtree_root = Some(ZERO_HASH);
+    assert!(malformed(&p), "own stem with a subtree root");
+    let mut p = good.clone();
+    p.stem_siblings = None;
+    assert!(malformed(&p), "own stem without stem siblings");
+    let mut p = good.clone();
+    let mut other: Stem = p.key.stem;
+    other[0] ^= 0x80; // not on the key's path
+    p.stem = Some(other);
+    p.stem_siblings = None;
+    p.subtree_root = Some(ZERO_HASH);
+    p.value = None;
+    assert!(malformed(&p), "a stem off the key's path");
+    let mut p = good.clone();
+    p.stem = None;
+    p.stem_siblings = None;
+    assert!(malformed(&p), "a value in an empty subtree");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_states_prove_every_probe(seed in any::<u64>(), n in 1usize..120, g in 1u8..=8) {
+        check(g, &entries(seed, n));
+    }
+}
