@@ -20,6 +20,11 @@
 //!   present, half absent): the read path, which loads (and verifies) but never rehashes.
 //!   Per depth, the nodes loaded and the hash calls of one iteration of each are printed.
 //!
+//! - `proof/prove` and `proof/verify`: on the 1M-stem tree (in memory, hashed), 1,000 single-key
+//!   proofs of one `incremental` batch's keys (half present, half absent): making them, and
+//!   checking them against the root (one core; the goal is ≥ 100,000 verified proofs
+//!   per second, i.e. ≤ 10 ms per iteration).
+//!
 //! Outside the timings, each run also prints (to stderr, lines starting with `[bench]`):
 //! whether `ubt` and this trie agree on the roots, and the "hash floor" of bulk and incremental:
 //! `wall / (hash calls × cost of one hash64)`, with the hash cost measured in this process.
@@ -612,10 +617,45 @@ fn bench_reopen(c: &mut Criterion) {
     group.finish();
 }
 
+fn bench_proof(c: &mut Criterion) {
+    let mut group = c.benchmark_group("proof");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let mut trie = build_ours(G);
+    let root = trie.root();
+    let keys: Vec<TreeKey> = update_batch(1).into_iter().map(|(k, _)| k).collect();
+    let proofs: Vec<bintrie_trie::Proof> = keys
+        .iter()
+        .map(|k| trie.prove(k).expect("memory store"))
+        .collect();
+    let depth: usize = proofs.iter().map(|p| p.siblings.len()).sum::<usize>() / proofs.len();
+    eprintln!(
+        "[bench] proof: mean depth {depth} over {} proofs",
+        proofs.len()
+    );
+    group.bench_function("prove", |b| {
+        b.iter(|| {
+            for k in &keys {
+                black_box(trie.prove(k).expect("memory store"));
+            }
+        })
+    });
+    group.bench_function("verify", |b| {
+        b.iter(|| {
+            for p in &proofs {
+                black_box(p.verify::<Sha256Hasher>(&root).expect("valid proof"));
+            }
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     // Plots take seconds per benchmark; `target/criterion/*/new/estimates.json` has the numbers.
     config = Criterion::default().without_plots();
-    targets = bench_trees, bench_commit, bench_reopen
+    targets = bench_trees, bench_commit, bench_reopen, bench_proof
 }
 criterion_main!(benches);
