@@ -23,12 +23,20 @@ fn strip_0x(s: &str) -> &str {
 
 /// Parses 32 bytes of hex (0x optional, exactly 64 digits).
 pub(crate) fn parse_b32(s: &str) -> Result<[u8; 32]> {
+    parse_hex_array(s)
+}
+
+/// Exactly `N` bytes of hex (0x optional); errors say how many digits were given.
+pub(crate) fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
     let digits = strip_0x(s).chars().count();
-    if digits != 64 {
-        bail!("expected 32 bytes of hex (64 digits), got {digits} characters");
+    if digits != 2 * N {
+        bail!(
+            "expected {N} bytes of hex ({} digits), got {digits} characters",
+            2 * N
+        );
     }
     // `decode_to_array` strips one 0x/0X prefix itself.
-    hex::decode_to_array::<_, 32>(s).map_err(|e| anyhow!("not hex: {} ({e})", shown(s)))
+    hex::decode_to_array::<_, N>(s).map_err(|e| anyhow!("not hex: {} ({e})", shown(s)))
 }
 
 /// Parses one input line: `None` for blank lines and `#` comments; errors name `source:line`.

@@ -11,6 +11,7 @@ mod bench;
 mod db;
 mod exec;
 mod input;
+mod proof;
 
 use anyhow::{Context, Result, bail};
 use bintrie_keys::TreeKey;
@@ -49,6 +50,15 @@ enum Command {
     /// equal to its hash. Exit status 1 naming the first bad path, stem or code hash.
     /// Opens the database read-only.
     Verify(db::VerifyArgs),
+    /// Print a proof of the value at a tree key (or of its absence) against the database's
+    /// root, as JSON: `root`, `key`, `value` (null: absent), `siblings` (root level first),
+    /// `stem` (null: the walk ends in an empty subtree), `stem_siblings` (8, leaf level first,
+    /// iff the walk ends at the key's stem) or `subtree_root` (iff it ends at another stem).
+    /// Opens the database read-only.
+    Prove(proof::ProveArgs),
+    /// Check a proof printed by `prove`: exit 0 printing the value (or `absent`), exit 1 with
+    /// the reason when it does not verify against --root (default: its own root field).
+    VerifyProof(proof::VerifyProofArgs),
     /// Execute a mainnet block from a fixture on a binary-trie database and validate it.
     ///
     /// The pre-state is imported into a new database (temporary unless --db), the block runs
@@ -104,6 +114,8 @@ fn main() {
         Command::Info(args) => db::cmd_info(args),
         Command::Get(args) => db::cmd_get(args),
         Command::Verify(args) => db::cmd_verify(args),
+        Command::Prove(args) => proof::cmd_prove(args),
+        Command::VerifyProof(args) => proof::cmd_verify_proof(args),
         Command::Exec(args) => exec::cmd_exec(args),
         Command::Bench(args) => bench::cmd_bench(*args),
     };

@@ -1,0 +1,135 @@
+//! `bintrie prove` and `bintrie verify-proof` end to end: present and absent keys against a
+//! real database, and proofs tampered with or malformed as a hostile user would.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bintrie"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn key(n: u32, sub: u8) -> String {
+    // Stems that share long prefixes, so walks end at stems, empty subtrees and other stems.
+    format!("{:054x}{n:08x}{sub:02x}", 0)
+}
+
+fn prove(db: &Path, k: &str) -> serde_json::Value {
+    let o = bin()
+        .args(["prove", "--db"])
+        .arg(db)
+        .arg(k)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn verify(dir: &Path, proof: &serde_json::Value, extra: &[&str]) -> Output {
+    let f = dir.join("proof.json");
+    std::fs::write(&f, proof.to_string()).unwrap();
+    bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&f)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let input: String = (0..200u32)
+        .map(|n| format!("{} {:064x}\n", key(n * 3, (n % 7) as u8), n + 1))
+        .collect();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input).unwrap();
+    let db = dir.path().join("db");
+    let o = bin()
+        .args(["import", "--relaxed", "--db"])
+        .arg(&db)
+        .arg("-i")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // Present: the value `get` reads.
+    for n in [0u32, 5, 199] {
+        let k = key(n * 3, (n % 7) as u8);
+        let p = prove(&db, &k);
+        let o = verify(dir.path(), &p, &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o), format!("0x{:064x}", n + 1));
+        assert_eq!(p["stem_siblings"].as_array().map(Vec::len), Some(8));
+    }
+    // Absent: another sub-index of a present stem, a stem between present ones, a far key.
+    let mut ends = std::collections::BTreeSet::new();
+    for k in [key(3, 200), key(4, 0), format!("ff{}", &key(1, 1)[2..])] {
+        let p = prove(&db, &k);
+        assert!(p["value"].is_null());
+        ends.insert((p["stem"].is_null(), p.get("subtree_root").is_some()));
+        let o = verify(dir.path(), &p, &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o), "absent");
+    }
+    assert!(
+        ends.len() >= 2,
+        "the absent keys all ended the same way: {ends:?}"
+    );
+
+    let good = prove(&db, &key(15, 5));
+    let refused = |p: &serde_json::Value, extra: &[&str], why: &str| {
+        let o = verify(dir.path(), p, extra);
+        assert_eq!(o.status.code(), Some(1), "{why}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{why}: {err}");
+        err
+    };
+    // Against another root.
+    let err = refused(&good, &["--root", &format!("0x{:064x}", 9)], "another root");
+    assert!(err.contains("does not verify"), "{err}");
+    // A changed value, a flipped sibling, a dropped sibling.
+    let mut p = good.clone();
+    p["value"] = format!("0x{:064x}", 77).into();
+    refused(&p, &[], "another value");
+    let mut p = good.clone();
+    let s = p["siblings"][0].as_str().unwrap().to_string();
+    let flipped = format!("{}{}", &s[..65], if s.ends_with('0') { "1" } else { "0" });
+    p["siblings"][0] = flipped.into();
+    refused(&p, &[], "a flipped sibling");
+    let mut p = good.clone();
+    p["siblings"].as_array_mut().unwrap().pop();
+    refused(&p, &[], "a dropped sibling");
+    // Malformed: lengths, non-hex, non-ASCII, unknown fields, too deep, not JSON.
+    let mut p = good.clone();
+    p["stem_siblings"].as_array_mut().unwrap().pop();
+    assert!(refused(&p, &[], "7 stem siblings").contains("expected 8"));
+    let mut p = good.clone();
+    p["key"] = "0x12".into();
+    assert!(refused(&p, &[], "a short key").contains("key"));
+    let mut p = good.clone();
+    p["value"] = format!("0x{}é", "0".repeat(63)).into();
+    refused(&p, &[], "non-ASCII hex");
+    let mut p = good.clone();
+    p["extra"] = 1.into();
+    refused(&p, &[], "an unknown field");
+    let mut p = good.clone();
+    p["siblings"] = vec![format!("0x{:064x}", 0); 249].into();
+    assert!(refused(&p, &[], "249 levels").contains("248"));
+    let f = dir.path().join("garbage.json");
+    std::fs::write(&f, b"\xff\x00{").unwrap();
+    let o = bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
