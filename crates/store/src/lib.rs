@@ -37,8 +37,9 @@ pub use reader::{ReadPath, ReadStats, Reader};
 pub use shape::Shape;
 pub use verify::VerifyReport;
 
-use bintrie_node::{Hash32, PathKey, STEM_TAG, ZERO_HASH};
-use bintrie_trie::{CommitSet, NodeStore};
+use bintrie_keys::Stem;
+use bintrie_node::{Hash32, PathKey, STEM_TAG, StemValues, ZERO_HASH};
+use bintrie_trie::{CommitSet, NodeStore, SortedBuild};
 use libmdbx::{
     Database, DatabaseOptions, Mode, NoWriteMap, PageSize, ReadWriteOptions, SyncMode, TableFlags,
     WriteFlags,
@@ -61,6 +62,9 @@ const M_BLOCK: &[u8] = b"block";
 const M_GROUP_DEPTH: &[u8] = b"group_depth";
 const M_FORMAT: &[u8] = b"format";
 const M_PAGE_SIZE: &[u8] = b"page_size";
+/// Present while a sorted build that spans several transactions is under way: a database
+/// holding it is refused on open (its tables are partial).
+const M_BUILDING: &[u8] = b"building";
 
 /// `0x`-prefixed lower-case hex, for messages and output.
 pub(crate) use alloy_primitives::hex::encode_prefixed as hex;

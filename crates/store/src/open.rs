@@ -3,6 +3,10 @@
 
 use crate::*;
 
+/// Why a database whose sorted build was interrupted is refused.
+const INTERRUPTED_BUILD: &str = "an interrupted sorted build (killed before its last \
+    transaction): nothing in it is usable; delete the directory and build again";
+
 /// An advisory lock (`flock`) on a database directory, held while a store is opened, so that
 /// one process creating a database and another opening it never see a half-made file. Best
 /// effort: where the filesystem has no `flock` (some network filesystems), opens go unlocked.
@@ -56,12 +60,12 @@ fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Option<Meta>), Sto
         | libmdbx::Error::NoData
         | libmdbx::Error::PageNotFound
         | libmdbx::Error::VersionMismatch
-        | libmdbx::Error::WannaRecovery
         | libmdbx::Error::Problem
         | libmdbx::Error::Panic => not_db(format!("MDBX cannot open it: {e}")),
         libmdbx::Error::Other(code) if code == libc::ENODATA || code == libc::EINVAL => {
             not_db(format!("MDBX cannot open it: {e}"))
         }
+        libmdbx::Error::WannaRecovery => StoreError::NeedsRecovery(dir.to_path_buf()),
         // Readers register in MDBX's reader table, in the lock file beside the data.
         libmdbx::Error::Access | libmdbx::Error::PermissionDenied => {
             StoreError::Io(std::io::Error::new(
@@ -94,6 +98,13 @@ fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Option<Meta>), Sto
             return Err(not_db(format!("no `{t}` table")));
         } else {
             let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+            if txn
+                .get::<Vec<u8>>(&mt, M_BUILDING)
+                .map_err(map_err)?
+                .is_some()
+            {
+                return Err(not_db(INTERRUPTED_BUILD.into()));
+            }
             Some(read_meta(&txn, &mt)?.ok_or_else(|| not_db("its meta table is empty".into()))?)
         }
     };
@@ -160,8 +171,13 @@ impl StateStore {
         if exists {
             // Validate before MDBX opens it for writing: never format over a file that is not
             // a database of this format.
-            if let (_, Some(meta)) = open_read_only(&dir)? {
-                check_depth(&meta)?;
+            match open_read_only(&dir) {
+                Ok((_, Some(meta))) => check_depth(&meta)?,
+                Ok((_, None)) => {}
+                // A real MDBX file that a killed writer left for recovery: the open for
+                // writing below recovers it, and its tables and meta are checked after.
+                Err(StoreError::NeedsRecovery(_)) => {}
+                Err(e) => return Err(e),
             }
         }
         let page_size = match options.page_size {
@@ -232,6 +248,17 @@ impl StateStore {
                     .map_err(map_err)?;
             }
             let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
+            // Checked again here: a database recovered by this open was not validated before.
+            if txn
+                .get::<Vec<u8>>(&mt, M_BUILDING)
+                .map_err(map_err)?
+                .is_some()
+            {
+                return Err(StoreError::NotADatabase {
+                    path: data.clone(),
+                    reason: INTERRUPTED_BUILD.into(),
+                });
+            }
             let meta = match read_meta(&txn, &mt)? {
                 Some(meta) => {
                     check_depth(&meta)?;

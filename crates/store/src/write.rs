@@ -13,7 +13,7 @@ impl StateStore {
         block: u64,
         code: &[(Hash32, Vec<u8>)],
     ) -> Result<(), StoreError> {
-        self.block_txn(commit.root, block, |txn, t| {
+        self.block_txn(block, |txn, t| {
             for key in commit.removed() {
                 txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
             }
@@ -29,17 +29,17 @@ impl StateStore {
                 txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
                     .map_err(map_err)?;
             }
-            Ok(())
+            Ok(commit.root)
         })
     }
 
-    /// One write transaction for block `block` with root `root`: `body` writes the tables, then
-    /// the meta is updated and the transaction committed. On any error nothing is written.
+    /// One write transaction for block `block`: `body` writes the tables and returns the new
+    /// root, then the meta is updated and the transaction committed. On any error nothing is
+    /// written.
     fn block_txn(
         &mut self,
-        root: Hash32,
         block: u64,
-        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<(), StoreError>,
+        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Hash32, StoreError>,
     ) -> Result<(), StoreError> {
         if self.inner.read_only {
             return Err(StoreError::ReadOnly);
@@ -62,7 +62,7 @@ impl StateStore {
             return Err(self.conflict(stored));
         }
         let t = std::time::Instant::now();
-        body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
+        let root = body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
         let body_time = t.elapsed();
         let meta = Meta {
             root,
@@ -134,7 +134,7 @@ impl StateStore {
         let mut code: Vec<_> = code.iter().collect();
         code.sort_unstable_by_key(|c| c.0);
         code.dedup_by_key(|c| c.0);
-        self.block_txn(commit.root, block, |txn, t| {
+        self.block_txn(block, |txn, t| {
             // Cursor appends: sorted keys go straight to the last leaf page, no tree descent.
             let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
             for (key, blob) in nodes_sorted {
@@ -148,12 +148,174 @@ impl StateStore {
                     .put(stem, rest, WriteFlags::APPEND)
                     .map_err(map_err)?;
             }
-            for (hash, bytecode) in code {
-                txn.put(&t.code, hash, bytecode, WriteFlags::APPEND)
+            append_code(txn, t, code)?;
+            Ok(commit.root)
+        })
+    }
+
+    /// Builds a whole tree into an empty database as block `block`, from its stems in strictly
+    /// increasing order, in bounded memory: [`bintrie_trie::SortedBuild`] emits each stem and
+    /// group blob as soon as it is final; they are buffered up to `batch_bytes` and each full
+    /// buffer is written in its own transaction (flat stems appended, node blobs sorted), so
+    /// neither the tree, nor its blobs, nor MDBX's dirty pages grow with the state. The last
+    /// transaction writes the rest, the code and the meta. The tables are the same as
+    /// [`StateStore::bulk_load`]'s for the same state.
+    ///
+    /// While the build spans transactions, the meta carries a marker: a process killed midway
+    /// leaves a database that every open refuses ([`StoreError::NotADatabase`], "an
+    /// interrupted sorted build"). On an error here (an `Err` from `stems`, stems out of
+    /// order, a full disk) what was written is cleared again and the database is left empty.
+    /// `progress` is called with the stems placed, now and then. Returns the root.
+    pub fn build_sorted(
+        &mut self,
+        stems: impl IntoIterator<Item = Result<(Stem, StemValues), StoreError>>,
+        code: &[(Hash32, Vec<u8>)],
+        block: u64,
+        batch_bytes: usize,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<Hash32, StoreError> {
+        if self.meta.root != ZERO_HASH || self.meta.block != 0 {
+            return Err(StoreError::Options(
+                "a sorted build needs an empty database".into(),
+            ));
+        }
+        let mut code: Vec<_> = code.iter().collect();
+        code.sort_unstable_by_key(|c| c.0);
+        code.dedup_by_key(|c| c.0);
+        let mut build: SortedBuild = SortedBuild::new(self.meta.group_depth)
+            .map_err(|e| StoreError::Options(e.to_string()))?;
+        let mut batch = NodeBatch::default();
+        let mut spanned = false;
+        let result = (|| {
+            let mut pushed = 0u64;
+            for item in stems {
+                let (stem, values) = item?;
+                build
+                    .push(stem, values, &mut |k, b| batch.push(k, b))
+                    .map_err(|e| StoreError::Options(format!("sorted build: {e}")))?;
+                pushed += 1;
+                if batch.bytes() >= batch_bytes {
+                    self.partial_txn(|txn, t| batch.write(txn, t), !spanned)?;
+                    spanned = true;
+                    progress(pushed);
+                }
+            }
+            let root = build.finish(&mut |k, b| batch.push(k, b));
+            self.block_txn(block, |txn, t| {
+                batch.write(txn, t)?;
+                append_code(txn, t, code)?;
+                txn.del(&t.meta, M_BUILDING, None).map_err(map_err)?;
+                Ok(root)
+            })?;
+            progress(pushed);
+            Ok(root)
+        })();
+        if result.is_err() && spanned {
+            // Take back what the earlier transactions wrote; if even that fails, the marker
+            // keeps the database from being used.
+            let _ = self.partial_txn(
+                |txn, t| {
+                    for table in [&t.nodes, &t.stems, &t.code] {
+                        txn.clear_table(table).map_err(map_err)?;
+                    }
+                    txn.del(&t.meta, M_BUILDING, None).map_err(map_err)?;
+                    Ok(())
+                },
+                false,
+            );
+        }
+        result
+    }
+
+    /// A write transaction that leaves the meta's block and root alone (a part of a sorted
+    /// build), refused like [`Self::block_txn`] if another writer committed since; `mark` also
+    /// puts the in-progress marker.
+    fn partial_txn(
+        &mut self,
+        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<(), StoreError>,
+        mark: bool,
+    ) -> Result<(), StoreError> {
+        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
+        let tables = Tables {
+            nodes: txn.open_table(Some(T_NODES)).map_err(map_err)?,
+            stems: txn.open_table(Some(T_STEMS)).map_err(map_err)?,
+            code: txn.open_table(Some(T_CODE)).map_err(map_err)?,
+            meta: txn.open_table(Some(T_META)).map_err(map_err)?,
+        };
+        let stored = read_meta(&txn, &tables.meta)?;
+        let stored_at = stored
+            .as_ref()
+            .map_or((0, ZERO_HASH), |m| (m.block, m.root));
+        if stored_at != (self.meta.block, self.meta.root) {
+            return Err(self.conflict(stored));
+        }
+        if mark {
+            txn.put(&tables.meta, M_BUILDING, [1u8], WriteFlags::UPSERT)
+                .map_err(map_err)?;
+        }
+        body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
+        txn.commit().map_err(|e| self.disk_full_or(map_err(e)))?;
+        Ok(())
+    }
+}
+
+/// Code entries (sorted by hash, without duplicates) appended to the code table.
+fn append_code(
+    txn: &RwTxn<'_>,
+    t: &Tables<'_>,
+    code: Vec<&(Hash32, Vec<u8>)>,
+) -> Result<(), StoreError> {
+    for (hash, bytecode) in code {
+        txn.put(&t.code, hash, bytecode, WriteFlags::APPEND)
+            .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// Blobs waiting to be written, in one buffer, in the order the build emitted them.
+#[derive(Default)]
+struct NodeBatch {
+    keys: Vec<(PathKey, std::ops::Range<usize>)>,
+    data: Vec<u8>,
+}
+
+impl NodeBatch {
+    fn push(&mut self, key: PathKey, blob: &[u8]) {
+        let start = self.data.len();
+        self.data.extend_from_slice(blob);
+        self.keys.push((key, start..self.data.len()));
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Writes the batch and empties it: stem blobs' flat entries appended (the build emits
+    /// stems in stem order), then every blob into the node table in key order (clustered pages,
+    /// fewer descents).
+    fn write(&mut self, txn: &RwTxn<'_>, t: &Tables<'_>) -> Result<(), StoreError> {
+        let mut flat = txn.cursor(&t.stems).map_err(map_err)?;
+        for (_, range) in &self.keys {
+            let blob = &self.data[range.clone()];
+            if blob.first() == Some(&STEM_TAG) && blob.len() >= 32 {
+                flat.put(&blob[1..32], &blob[32..], WriteFlags::APPEND)
                     .map_err(map_err)?;
             }
-            Ok(())
-        })
+        }
+        self.keys.sort_unstable_by_key(|(k, _)| *k);
+        let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
+        for (key, range) in &self.keys {
+            cursor
+                .put(
+                    key.as_bytes(),
+                    &self.data[range.clone()],
+                    WriteFlags::UPSERT,
+                )
+                .map_err(map_err)?;
+        }
+        self.keys.clear();
+        self.data.clear();
+        Ok(())
     }
 }
 

@@ -451,3 +451,59 @@ fn a_relaxed_writer_opens_beside_a_reader_that_came_first() {
     let reopened = StateStore::open_read_only(dir.path()).unwrap();
     assert_eq!(reopened.meta().root, new_root);
 }
+
+/// Not a test on its own: run by [`a_killed_relaxed_writer_is_recovered_by_the_next_writer`]
+/// in a child process, it commits three relaxed blocks (not synced) into
+/// `$BINTRIE_KILLED_WRITER` and aborts, as kill -9 would.
+#[test]
+#[ignore = "a helper process for another test"]
+fn killed_relaxed_writer() {
+    let Ok(dir) = std::env::var("BINTRIE_KILLED_WRITER") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(21);
+    let store = StateStore::open(&dir, &opts(5)).unwrap();
+    let mut trie: Trie<StateStore> = Trie::new(store, 5).unwrap();
+    for block in 1..=3 {
+        trie.update(random_writes(&mut rng, 200)).unwrap();
+        trie.commit_with(|s, set| s.write_block(set, block, &[]))
+            .unwrap();
+    }
+    std::process::abort();
+}
+
+/// A relaxed writer killed after unsynced commits leaves a database MDBX must roll back: a
+/// reader is told so (not "not a database"), the next writer recovers it, and it is whole.
+#[test]
+fn a_killed_relaxed_writer_is_recovered_by_the_next_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "killed_relaxed_writer",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("BINTRIE_KILLED_WRITER", dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the writer was not killed");
+    match StateStore::open_read_only(dir.path()) {
+        // MDBX may find nothing to roll back (the kernel wrote the pages anyway).
+        Ok(_) => {}
+        Err(e) => assert!(
+            matches!(e, StoreError::NeedsRecovery(_))
+                && e.to_string().contains("-i /dev/null"),
+            "{e}"
+        ),
+    }
+    let writer = StateStore::open(dir.path(), &opts(5)).unwrap();
+    let block = writer.meta().block;
+    assert!(block <= 3);
+    drop(writer);
+    let reader = StateStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.meta().block, block);
+    assert_eq!(reader.verify(&|_| {}).unwrap().block, block);
+}
