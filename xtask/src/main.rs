@@ -14,8 +14,8 @@ cargo xtask <command>
 Commands:
   run ARGS   build bintrie (release) and run `bintrie ARGS`, e.g.
              cargo xtask run root --alloc testdata/genesis-sample.json
-  test       what .ci/run calls: cargo fmt --check, clippy --all-targets -D warnings, then
-             cargo test --workspace (`ci` is the same)
+  test       what .ci/run calls: cargo fmt --check, clippy --all-targets -D warnings (also
+             bintrie-revm without MDBX), then cargo test --workspace (`ci` is the same)
   unit       cargo test --workspace alone
   deps       install the system packages the build needs (libclang-dev for MDBX's bindings)
   exec-bench [--runs N] [--fixtures DIR]
@@ -203,6 +203,17 @@ fn main() -> Result<()> {
             cargo(&[
                 "clippy",
                 "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])?;
+            // The revm adapter without MDBX: what tools that only want the adapter build.
+            cargo(&[
+                "clippy",
+                "-p",
+                "bintrie-revm",
+                "--no-default-features",
                 "--all-targets",
                 "--",
                 "-D",

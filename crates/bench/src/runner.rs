@@ -770,10 +770,11 @@ impl Bench {
             block_hashes: Vec::new(),
         };
         let options = PipelineOptions::default()
-            .with_db(BlockDbOptions {
-                cache: true,
-                read_path,
-            })
+            .with_db(
+                BlockDbOptions::default()
+                    .with_cache(true)
+                    .with_read_path(read_path),
+            )
             .with_workers(opts.workers);
         let number = plan.number;
         let block = self

@@ -2,36 +2,52 @@
 //! writes as an overlay, parallel prefetch, and the tree writes the block produces.
 
 use crate::db::{StoredAccount, TrieDb, decode_account, slot_value};
-use crate::{PrefetchList, StateError};
+use crate::{BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot};
 use alloy_primitives::{Address, B256, U256};
-use bintrie_keys::{
-    BasicData, EMPTY_CODE_HASH, Stem, TreeKey, basic_data_key, chunkify_code, code_chunk_key,
-    code_hash_key, storage_slot_key,
-};
+use bintrie_keys::{EMPTY_CODE_HASH, Stem, basic_data_key, storage_slot_key};
 use bintrie_node::StemValues;
-use bintrie_store::{ReadPath, StateStore};
 use revm::bytecode::Bytecode;
 use revm::database_interface::{Database, DatabaseCommit, DatabaseRef};
 use revm::state::{Account, AccountInfo, AccountStatus};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-/// How a [`BlockDb`] reads.
+/// How a [`BlockDb`] reads. Build it with [`Default`] (cache on, flat read path) and the
+/// `with_*` methods.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct BlockDbOptions {
     /// Keep every stem and code read for the rest of the block (the CacheDB pattern). Without
     /// it every access goes to the store (for measuring read amplification).
     pub cache: bool,
-    /// How stems are found in the store.
-    pub read_path: ReadPath,
+    /// How stems are found in the MDBX store (used by [`BlockDb::new`] and the pipeline; other
+    /// backends ignore it).
+    #[cfg(feature = "mdbx")]
+    pub read_path: bintrie_store::ReadPath,
 }
 
 impl Default for BlockDbOptions {
     fn default() -> Self {
         BlockDbOptions {
             cache: true,
-            read_path: ReadPath::Flat,
+            #[cfg(feature = "mdbx")]
+            read_path: bintrie_store::ReadPath::Flat,
         }
+    }
+}
+
+impl BlockDbOptions {
+    /// With the per-block cache on or off.
+    pub fn with_cache(mut self, cache: bool) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Finding stems in the MDBX store by `read_path`.
+    #[cfg(feature = "mdbx")]
+    pub fn with_read_path(mut self, read_path: bintrie_store::ReadPath) -> Self {
+        self.read_path = read_path;
+        self
     }
 }
 
@@ -61,8 +77,9 @@ pub struct ReadStats {
     /// Storage slots revm asked for that the block had not written (revm asks once per slot
     /// per transaction), whether the cache or the store answered.
     pub slot_reads: u64,
-    /// MDBX lookups behind those reads (node and stem blobs on the trie-walk path, one per
-    /// stem on the flat path, plus code), prefetch workers included.
+    /// Storage lookups behind those reads (for MDBX: node and stem blobs on the trie-walk path,
+    /// one per stem on the flat path, plus code), prefetch workers included; zero for a backend
+    /// that does not count them.
     pub lookups: u64,
     /// Bytes those lookups returned.
     pub bytes: u64,
@@ -97,27 +114,16 @@ struct SlotChange {
     current: U256,
 }
 
-/// The tree writes of one block, ready for [`crate::BinTrieState::commit_block`].
-#[derive(Clone, Debug, Default)]
-pub struct BlockChanges {
-    /// Tree writes (SPEC §4), one per key.
-    pub writes: Vec<(TreeKey, [u8; 32])>,
-    /// New bytecode by hash.
-    pub code: Vec<(B256, Vec<u8>)>,
-    /// Accounts whose header leaves are written.
-    pub accounts_written: usize,
-    /// Storage slots written.
-    pub slots_written: usize,
-}
-
-/// One block's state: revm `Database + DatabaseCommit` over a store snapshot.
+/// One block's state: revm `Database + DatabaseCommit` over a snapshot of a [`StateBackend`]
+/// (the MDBX store through `MdbxBackend`, or the in-memory
+/// [`crate::MemorySnapshot`]).
 ///
-/// Reads go: the block's own writes, then the cache (when enabled), then the store (counted and
-/// timed). `commit` (called by revm after each transaction) records changes with the value at
-/// block start, so [`BlockDb::into_changes`] can apply geth's semantics (SPEC §4).
-pub struct BlockDb<'s> {
-    store: &'s StateStore,
-    db: TrieDb<'s>,
+/// Reads go: the block's own writes, then the cache (when enabled), then the snapshot (counted
+/// and timed). `commit` (called by revm after each transaction) records changes with the value
+/// at block start, so [`BlockDb::into_changes`] can apply geth's semantics (SPEC §4).
+pub struct BlockDb<B: StateBackend> {
+    backend: B,
+    db: TrieDb<B::Snapshot>,
     options: BlockDbOptions,
     stems: HashMap<Stem, Option<StemValues>>,
     codes: HashMap<B256, Bytecode>,
@@ -131,7 +137,7 @@ pub struct BlockDb<'s> {
     commit_error: Option<StateError>,
 }
 
-impl std::fmt::Debug for BlockDb<'_> {
+impl<B: StateBackend> std::fmt::Debug for BlockDb<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlockDb")
             .field("options", &self.options)
@@ -140,12 +146,24 @@ impl std::fmt::Debug for BlockDb<'_> {
     }
 }
 
-impl<'s> BlockDb<'s> {
-    /// A block view over a new snapshot of `store`.
-    pub fn new(store: &'s StateStore, options: BlockDbOptions) -> Result<Self, StateError> {
+#[cfg(feature = "mdbx")]
+impl<'s> BlockDb<crate::MdbxBackend<'s>> {
+    /// A block view over a new read transaction of the MDBX `store`, finding stems by
+    /// `options.read_path`.
+    pub fn new(
+        store: &'s bintrie_store::StateStore,
+        options: BlockDbOptions,
+    ) -> Result<Self, StateError> {
+        Self::over(crate::MdbxBackend::new(store, options.read_path), options)
+    }
+}
+
+impl<B: StateBackend> BlockDb<B> {
+    /// A block view over a new snapshot of `backend` (the prefetch workers open their own).
+    pub fn over(backend: B, options: BlockDbOptions) -> Result<Self, StateError> {
         Ok(BlockDb {
-            store,
-            db: TrieDb::new(store, options.read_path)?,
+            db: TrieDb::from_snapshot(backend.snapshot()?),
+            backend,
             options,
             stems: HashMap::new(),
             codes: HashMap::new(),
@@ -168,7 +186,7 @@ impl<'s> BlockDb<'s> {
 
     /// The read counters so far.
     pub fn stats(&self) -> ReadStats {
-        let own = self.db.store_stats();
+        let own = self.db.io();
         ReadStats {
             unique_keys: (self.seen_stems.len() + self.seen_codes.len()) as u64,
             lookups: self.stats.lookups + own.lookups,
@@ -245,9 +263,7 @@ impl<'s> BlockDb<'s> {
             .inspect(|_| self.stats.prefetch_stems += 1)
             .filter(|(s, _)| !self.stems.contains_key(s))
             .unzip();
-        let (read, io) = parallel_read(self.store, &stems, workers, |r, s| {
-            r.get_stem(s, self.options.read_path)
-        })?;
+        let (read, io) = parallel_read(&self.backend, &stems, workers, |r, s| r.stem(s))?;
         let mut reads = read.len() as u64;
         // Second round: the code of the prefetched accounts (header stems only).
         let mut hashes = Vec::new();
@@ -265,8 +281,7 @@ impl<'s> BlockDb<'s> {
         }
         hashes.sort_unstable();
         hashes.dedup();
-        let (codes, code_io) =
-            parallel_read(self.store, &hashes, workers, |r, h| r.get_code(&h.0))?;
+        let (codes, code_io) = parallel_read(&self.backend, &hashes, workers, |r, h| r.code(h))?;
         reads += codes.len() as u64;
         self.stats.lookups += io.lookups + code_io.lookups;
         self.stats.bytes += io.bytes + code_io.bytes;
@@ -310,43 +325,20 @@ impl<'s> BlockDb<'s> {
                     if same && !ch.code_changed {
                         continue;
                     }
-                    let basic = BasicData {
-                        version: 0,
-                        code_size: ch.code_size,
-                        nonce: info.nonce,
-                        balance: info.balance,
-                    }
-                    .encode()
-                    .map_err(|source| StateError::Encode {
-                        address: *address,
-                        source,
-                    })?;
-                    out.writes.push((basic_data_key(address), basic));
-                    out.writes.push((code_hash_key(address), info.code_hash.0));
-                    out.accounts_written += 1;
-                    if ch.code_changed
-                        && let Some(code) = self.new_code.get(&info.code_hash)
-                    {
-                        let bytes = code.original_bytes();
-                        for (i, chunk) in chunkify_code(&bytes).into_iter().enumerate() {
-                            out.writes.push((code_chunk_key(address, i as u64), chunk));
-                        }
-                        out.code.push((info.code_hash, bytes.to_vec()));
-                    }
+                    let new_code = if ch.code_changed {
+                        self.new_code.get(&info.code_hash)
+                    } else {
+                        None
+                    };
+                    out.write_account(address, info, ch.code_size, new_code)?;
                 }
-                (Some(_), None) => {
-                    out.writes.push((basic_data_key(address), [0; 32]));
-                    out.writes.push((code_hash_key(address), [0; 32]));
-                    out.accounts_written += 1;
-                }
+                (Some(_), None) => out.delete_account(address),
                 (None, None) => {}
             }
         }
         for ((address, slot), s) in &self.storage {
             if s.current != s.original {
-                out.writes
-                    .push((storage_slot_key(address, slot), s.current.to_be_bytes()));
-                out.slots_written += 1;
+                out.write_slot(address, slot, s.current);
             }
         }
         Ok(out)
@@ -380,7 +372,9 @@ impl<'s> BlockDb<'s> {
                 },
             );
         }
-        let ch = self.accounts.get_mut(&address).expect("inserted above");
+        let Some(ch) = self.accounts.get_mut(&address) else {
+            return Ok(()); // inserted above
+        };
         if account.is_selfdestructed() || account.is_empty() {
             // SELFDESTRUCT, or an empty account touched after EIP-161: it no longer exists.
             ch.current = None;
@@ -421,42 +415,39 @@ impl<'s> BlockDb<'s> {
     }
 }
 
-/// Reads `items` with `workers` threads, each with its own read transaction, in contiguous
-/// chunks of the sorted list; results come back in input order.
-fn parallel_read<T: Sync, R: Send>(
-    store: &StateStore,
+/// Reads `items` with `workers` threads, each with its own snapshot of `backend`, in
+/// contiguous chunks of the sorted list; results come back in input order.
+fn parallel_read<B: StateBackend, T: Sync, R: Send>(
+    backend: &B,
     items: &[T],
     workers: usize,
-    read: impl Fn(&bintrie_store::Reader<'_>, &T) -> Result<R, bintrie_store::StoreError> + Sync,
-) -> Result<(Vec<R>, bintrie_store::ReadStats), StateError> {
-    let mut io = bintrie_store::ReadStats::default();
+    read: impl Fn(&B::Snapshot, &T) -> Result<R, StateError> + Sync,
+) -> Result<(Vec<R>, SnapshotIo), StateError> {
+    let mut io = SnapshotIo::default();
     if items.is_empty() {
         return Ok((Vec::new(), io));
     }
     let workers = workers.clamp(1, items.len());
     let chunk = items.len().div_ceil(workers);
-    type Part<R> = Result<(Vec<R>, bintrie_store::ReadStats), StateError>;
+    type Part<R> = Result<(Vec<R>, SnapshotIo), StateError>;
     let results: Vec<Part<R>> = std::thread::scope(|s| {
         let handles: Vec<_> = items
             .chunks(chunk)
             .map(|part| {
                 let read = &read;
                 s.spawn(move || -> Part<R> {
-                    let reader = store.reader()?;
+                    let snapshot = backend.snapshot()?;
                     let out = part
                         .iter()
-                        .map(|x| read(&reader, x).map_err(StateError::from))
+                        .map(|x| read(&snapshot, x))
                         .collect::<Result<Vec<R>, StateError>>()?;
-                    Ok((out, reader.stats()))
+                    Ok((out, snapshot.io()))
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| panic!("prefetch worker panicked"))
-            })
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
     let mut out = Vec::with_capacity(items.len());
@@ -469,7 +460,7 @@ fn parallel_read<T: Sync, R: Send>(
     Ok((out, io))
 }
 
-impl Database for BlockDb<'_> {
+impl<B: StateBackend> Database for BlockDb<B> {
     type Error = StateError;
 
     fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, StateError> {
@@ -503,7 +494,7 @@ impl Database for BlockDb<'_> {
     }
 }
 
-impl DatabaseCommit for BlockDb<'_> {
+impl<B: StateBackend> DatabaseCommit for BlockDb<B> {
     fn commit(&mut self, changes: revm::primitives::AddressMap<Account>) {
         for (address, account) in changes {
             // A store read inside commit can only fail on I/O or corruption; revm's commit has

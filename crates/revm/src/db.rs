@@ -1,17 +1,16 @@
-//! [`TrieDb`]: revm's `DatabaseRef` straight over one store snapshot, no cache.
+//! [`TrieDb`]: revm's `DatabaseRef` straight over one state snapshot, no cache.
 
-use crate::StateError;
-use alloy_primitives::{Address, B256, U256};
+use crate::{SnapshotIo, StateBackend, StateError, StateSnapshot};
+use alloy_primitives::{Address, B256, Bytes, U256};
 use bintrie_keys::{
     BasicData, CODE_HASH_LEAF_KEY, EMPTY_CODE_HASH, Stem, basic_data_key, storage_slot_key,
 };
 use bintrie_node::StemValues;
-use bintrie_store::{ReadPath, Reader, StateStore};
 use revm::bytecode::Bytecode;
 use revm::database_interface::DatabaseRef;
 use revm::state::AccountInfo;
-use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An account decoded from its header stem, with the code size BASIC_DATA records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,40 +62,69 @@ pub(crate) fn slot_value(values: Option<&StemValues>, sub_index: u8) -> U256 {
         .map_or(U256::ZERO, |v| U256::from_be_bytes(*v))
 }
 
-/// revm's `DatabaseRef` over one read transaction of a [`StateStore`]: every call reads the
-/// store (no cache; wrap it in revm's `CacheDB` or `State`, or use [`crate::BlockDb`]).
+/// revm's `DatabaseRef` over one [`StateSnapshot`]: every call reads the snapshot (no cache;
+/// wrap it in revm's `CacheDB` or `State`, or use [`crate::BlockDb`]).
 ///
 /// `basic_ref` reads BASIC_DATA and CODE_HASH with one stem read; `storage_ref` reads the slot's
-/// stem (SPEC §1); `code_by_hash_ref` reads the code table; `block_hash_ref` answers from the
-/// hashes the caller supplied ([`TrieDb::with_block_hashes`]).
-pub struct TrieDb<'s> {
-    reader: Reader<'s>,
-    read_path: ReadPath,
+/// stem (SPEC §1); `code_by_hash_ref` reads the code (which must hash to its code hash);
+/// `block_hash_ref` answers from the hashes the caller supplied ([`TrieDb::with_block_hashes`]).
+///
+/// `Send + Sync` (the counters are atomic), and `'static` when the snapshot is (the in-memory
+/// [`crate::MemorySnapshot`]), so it can sit behind an `Arc` or in revm's `State` on any thread.
+pub struct TrieDb<S> {
+    snapshot: S,
     block_hashes: HashMap<u64, B256>,
-    stem_reads: Cell<u64>,
-    code_reads: Cell<u64>,
+    stem_reads: AtomicU64,
+    code_reads: AtomicU64,
 }
 
-impl std::fmt::Debug for TrieDb<'_> {
+impl<S> std::fmt::Debug for TrieDb<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TrieDb")
-            .field("read_path", &self.read_path)
-            .field("stem_reads", &self.stem_reads.get())
-            .field("code_reads", &self.code_reads.get())
+            .field("stem_reads", &self.stem_reads.load(Ordering::Relaxed))
+            .field("code_reads", &self.code_reads.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
 
-impl<'s> TrieDb<'s> {
-    /// A database over a new snapshot of `store`, finding stems by `read_path`.
-    pub fn new(store: &'s StateStore, read_path: ReadPath) -> Result<Self, StateError> {
-        Ok(TrieDb {
-            reader: store.reader()?,
-            read_path,
+#[cfg(feature = "mdbx")]
+impl<'s> TrieDb<crate::MdbxSnapshot<'s>> {
+    /// A database over a new read transaction of the MDBX `store`, finding stems by
+    /// `read_path`.
+    pub fn new(
+        store: &'s bintrie_store::StateStore,
+        read_path: bintrie_store::ReadPath,
+    ) -> Result<Self, StateError> {
+        Ok(Self::from_snapshot(crate::MdbxSnapshot::new(
+            store, read_path,
+        )?))
+    }
+
+    /// Lookups and bytes of the underlying read transaction.
+    pub fn store_stats(&self) -> bintrie_store::ReadStats {
+        self.snapshot.store_stats()
+    }
+}
+
+impl<S: StateSnapshot> TrieDb<S> {
+    /// A database over `snapshot`.
+    pub fn from_snapshot(snapshot: S) -> Self {
+        TrieDb {
+            snapshot,
             block_hashes: HashMap::new(),
-            stem_reads: Cell::new(0),
-            code_reads: Cell::new(0),
-        })
+            stem_reads: AtomicU64::new(0),
+            code_reads: AtomicU64::new(0),
+        }
+    }
+
+    /// A database over a new snapshot of `backend`.
+    pub fn open<B: StateBackend<Snapshot = S> + ?Sized>(backend: &B) -> Result<Self, StateError> {
+        Ok(Self::from_snapshot(backend.snapshot()?))
+    }
+
+    /// The snapshot it reads.
+    pub fn snapshot(&self) -> &S {
+        &self.snapshot
     }
 
     /// Supplies the hashes BLOCKHASH may ask for (recent ancestors).
@@ -105,21 +133,23 @@ impl<'s> TrieDb<'s> {
         self
     }
 
-    /// Reads one stem from the store (counted).
+    /// Reads one stem from the snapshot (counted).
     pub fn read_stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError> {
-        self.stem_reads.set(self.stem_reads.get() + 1);
-        Ok(self.reader.get_stem(stem, self.read_path)?)
+        self.stem_reads.fetch_add(1, Ordering::Relaxed);
+        self.snapshot.stem(stem)
     }
 
-    /// Reads code by hash from the store (counted). The empty-code hash needs no read.
+    /// Reads code by hash from the snapshot (counted); it must hash to `hash` and decode
+    /// ([`StateError::CorruptCode`]), and be there ([`StateError::MissingCode`]). The empty-code
+    /// hash (and zero) needs no read.
     pub fn read_code(&self, hash: &B256) -> Result<Bytecode, StateError> {
         if *hash == EMPTY_CODE_HASH || *hash == B256::ZERO {
             return Ok(Bytecode::default());
         }
-        self.code_reads.set(self.code_reads.get() + 1);
+        self.code_reads.fetch_add(1, Ordering::Relaxed);
         let raw = self
-            .reader
-            .get_code(&hash.0)?
+            .snapshot
+            .code(hash)?
             .ok_or(StateError::MissingCode(*hash))?;
         decode_code(hash, raw)
     }
@@ -130,14 +160,17 @@ impl<'s> TrieDb<'s> {
         decode_account(address, stem.as_ref())
     }
 
-    /// Store reads so far: (stem reads, code reads).
+    /// Snapshot reads so far: (stem reads, code reads).
     pub fn reads(&self) -> (u64, u64) {
-        (self.stem_reads.get(), self.code_reads.get())
+        (
+            self.stem_reads.load(Ordering::Relaxed),
+            self.code_reads.load(Ordering::Relaxed),
+        )
     }
 
-    /// Lookups and bytes of the underlying read transaction.
-    pub fn store_stats(&self) -> bintrie_store::ReadStats {
-        self.reader.stats()
+    /// Lookups and bytes the snapshot's storage served so far.
+    pub fn io(&self) -> SnapshotIo {
+        self.snapshot.io()
     }
 
     /// The block hash the caller supplied for `number`.
@@ -149,7 +182,7 @@ impl<'s> TrieDb<'s> {
     }
 }
 
-impl DatabaseRef for TrieDb<'_> {
+impl<S: StateSnapshot> DatabaseRef for TrieDb<S> {
     type Error = StateError;
 
     fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
@@ -176,7 +209,7 @@ impl DatabaseRef for TrieDb<'_> {
 /// Stored code as revm bytecode: it must hash (keccak256) to `hash`, the code hash it is
 /// stored under, and decode; otherwise [`StateError::CorruptCode`] (never empty code in its
 /// place, which would execute as a different contract).
-pub(crate) fn decode_code(hash: &B256, raw: Vec<u8>) -> Result<Bytecode, StateError> {
+pub(crate) fn decode_code(hash: &B256, raw: Bytes) -> Result<Bytecode, StateError> {
     let got = alloy_primitives::keccak256(&raw);
     if got != *hash {
         return Err(StateError::CorruptCode {
@@ -184,7 +217,7 @@ pub(crate) fn decode_code(hash: &B256, raw: Vec<u8>) -> Result<Bytecode, StateEr
             reason: format!("the stored bytes hash to {got}"),
         });
     }
-    Bytecode::new_raw_checked(raw.into()).map_err(|e| StateError::CorruptCode {
+    Bytecode::new_raw_checked(raw).map_err(|e| StateError::CorruptCode {
         hash: *hash,
         reason: format!("does not decode: {e:?}"),
     })
@@ -193,17 +226,33 @@ pub(crate) fn decode_code(hash: &B256, raw: Vec<u8>) -> Result<Bytecode, StateEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bintrie_store::StoreOptions;
-    use bintrie_trie::Trie;
+
+    /// `TrieDb` is `Send + Sync` over every backend, and `'static` over the in-memory one.
+    #[test]
+    fn trie_db_is_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send_sync_static<T: Send + Sync + 'static>() {}
+        send_sync_static::<TrieDb<crate::MemorySnapshot>>();
+        send_sync_static::<std::sync::Arc<TrieDb<crate::MemorySnapshot>>>();
+        #[cfg(feature = "mdbx")]
+        send_sync::<TrieDb<crate::MdbxSnapshot<'_>>>();
+        send_sync::<TrieDb<crate::MemorySnapshot>>();
+    }
 
     #[test]
     fn code_that_does_not_hash_to_its_key_is_an_error_not_empty_code() {
         let code = vec![0x60, 0x00, 0x60, 0x00, 0xf3];
         let wrong = alloy_primitives::keccak256([0x00]);
-        let err = decode_code(&wrong, code.clone()).unwrap_err();
+        let err = decode_code(&wrong, code.clone().into()).unwrap_err();
         assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
         let right = alloy_primitives::keccak256(&code);
-        assert_eq!(decode_code(&right, code).unwrap().original_bytes().len(), 5);
+        assert_eq!(
+            decode_code(&right, code.into())
+                .unwrap()
+                .original_bytes()
+                .len(),
+            5
+        );
     }
 
     #[test]
@@ -211,13 +260,16 @@ mod tests {
         // An EIP-7702 delegation prefix with a wrong length hashes fine but does not decode.
         let code = vec![0xef, 0x01, 0x00, 0x01];
         let hash = alloy_primitives::keccak256(&code);
-        let err = decode_code(&hash, code).unwrap_err();
+        let err = decode_code(&hash, code.into()).unwrap_err();
         assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
     }
 
     /// Through a real database: a flipped byte in the code table makes revm's code lookup fail.
+    #[cfg(feature = "mdbx")]
     #[test]
     fn a_flipped_byte_in_stored_code_fails_the_lookup() {
+        use bintrie_store::{ReadPath, StateStore, StoreOptions};
+        use bintrie_trie::Trie;
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path(), &StoreOptions::default()).unwrap();
         let code = vec![0x60, 0x01, 0x60, 0x00, 0x55, 0x00];

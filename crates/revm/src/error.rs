@@ -1,19 +1,30 @@
 //! The adapter's error type.
 
 use alloy_primitives::{Address, B256};
+#[cfg(feature = "mdbx")]
 use bintrie_store::StoreError;
+#[cfg(feature = "mdbx")]
 use bintrie_trie::TrieError;
 use revm::database_interface::DBErrorMarker;
 
-/// Why a state operation failed.
+/// Why a state operation failed. Non-exhaustive: the MDBX variants exist only with the `mdbx`
+/// feature.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// The MDBX store failed.
+    #[cfg(feature = "mdbx")]
     #[error("store: {0}")]
     Store(StoreError),
-    /// The trie failed (a missing or corrupt node, a store error while loading).
+    /// The trie over the MDBX store failed (a missing or corrupt node, a store error while
+    /// loading).
+    #[cfg(feature = "mdbx")]
     #[error("trie: {0}")]
     Trie(TrieError<StoreError>),
+    /// Another backend failed (the in-memory state's trie, or a backend implemented outside
+    /// this crate): its own error, boxed.
+    #[error("backend: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A stored account leaf does not decode.
     #[error("corrupt account {address}: {reason}")]
     CorruptAccount {
@@ -50,12 +61,14 @@ impl DBErrorMarker for StateError {}
 
 // By hand rather than `#[from]`: the message already includes the inner error, and a
 // `#[source]` would print it twice in an error chain.
+#[cfg(feature = "mdbx")]
 impl From<StoreError> for StateError {
     fn from(e: StoreError) -> Self {
         StateError::Store(e)
     }
 }
 
+#[cfg(feature = "mdbx")]
 impl From<TrieError<StoreError>> for StateError {
     fn from(e: TrieError<StoreError>) -> Self {
         StateError::Trie(e)

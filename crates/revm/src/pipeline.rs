@@ -12,7 +12,7 @@
 //! execution fails the trie prefetch is stopped and nothing is committed.
 
 use crate::{BinTrieState, BlockDb, BlockDbOptions, CommitReport, PrefetchList, ReadStats};
-use crate::{BlockChanges, StateError};
+use crate::{BlockChanges, MdbxBackend, StateError};
 use alloy_primitives::B256;
 use bintrie_keys::Stem;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,7 +134,7 @@ impl BinTrieState {
         &mut self,
         plan: &BlockPlan,
         options: &PipelineOptions,
-        execute: impl FnOnce(&mut BlockDb<'_>) -> Result<T, E>,
+        execute: impl FnOnce(&mut BlockDb<MdbxBackend<'_>>) -> Result<T, E>,
     ) -> Result<BlockRun<T>, PipelineError<E>> {
         let t_total = Instant::now();
         let mut write_stems = plan.write_stems.clone();
@@ -200,7 +200,7 @@ impl BinTrieState {
         &self,
         plan: &BlockPlan,
         options: &PipelineOptions,
-        execute: impl FnOnce(&mut BlockDb<'_>) -> Result<T, E>,
+        execute: impl FnOnce(&mut BlockDb<MdbxBackend<'_>>) -> Result<T, E>,
     ) -> Result<(T, ReadStats, Duration, BlockChanges), PipelineError<E>> {
         let mut db = self
             .block_db(options.db)?

@@ -1,8 +1,8 @@
 //! [`BinTrieState`]: the trie over the MDBX store, block by block.
 
-use crate::{BlockChanges, BlockDb, BlockDbOptions, StateError};
-use alloy_primitives::{Address, B256, keccak256};
-use bintrie_keys::{AccountState, account_entries};
+use crate::{BlockChanges, BlockDb, BlockDbOptions, MdbxBackend, StateError};
+use alloy_primitives::{Address, B256};
+use bintrie_keys::AccountState;
 use bintrie_store::{StateStore, StoreOptions};
 use bintrie_trie::{CommitStats, Trie, TrieStats};
 use std::path::Path;
@@ -62,8 +62,24 @@ impl BinTrieState {
     }
 
     /// A revm database for the next block, over a snapshot of the last committed one.
-    pub fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<'_>, StateError> {
+    pub fn block_db(
+        &self,
+        options: BlockDbOptions,
+    ) -> Result<BlockDb<MdbxBackend<'_>>, StateError> {
         BlockDb::new(self.trie.store(), options)
+    }
+
+    /// The root the state would have after `changes` on top of the last committed block,
+    /// without committing them (for block building and simulation). A throw-away tree over the
+    /// same store, opened at the committed root, takes the writes (loading and verifying the
+    /// nodes on their paths) and is dropped: nothing is written, and the state's own tree is
+    /// untouched.
+    pub fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
+        let store = self.store().clone();
+        let meta = store.meta();
+        let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
+        trie.update(changes.writes.clone())?;
+        Ok(B256::from(trie.root()))
     }
 
     /// Applies a block's writes as one sorted batch, rehashes, and commits nodes, flat stems,
@@ -122,28 +138,14 @@ impl BinTrieState {
     }
 
     /// Writes whole accounts (a genesis or a pre-state) as block `block`: every account's header,
-    /// code chunks and non-zero storage (SPEC §4), and its code in the code table. An empty
-    /// database is written with sorted appends (MDBX `APPEND`).
+    /// code chunks and non-zero storage (SPEC §4, [`BlockChanges::from_accounts`]), and its
+    /// code in the code table. An empty database is written with sorted appends (MDBX
+    /// `APPEND`).
     pub fn import_accounts<'a>(
         &mut self,
         accounts: impl IntoIterator<Item = (&'a Address, &'a AccountState)>,
         block: u64,
     ) -> Result<CommitReport, StateError> {
-        let mut writes = Vec::new();
-        let mut code = Vec::new();
-        for (address, acct) in accounts {
-            let mut acct = acct.clone();
-            acct.storage.retain(|(_, v)| !v.is_zero());
-            writes.extend(account_entries(address, &acct).map_err(|source| {
-                StateError::Encode {
-                    address: *address,
-                    source,
-                }
-            })?);
-            if !acct.code.is_empty() {
-                code.push((keccak256(&acct.code).0, acct.code.clone()));
-            }
-        }
-        self.apply(writes, code, block)
+        self.commit_block(BlockChanges::from_accounts(accounts)?, block)
     }
 }

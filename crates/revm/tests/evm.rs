@@ -464,10 +464,7 @@ fn without_the_cache_repeated_keys_amplify_reads() {
         let run = run_block(
             &mut state,
             &txs,
-            BlockDbOptions {
-                cache,
-                ..Default::default()
-            },
+            BlockDbOptions::default().with_cache(cache),
             None,
         );
         assert!(run.results.iter().all(ExecutionResult::is_success));

@@ -494,8 +494,7 @@ fn a_killed_relaxed_writer_is_recovered_by_the_next_writer() {
         // MDBX may find nothing to roll back (the kernel wrote the pages anyway).
         Ok(_) => {}
         Err(e) => assert!(
-            matches!(e, StoreError::NeedsRecovery(_))
-                && e.to_string().contains("-i /dev/null"),
+            matches!(e, StoreError::NeedsRecovery(_)) && e.to_string().contains("-i /dev/null"),
             "{e}"
         ),
     }

@@ -106,10 +106,11 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     let exec_options = ExecOptions::default()
         .with_pipeline(
             PipelineOptions::default()
-                .with_db(BlockDbOptions {
-                    cache: !args.no_cache,
-                    read_path,
-                })
+                .with_db(
+                    BlockDbOptions::default()
+                        .with_cache(!args.no_cache)
+                        .with_read_path(read_path),
+                )
                 .with_workers(args.workers as usize),
         )
         .with_prefetch(match (args.no_prefetch, args.no_block_access_list) {

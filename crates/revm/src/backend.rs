@@ -1,0 +1,175 @@
+//! What the adapter reads: [`StateSnapshot`] (flat stem reads and code by hash from one
+//! consistent snapshot) and [`StateBackend`] (opens snapshots, one per reader thread).
+//!
+//! Implementations: the MDBX store ([`MdbxBackend`] / [`MdbxSnapshot`], feature `mdbx`) and the
+//! in-memory state ([`crate::MemoryState`] / [`crate::MemorySnapshot`]).
+
+use crate::StateError;
+use alloy_primitives::{B256, Bytes};
+use bintrie_keys::Stem;
+use bintrie_node::StemValues;
+use std::sync::Arc;
+
+/// Lookups and bytes a snapshot's storage served (zero for a backend that does not count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotIo {
+    /// Storage lookups (MDBX gets for the MDBX store).
+    pub lookups: u64,
+    /// Bytes those lookups returned.
+    pub bytes: u64,
+}
+
+/// One consistent view of the state: every read answers from the same committed block, whatever
+/// is committed meanwhile.
+///
+/// Contract: `stem` returns the stem's present values exactly as the tree holds them (`None`
+/// when the stem is absent; a present zero value is present); `code` returns the bytes stored
+/// under a code hash, unchecked (the adapter checks that they hash to it). Errors are I/O or
+/// corruption, never "absent". `Send + Sync`, so a [`crate::TrieDb`] over it can be shared.
+pub trait StateSnapshot: Send + Sync {
+    /// The values of `stem`, or `None` when the tree has no such stem.
+    fn stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError>;
+
+    /// The bytecode stored under `hash`, or `None` when there is none.
+    fn code(&self, hash: &B256) -> Result<Option<Bytes>, StateError>;
+
+    /// The lookups and bytes this snapshot has read so far (default: not counted, zero).
+    fn io(&self) -> SnapshotIo {
+        SnapshotIo::default()
+    }
+}
+
+/// A source of [`StateSnapshot`]s: the state as of the last committed block.
+///
+/// Contract: every snapshot opened between two commits sees the same state. The parallel
+/// prefetch of [`crate::BlockDb`] opens one snapshot per worker thread, hence `Sync`.
+pub trait StateBackend: Sync {
+    /// The snapshot type.
+    type Snapshot: StateSnapshot;
+
+    /// Opens a snapshot of the last committed block.
+    fn snapshot(&self) -> Result<Self::Snapshot, StateError>;
+}
+
+impl<B: StateBackend + ?Sized> StateBackend for &B {
+    type Snapshot = B::Snapshot;
+
+    fn snapshot(&self) -> Result<Self::Snapshot, StateError> {
+        (**self).snapshot()
+    }
+}
+
+impl<B: StateBackend + Send + ?Sized> StateBackend for Arc<B> {
+    type Snapshot = B::Snapshot;
+
+    fn snapshot(&self) -> Result<Self::Snapshot, StateError> {
+        (**self).snapshot()
+    }
+}
+
+#[cfg(feature = "mdbx")]
+pub use mdbx::{MdbxBackend, MdbxSnapshot};
+
+#[cfg(feature = "mdbx")]
+mod mdbx {
+    use super::{SnapshotIo, StateBackend, StateSnapshot};
+    use crate::StateError;
+    use alloy_primitives::{B256, Bytes};
+    use bintrie_keys::Stem;
+    use bintrie_node::StemValues;
+    use bintrie_store::{ReadPath, Reader, StateStore};
+    use std::sync::{Mutex, MutexGuard};
+
+    /// The MDBX store as a [`StateBackend`]: snapshots are MDBX read transactions that find
+    /// stems by `read_path`.
+    #[derive(Clone, Copy, Debug)]
+    pub struct MdbxBackend<'s> {
+        store: &'s StateStore,
+        read_path: ReadPath,
+    }
+
+    impl<'s> MdbxBackend<'s> {
+        /// Reads from `store`, finding stems by `read_path`.
+        pub fn new(store: &'s StateStore, read_path: ReadPath) -> Self {
+            MdbxBackend { store, read_path }
+        }
+
+        /// The store.
+        pub fn store(&self) -> &'s StateStore {
+            self.store
+        }
+
+        /// How stems are found.
+        pub fn read_path(&self) -> ReadPath {
+            self.read_path
+        }
+    }
+
+    impl<'s> StateBackend for MdbxBackend<'s> {
+        type Snapshot = MdbxSnapshot<'s>;
+
+        fn snapshot(&self) -> Result<MdbxSnapshot<'s>, StateError> {
+            MdbxSnapshot::new(self.store, self.read_path)
+        }
+    }
+
+    /// One MDBX read transaction ([`Reader`]) and a read path, as a [`StateSnapshot`]. The
+    /// reader sits behind a mutex so the snapshot is `Sync`: concurrent reads through one
+    /// snapshot take turns (give each thread its own for parallel reads).
+    pub struct MdbxSnapshot<'s> {
+        reader: Mutex<Reader<'s>>,
+        read_path: ReadPath,
+    }
+
+    impl std::fmt::Debug for MdbxSnapshot<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("MdbxSnapshot")
+                .field("read_path", &self.read_path)
+                .field("io", &self.io())
+                .finish_non_exhaustive()
+        }
+    }
+
+    impl<'s> MdbxSnapshot<'s> {
+        /// A new read transaction of `store`, finding stems by `read_path`.
+        pub fn new(store: &'s StateStore, read_path: ReadPath) -> Result<Self, StateError> {
+            Ok(MdbxSnapshot {
+                reader: Mutex::new(store.reader()?),
+                read_path,
+            })
+        }
+
+        /// How stems are found.
+        pub fn read_path(&self) -> ReadPath {
+            self.read_path
+        }
+
+        /// The read transaction's own counters.
+        pub fn store_stats(&self) -> bintrie_store::ReadStats {
+            self.reader().stats()
+        }
+
+        fn reader(&self) -> MutexGuard<'_, Reader<'s>> {
+            // A panic while holding the lock cannot leave a read transaction inconsistent.
+            self.reader.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+
+    impl StateSnapshot for MdbxSnapshot<'_> {
+        fn stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError> {
+            Ok(self.reader().get_stem(stem, self.read_path)?)
+        }
+
+        fn code(&self, hash: &B256) -> Result<Option<Bytes>, StateError> {
+            Ok(self.reader().get_code(&hash.0)?.map(Bytes::from))
+        }
+
+        fn io(&self) -> SnapshotIo {
+            let s = self.store_stats();
+            SnapshotIo {
+                lookups: s.lookups,
+                bytes: s.bytes,
+            }
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! The adapter for other tools: [`TrieDb`] inside revm's `CacheDB` and `State` (bundle
+//! tracking), `BundleState` → tree writes, roots without committing, and the in-memory backend.
+//! The same transactions give the same root through the bundle path and the `BlockDb` path, over
+//! memory and over MDBX, and that root is the root of the post-state built from scratch.
+
+use alloy_primitives::{Address, B256, Bytes, U256, address, keccak256};
+use bintrie_keys::{AccountState, TreeKey, account_entries, storage_slot_key};
+use bintrie_revm::{BlockChanges, BlockDbOptions, MemorySnapshot, MemoryState, TrieDb};
+use bintrie_trie::{MemoryStore, Trie};
+use revm::bytecode::Bytecode;
+use revm::context::result::ExecutionResult;
+use revm::context::{Context, TxEnv};
+use revm::database::states::bundle_state::BundleRetention;
+use revm::database::{BundleState, CacheDB, EmptyDB, State};
+use revm::database_interface::{Database, DatabaseCommit, DatabaseRef, WrapDatabaseRef};
+use revm::primitives::hardfork::SpecId;
+use revm::state::AccountInfo;
+use revm::{ExecuteCommitEvm, MainBuilder, MainContext};
+use std::sync::Arc;
+
+const ALICE: Address = address!("0x1000000000000000000000000000000000000001");
+const BOB: Address = address!("0x2000000000000000000000000000000000000002");
+const STORE: Address = address!("0x5000000000000000000000000000000000000005");
+const COINBASE: Address = address!("0x00000000000000000000000000000000c0ffee00");
+const ETHER: u128 = 1_000_000_000_000_000_000;
+const GAS_PRICE: u128 = 2;
+const BASEFEE: u64 = 1;
+
+/// Runtime: slot 0 = the first calldata word; slot 1 += 1.
+fn runtime() -> Vec<u8> {
+    vec![
+        0x60, 0x00, 0x35, 0x60, 0x00, 0x55, // sstore(0, calldataload(0))
+        0x60, 0x01, 0x54, 0x60, 0x01, 0x01, 0x60, 0x01, 0x55, // sstore(1, sload(1) + 1)
+        0x00,
+    ]
+}
+
+/// A constructor that returns [`runtime`].
+fn init_code() -> Vec<u8> {
+    let rt = runtime();
+    let mut init = vec![
+        0x60,
+        rt.len() as u8,
+        0x80,
+        0x60,
+        0x0b,
+        0x60,
+        0x00,
+        0x39,
+        0x60,
+        0x00,
+        0xf3,
+    ];
+    assert_eq!(init.len(), 0x0b);
+    init.extend_from_slice(&rt);
+    init
+}
+
+fn pre_state() -> Vec<(Address, AccountState)> {
+    vec![
+        (
+            ALICE,
+            AccountState {
+                balance: U256::from(100 * ETHER),
+                ..Default::default()
+            },
+        ),
+        (
+            BOB,
+            AccountState {
+                balance: U256::from(5 * ETHER),
+                ..Default::default()
+            },
+        ),
+        (
+            STORE,
+            AccountState {
+                balance: U256::from(1),
+                code: runtime(),
+                storage: vec![
+                    (U256::from(1), U256::from(7)),
+                    (U256::from(300), U256::from(9)),
+                ],
+                ..Default::default()
+            },
+        ),
+    ]
+}
+
+fn word(v: u64) -> Bytes {
+    U256::from(v).to_be_bytes::<32>().to_vec().into()
+}
+
+fn tx(caller: Address, nonce: u64, to: Option<Address>, value: u128, data: Bytes) -> TxEnv {
+    let b = TxEnv::builder()
+        .caller(caller)
+        .nonce(nonce)
+        .value(U256::from(value))
+        .data(data)
+        .gas_limit(1_000_000)
+        .gas_price(GAS_PRICE)
+        .chain_id(Some(1));
+    match to {
+        Some(to) => b.to(to),
+        None => b.create(),
+    }
+    .build()
+    .unwrap()
+}
+
+/// Block 1: a transfer, a call with value that writes two slots of an existing contract (its
+/// header is rewritten with the stored code size), a deployment, and a call into the deployed
+/// contract (from another sender).
+fn block1() -> Vec<TxEnv> {
+    let deployed = ALICE.create(2);
+    vec![
+        tx(ALICE, 0, Some(BOB), ETHER, Bytes::new()),
+        tx(ALICE, 1, Some(STORE), 3, word(42)),
+        tx(ALICE, 2, None, 0, init_code().into()),
+        tx(BOB, 0, Some(deployed), 0, word(5)),
+    ]
+}
+
+/// Block 2: clears STORE's slot 0 (a present zero leaf from now on).
+fn block2() -> Vec<TxEnv> {
+    vec![tx(BOB, 1, Some(STORE), 0, word(0))]
+}
+
+fn run<DB: Database + DatabaseCommit>(db: DB, txs: &[TxEnv]) -> Vec<ExecutionResult>
+where
+    DB::Error: std::fmt::Debug,
+{
+    let mut evm = Context::mainnet()
+        .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
+        .modify_block_chained(|b| {
+            b.number = U256::from(1);
+            b.basefee = BASEFEE;
+            b.beneficiary = COINBASE;
+            b.gas_limit = 100_000_000;
+        })
+        .with_db(db)
+        .build_mainnet();
+    let results: Vec<ExecutionResult> = txs
+        .iter()
+        .map(|t| evm.transact_commit(t.clone()).unwrap())
+        .collect();
+    assert!(
+        results.iter().all(ExecutionResult::is_success),
+        "{results:?}"
+    );
+    results
+}
+
+fn memory_state() -> MemoryState {
+    let mut state = MemoryState::new(4).unwrap();
+    let pre = pre_state();
+    state
+        .import_accounts(pre.iter().map(|(a, s)| (a, s)), 0)
+        .unwrap();
+    state
+}
+
+/// The reference: revm's own in-memory database with the same pre-state.
+fn reference() -> CacheDB<EmptyDB> {
+    let mut db = CacheDB::<EmptyDB>::default();
+    for (a, s) in pre_state() {
+        let mut info = AccountInfo::default()
+            .with_balance(s.balance)
+            .with_nonce(s.nonce);
+        if !s.code.is_empty() {
+            info = info.with_code(Bytecode::new_raw(s.code.clone().into()));
+        }
+        db.insert_account_info(a, info);
+        for (k, v) in &s.storage {
+            db.insert_account_storage(a, *k, *v).unwrap();
+        }
+    }
+    db
+}
+
+/// The root of the reference's state built from scratch (zero slots, empty accounts left out).
+fn scratch_root(db: &CacheDB<EmptyDB>) -> B256 {
+    let mut writes: Vec<(TreeKey, [u8; 32])> = Vec::new();
+    for (a, acct) in &db.cache.accounts {
+        if acct.info.is_empty() && acct.storage.values().all(|v| v.is_zero()) {
+            continue;
+        }
+        let code = db
+            .cache
+            .contracts
+            .get(&acct.info.code_hash)
+            .map(|c| c.original_bytes().to_vec())
+            .unwrap_or_default();
+        let state = AccountState {
+            nonce: acct.info.nonce,
+            balance: acct.info.balance,
+            code,
+            storage: acct
+                .storage
+                .iter()
+                .filter(|(_, v)| !v.is_zero())
+                .map(|(k, v)| (*k, *v))
+                .collect(),
+        };
+        writes.extend(account_entries(a, &state).unwrap());
+    }
+    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
+    t.update(writes).unwrap();
+    B256::from(t.root())
+}
+
+/// What block 1 must leave, read through any revm database.
+fn check_block1<DB: DatabaseRef>(db: &DB, results: &[ExecutionResult])
+where
+    DB::Error: std::fmt::Debug,
+{
+    let gas: Vec<u128> = results.iter().map(|r| r.tx_gas_used() as u128).collect();
+    let deployed = ALICE.create(2);
+    let bob = db.basic_ref(BOB).unwrap().unwrap();
+    assert_eq!(bob.balance, U256::from(6 * ETHER - gas[3] * GAS_PRICE));
+    assert_eq!(bob.nonce, 1);
+    let alice = db.basic_ref(ALICE).unwrap().unwrap();
+    assert_eq!(
+        alice.balance,
+        U256::from(99 * ETHER - 3 - (gas[0] + gas[1] + gas[2]) * GAS_PRICE)
+    );
+    let store = db.basic_ref(STORE).unwrap().unwrap();
+    assert_eq!(store.balance, U256::from(4));
+    assert_eq!(store.code_hash, keccak256(runtime()));
+    assert_eq!(alice.nonce, 3);
+    let tip = GAS_PRICE - u128::from(BASEFEE);
+    assert_eq!(
+        db.basic_ref(COINBASE).unwrap().unwrap().balance,
+        U256::from(gas.iter().sum::<u128>() * tip)
+    );
+    assert_eq!(
+        db.storage_ref(STORE, U256::from(0)).unwrap(),
+        U256::from(42)
+    );
+    assert_eq!(db.storage_ref(STORE, U256::from(1)).unwrap(), U256::from(8));
+    assert_eq!(
+        db.storage_ref(STORE, U256::from(300)).unwrap(),
+        U256::from(9)
+    );
+    let d = db.basic_ref(deployed).unwrap().unwrap();
+    assert_eq!(d.code_hash, keccak256(runtime()));
+    assert_eq!(
+        db.code_by_hash_ref(d.code_hash).unwrap().original_bytes(),
+        Bytes::from(runtime())
+    );
+    assert_eq!(
+        db.storage_ref(deployed, U256::from(0)).unwrap(),
+        U256::from(5)
+    );
+    assert_eq!(
+        db.storage_ref(deployed, U256::from(1)).unwrap(),
+        U256::from(1)
+    );
+}
+
+/// Runs `txs` through revm's `State` with bundle tracking over `db`; returns the results and
+/// the bundle.
+fn run_with_bundle<DB: DatabaseRef>(db: DB, txs: &[TxEnv]) -> (Vec<ExecutionResult>, BundleState)
+where
+    DB::Error: std::fmt::Debug,
+{
+    let mut state = State::builder()
+        .with_database_ref(db)
+        .with_bundle_update()
+        .build();
+    let results = run(&mut state, txs);
+    state.merge_transitions(BundleRetention::Reverts);
+    (results, state.take_bundle())
+}
+
+/// The same block through a `BlockDb` over the memory state: its tree writes.
+fn block_db_changes(state: &MemoryState, txs: &[TxEnv]) -> BlockChanges {
+    let mut db = state.block_db(BlockDbOptions::default()).unwrap();
+    run(&mut db, txs);
+    db.into_changes().unwrap()
+}
+
+fn sorted(mut c: BlockChanges) -> Vec<(TreeKey, [u8; 32])> {
+    bintrie_trie::sort_dedup_last(&mut c.writes);
+    c.writes
+}
+
+#[test]
+fn trie_db_inside_revm_cache_db() {
+    let state = memory_state();
+    let db = state.trie_db();
+    let mut cache = CacheDB::new(WrapDatabaseRef(&db));
+    let results = run(&mut cache, &block1());
+    check_block1(&cache, &results);
+    // The CacheDB kept the changes; the snapshot under it still holds block 0.
+    assert_eq!(db.storage_ref(STORE, U256::from(1)).unwrap(), U256::from(7));
+    assert_eq!(
+        db.basic_ref(BOB).unwrap().unwrap().balance,
+        U256::from(5 * ETHER)
+    );
+    assert!(db.basic_ref(ALICE.create(2)).unwrap().is_none());
+    let (stems, _) = db.reads();
+    assert!(stems > 0, "CacheDB read through the TrieDb");
+}
+
+#[test]
+fn trie_db_inside_revm_state_with_bundle_tracking() {
+    let state = memory_state();
+    let db = state.trie_db();
+    let (results, bundle) = run_with_bundle(&db, &block1());
+    // The bundle records block 1's changes against block 0.
+    let bob = bundle.account(&BOB).unwrap();
+    assert_eq!(
+        bob.original_info.as_ref().unwrap().balance,
+        U256::from(5 * ETHER)
+    );
+    let gas_bob = results[3].tx_gas_used() as u128;
+    assert_eq!(
+        bob.info.as_ref().unwrap().balance,
+        U256::from(6 * ETHER - gas_bob * GAS_PRICE)
+    );
+    let slot = &bundle.account(&STORE).unwrap().storage[&U256::from(1)];
+    assert_eq!(
+        (slot.previous_or_original_value, slot.present_value),
+        (U256::from(7), U256::from(8))
+    );
+    assert!(bundle.bytecode(&keccak256(runtime())).is_some());
+
+    // Commit the bundle's writes: every value reads back through a fresh TrieDb.
+    let mut state = state;
+    let changes = db.bundle_changes(&bundle).unwrap();
+    state.commit_block(changes, 1).unwrap();
+    check_block1(&state.trie_db(), &results);
+}
+
+/// Bundle path and `BlockDb` path: the same writes, the same root, which is the scratch root of
+/// revm's own post-state; the root without committing is the committed root, and computing it
+/// changes nothing.
+#[test]
+fn bundle_and_block_db_give_the_same_root_in_memory() {
+    let mut state = memory_state();
+    let mut reference = reference();
+    assert_eq!(state.root(), scratch_root(&reference), "pre-state root");
+    for (number, txs) in [(1, block1()), (2, block2())] {
+        let db = state.trie_db();
+        let (_, bundle) = run_with_bundle(&db, &txs);
+        let from_bundle = db.bundle_changes(&bundle).unwrap();
+        let from_block_db = block_db_changes(&state, &txs);
+        assert_eq!(from_bundle.accounts_written, from_block_db.accounts_written);
+        assert_eq!(from_bundle.slots_written, from_block_db.slots_written);
+        let mut code_a = from_bundle.code.clone();
+        let mut code_b = from_block_db.code.clone();
+        code_a.sort();
+        code_b.sort();
+        assert_eq!(code_a, code_b);
+        assert_eq!(sorted(from_bundle.clone()), sorted(from_block_db.clone()));
+
+        let before = state.root();
+        let simulated = state.root_with(&from_bundle).unwrap();
+        assert_ne!(simulated, before);
+        assert_eq!(simulated, state.root_with(&from_block_db).unwrap());
+        assert_eq!(state.root(), before, "root_with commits nothing");
+        assert_eq!(state.block(), number - 1);
+
+        let committed = state.commit_block(from_block_db, number).unwrap();
+        assert_eq!(committed, simulated);
+        run(&mut reference, &txs);
+        if number == 1 {
+            assert_eq!(committed, scratch_root(&reference), "root after block 1");
+        }
+    }
+    // Block 2 cleared STORE's slot 0: a present zero leaf (geth's semantics), so the root is
+    // not the scratch root (which leaves zero slots out) but the scratch root plus that leaf.
+    let key = storage_slot_key(&STORE, &U256::from(0));
+    assert_eq!(state.get(&key), Some([0; 32]));
+    assert_ne!(state.root(), scratch_root(&reference));
+}
+
+/// A snapshot keeps the state it was opened at while the state commits (copy-on-write), and a
+/// `'static` `TrieDb` answers from another thread.
+#[test]
+fn memory_snapshots_are_isolated_and_shareable() {
+    let mut state = memory_state();
+    let old: Arc<TrieDb<MemorySnapshot>> = Arc::new(state.trie_db());
+    let changes = block_db_changes(&state, &block1());
+    state.commit_block(changes, 1).unwrap();
+    let reader = Arc::clone(&old);
+    let slot = std::thread::spawn(move || reader.storage_ref(STORE, U256::from(1)).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(slot, U256::from(7), "the old snapshot still holds block 0");
+    assert_eq!(
+        state.trie_db().storage_ref(STORE, U256::from(1)).unwrap(),
+        U256::from(8)
+    );
+}
+
+#[cfg(feature = "mdbx")]
+mod mdbx {
+    use super::*;
+    use bintrie_revm::{BinTrieState, BlockPlan, PipelineOptions};
+    use bintrie_store::{Durability, ReadPath, StoreOptions};
+
+    fn open(dir: &std::path::Path) -> BinTrieState {
+        let mut state = BinTrieState::open(
+            dir,
+            &StoreOptions {
+                group_depth: Some(5),
+                durability: Durability::Relaxed,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let pre = pre_state();
+        state
+            .import_accounts(pre.iter().map(|(a, s)| (a, s)), 0)
+            .unwrap();
+        state
+    }
+
+    /// Over MDBX: revm's `CacheDB` over a `TrieDb` sees the stored state; the bundle's root
+    /// without committing equals the root `run_block` commits for the same transactions (the
+    /// `BlockDb` path), which equals the in-memory backend's root, for both read paths.
+    #[test]
+    fn bundle_and_block_db_give_the_same_root_over_mdbx() {
+        let mut memory = memory_state();
+        let memory_root = memory
+            .commit_block(block_db_changes(&memory, &block1()), 1)
+            .unwrap();
+        for read_path in [ReadPath::Flat, ReadPath::TrieWalk] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut state = open(dir.path());
+            assert_eq!(state.root(), memory_state().root(), "same pre-state root");
+            let before = state.root();
+
+            let db = TrieDb::new(state.store(), read_path).unwrap();
+            let mut cache = CacheDB::new(WrapDatabaseRef(&db));
+            let results = run(&mut cache, &block1());
+            check_block1(&cache, &results);
+
+            let (_, bundle) = run_with_bundle(&db, &block1());
+            let from_bundle = db.bundle_changes(&bundle).unwrap();
+            let simulated = state.root_with(&from_bundle).unwrap();
+            drop(db);
+            assert_eq!(state.root(), before, "root_with commits nothing");
+            assert_eq!(state.block(), 0);
+
+            let plan = BlockPlan {
+                number: 1,
+                ..Default::default()
+            };
+            let options = PipelineOptions::default()
+                .with_db(BlockDbOptions::default().with_read_path(read_path))
+                .with_workers(2);
+            let block = state
+                .run_block(&plan, &options, |db| {
+                    run(db, &block1());
+                    Ok::<_, std::convert::Infallible>(())
+                })
+                .unwrap();
+            assert_eq!(block.commit.root, simulated);
+            assert_eq!(block.commit.root, memory_root);
+            let committed = TrieDb::new(state.store(), read_path).unwrap();
+            check_block1(&committed, &results);
+        }
+    }
+}
