@@ -1,7 +1,7 @@
 //! `bintrie bench`: the whole-system group-depth study (what `cargo xtask bench` runs).
 
 use anyhow::{Context, Result, bail};
-use bintrie_bench::model::{ReadPathKind, Results, SCHEMA_VERSION, Workload};
+use bintrie_bench::model::{ReadPath, Results, SCHEMA_VERSION, Workload};
 use bintrie_bench::runner::{Scale, StudyOptions, run_study};
 use bintrie_bench::{report, stats};
 use std::path::PathBuf;
@@ -143,11 +143,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     if let Some(w) = &args.workloads {
         opts.workloads = list(w, "workload", Workload::parse)?;
     }
-    opts.read_paths = list(&args.read_paths, "read path", |s| match s {
-        "trie" => Some(ReadPathKind::Trie),
-        "flat" => Some(ReadPathKind::Flat),
-        _ => None,
-    })?;
+    opts.read_paths = list(&args.read_paths, "read path", ReadPath::from_name)?;
     opts.prefetch = list(&args.prefetch, "prefetch setting", |s| match s {
         "off" => Some(false),
         "on" => Some(true),

@@ -8,24 +8,6 @@ use bintrie_trie::Trie;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
-/// Read path names on the command line.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum ReadPathArg {
-    /// From the root through the group blobs to the stem.
-    Trie,
-    /// One lookup in the flat stem table.
-    Flat,
-}
-
-impl From<ReadPathArg> for ReadPath {
-    fn from(r: ReadPathArg) -> Self {
-        match r {
-            ReadPathArg::Trie => ReadPath::TrieWalk,
-            ReadPathArg::Flat => ReadPath::Flat,
-        }
-    }
-}
-
 /// Read path names for `get`: the two store paths, or the verified walk.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub(crate) enum GetReadPath {

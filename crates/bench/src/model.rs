@@ -61,25 +61,9 @@ impl Workload {
     }
 }
 
-/// How the EVM's state reads reach the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReadPathKind {
-    /// Walk the group blobs from the root, then read the stem blob (the anchor's path).
-    Trie,
-    /// One lookup in the flat stem table.
-    Flat,
-}
-
-impl ReadPathKind {
-    /// The name used on the command line and in `results.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReadPathKind::Trie => "trie",
-            ReadPathKind::Flat => "flat",
-        }
-    }
-}
+/// How the EVM's state reads reach the store: the store's own type (`trie` or `flat` in
+/// `results.json`).
+pub use bintrie_store::ReadPath;
 
 /// One cell of the study: everything that identifies a series of runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -91,7 +75,7 @@ pub struct ConfigKey {
     /// The workload.
     pub workload: Workload,
     /// Read path.
-    pub read_path: ReadPathKind,
+    pub read_path: ReadPath,
     /// Whether the block's access list was prefetched in parallel before execution.
     pub prefetch: bool,
 }
@@ -278,7 +262,7 @@ pub struct StudyConfig {
     /// Workloads measured.
     pub workloads: Vec<Workload>,
     /// Read paths measured.
-    pub read_paths: Vec<ReadPathKind>,
+    pub read_paths: Vec<ReadPath>,
     /// Prefetch settings measured.
     pub prefetch: Vec<bool>,
     /// MDBX page sizes measured.
@@ -339,4 +323,23 @@ pub struct Results {
     pub summaries: Vec<Summary>,
     /// Mann-Whitney U tests between group depths.
     pub comparisons: Vec<Comparison>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// results.json names the read paths `trie` and `flat` (schema version 1), whatever the
+    /// store calls its variants.
+    #[test]
+    fn read_paths_keep_their_results_json_names() {
+        for (p, name) in [(ReadPath::TrieWalk, "trie"), (ReadPath::Flat, "flat")] {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<ReadPath>(&json).unwrap(), p);
+            assert_eq!((p.name(), ReadPath::from_name(name)), (name, Some(p)));
+        }
+        assert!(serde_json::from_str::<ReadPath>("\"trie_walk\"").is_err());
+        assert_eq!(ReadPath::from_name("Trie"), None);
+    }
 }

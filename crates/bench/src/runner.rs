@@ -10,7 +10,7 @@
 
 use crate::contracts::{self, COINBASE, DRIVER, SENDER, SstoreRegions, TOKEN};
 use crate::model::{
-    ConfigKey, DatabaseInfo, Machine, ReadPathKind, Results, RunRow, SCHEMA_VERSION, StudyConfig,
+    ConfigKey, DatabaseInfo, Machine, ReadPath, Results, RunRow, SCHEMA_VERSION, StudyConfig,
     Workload,
 };
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
@@ -18,7 +18,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use bintrie_keys::{AccountState, TreeKey, account_entries};
 use bintrie_node::{Sha256Hasher, TreeHasher};
 use bintrie_revm::{BinTrieState, BlockDbOptions, BlockPlan, PipelineOptions, PrefetchList};
-use bintrie_store::{Durability, ReadPath, StoreOptions, evict_page_cache};
+use bintrie_store::{Durability, StoreOptions, evict_page_cache};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -125,7 +125,7 @@ pub struct StudyOptions {
     /// Workloads.
     pub workloads: Vec<Workload>,
     /// Read paths.
-    pub read_paths: Vec<ReadPathKind>,
+    pub read_paths: Vec<ReadPath>,
     /// Prefetch settings.
     pub prefetch: Vec<bool>,
     /// MDBX page sizes (powers of two, 4096..=65536).
@@ -165,7 +165,7 @@ impl StudyOptions {
             holders: scale.holders(),
             group_depths: (1..=8).collect(),
             workloads: Workload::ALL.to_vec(),
-            read_paths: vec![ReadPathKind::Trie, ReadPathKind::Flat],
+            read_paths: vec![ReadPath::TrieWalk, ReadPath::Flat],
             prefetch: vec![false, true],
             page_sizes: vec![4096],
             runs: scale.runs(),
@@ -266,7 +266,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     let t_all = Instant::now();
     let hash64_ns = measure_hash64_ns();
     tracing::info!(hash64_ns, "measured one 64-byte hash");
-    let combos: Vec<(ReadPathKind, bool)> = opts
+    let combos: Vec<(ReadPath, bool)> = opts
         .read_paths
         .iter()
         .flat_map(|&r| opts.prefetch.iter().map(move |&p| (r, p)))
@@ -759,10 +759,7 @@ impl Bench {
         };
 
         self.go_cold()?;
-        let read_path = match key.read_path {
-            ReadPathKind::Trie => ReadPath::TrieWalk,
-            ReadPathKind::Flat => ReadPath::Flat,
-        };
+        let read_path = key.read_path;
         let plan = BlockPlan {
             number: self.state().block() + 1,
             prefetch: prefetch_list,

@@ -237,14 +237,14 @@ pub fn compare(rows: &[RunRow], metrics: &[&str]) -> Vec<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ReadPathKind, Workload};
+    use crate::model::{ReadPath, Workload};
 
     fn key(gd: u8) -> ConfigKey {
         ConfigKey {
             page_size: 4096,
             group_depth: gd,
             workload: Workload::Erc20Balanceof,
-            read_path: ReadPathKind::Flat,
+            read_path: ReadPath::Flat,
             prefetch: true,
         }
     }
@@ -383,12 +383,12 @@ mod tests {
         }
         // A different read path must never be paired with the flat rows.
         let trie = ConfigKey {
-            read_path: ReadPathKind::Trie,
+            read_path: ReadPath::TrieWalk,
             ..key(2)
         };
         rows.push(row(trie, 1, true, 5.0));
         let c = compare(&rows, &["total_ms", "hash_floor"]);
-        let got: Vec<(u8, u8, &str, ReadPathKind)> = c
+        let got: Vec<(u8, u8, &str, ReadPath)> = c
             .iter()
             .map(|c| {
                 (
@@ -402,10 +402,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (1, 2, KIND_ADJACENT, ReadPathKind::Flat),
-                (1, 2, KIND_VS_GD1, ReadPathKind::Flat),
-                (2, 3, KIND_ADJACENT, ReadPathKind::Flat),
-                (1, 3, KIND_VS_GD1, ReadPathKind::Flat),
+                (1, 2, KIND_ADJACENT, ReadPath::Flat),
+                (1, 2, KIND_VS_GD1, ReadPath::Flat),
+                (2, 3, KIND_ADJACENT, ReadPath::Flat),
+                (1, 3, KIND_VS_GD1, ReadPath::Flat),
             ]
         );
         assert!(c.iter().all(|c| c.metric == "total_ms"));

@@ -3,7 +3,7 @@
 
 use alloy_primitives::{Address, U256};
 use bintrie_bench::contracts::{self, DRIVER, SENDER, TOKEN};
-use bintrie_bench::model::{ReadPathKind, RunRow, Workload};
+use bintrie_bench::model::{ReadPath, RunRow, Workload};
 use bintrie_bench::runner::{Scale, StudyOptions, run_study, workload_accounts};
 use bintrie_revm::{BinTrieState, BlockDbOptions};
 use bintrie_store::StoreOptions;
@@ -123,6 +123,6 @@ fn tiny_study_measures_every_cell_with_the_work_each_workload_claims() {
             .collect();
         v.iter().sum::<f64>() / v.len() as f64
     };
-    assert!(per_key(ReadPathKind::Flat, 1) < 1.1);
-    assert!(per_key(ReadPathKind::Trie, 1) > 3.0 * per_key(ReadPathKind::Trie, 6));
+    assert!(per_key(ReadPath::Flat, 1) < 1.1);
+    assert!(per_key(ReadPath::TrieWalk, 1) > 3.0 * per_key(ReadPath::TrieWalk, 6));
 }

@@ -1,7 +1,14 @@
 //! How a store is opened: durability, sizes, page size, read-only.
 
-/// How hard a commit pushes data to the disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How hard a commit pushes data to the disk. Named `durable` and `relaxed` on command lines
+/// and in results files (features `clap` and `serde`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Durability {
     /// fsync on every commit: a committed block survives a power loss.
     #[default]

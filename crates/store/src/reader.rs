@@ -9,15 +9,40 @@ use bintrie_node::{
 use libmdbx::{RO, Table, Transaction};
 use std::cell::Cell;
 
-/// Which way a stem is found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which way a stem is found. Named `trie` and `flat` on command lines and in results files
+/// (features `clap` and `serde`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ReadPath {
     /// From the root through the group blobs to the stem blob: one lookup per group crossed plus
     /// one for the stem (what geth measured; depends on the group depth).
+    #[cfg_attr(feature = "serde", serde(rename = "trie"))]
+    #[cfg_attr(feature = "clap", value(name = "trie"))]
     TrieWalk,
     /// One lookup in the flat stem table.
     #[default]
+    #[cfg_attr(feature = "serde", serde(rename = "flat"))]
+    #[cfg_attr(feature = "clap", value(name = "flat"))]
     Flat,
+}
+
+impl ReadPath {
+    /// Both read paths, trie walk first.
+    pub const ALL: [ReadPath; 2] = [ReadPath::TrieWalk, ReadPath::Flat];
+
+    /// The name used on command lines and in results files: `trie` or `flat`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadPath::TrieWalk => "trie",
+            ReadPath::Flat => "flat",
+        }
+    }
+
+    /// The read path called `name` (`trie` or `flat`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
 }
 
 /// Counters of one [`Reader`].

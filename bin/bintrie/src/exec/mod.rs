@@ -2,7 +2,6 @@
 //! revm through alloy-evm's Ethereum block executor over the revm adapter (with prefetch), commit,
 //! and validate the result against the header and the fixture's post values.
 
-use crate::db::ReadPathArg;
 use anyhow::{Context, Result, bail};
 use bintrie_exec::{ExecOptions, Prefetch, execute_block, fixture, import_pre_state, validate};
 use bintrie_revm::{BinTrieState, BlockDbOptions, PipelineOptions};
@@ -48,7 +47,7 @@ pub(crate) struct ExecArgs {
     cold: bool,
     /// How stems are found in the store.
     #[arg(long, value_enum, default_value = "flat")]
-    read_path: ReadPathArg,
+    read_path: ReadPath,
     /// Prefetch threads (each with its own read transaction).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
@@ -102,7 +101,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
         state = open()?;
     }
-    let read_path: ReadPath = args.read_path.into();
+    let read_path = args.read_path;
     let exec_options = ExecOptions::default()
         .with_pipeline(
             PipelineOptions::default()
@@ -189,7 +188,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 "block_access_list": !args.no_prefetch && !args.no_block_access_list,
                 "cache": !args.no_cache,
                 "cold": args.cold,
-                "read_path": match args.read_path { ReadPathArg::Trie => "trie", ReadPathArg::Flat => "flat" },
+                "read_path": args.read_path.name(),
                 "group_depth": args.group_depth,
                 "workers": args.workers,
             },

@@ -4,7 +4,7 @@ use super::anchor;
 use super::doc::Block;
 use super::format::{num, p as fmt_p, pct, share, times};
 use super::view::{Combo, Vary, View};
-use crate::model::{ReadPathKind, Workload};
+use crate::model::{ReadPath, Workload};
 use crate::stats;
 
 /// Significance level of the findings' tests.
@@ -298,7 +298,7 @@ fn anchor_sentences(view: &View) -> Vec<String> {
     let flat_prefetch = |w: Workload| {
         view.combos(w)
             .into_iter()
-            .find(|c| c.read_path == ReadPathKind::Flat && c.prefetch)
+            .find(|c| c.read_path == ReadPath::Flat && c.prefetch)
     };
     if let Some(c) = flat_prefetch(Workload::Erc20Balanceof) {
         let w = Workload::Erc20Balanceof;

@@ -5,7 +5,7 @@ use super::doc::Block;
 use super::findings::{ALPHA, rank};
 use super::format::num;
 use super::view::{Combo, View};
-use crate::model::{ReadPathKind, Workload};
+use crate::model::{ReadPath, Workload};
 use crate::stats;
 
 /// A group depth's score in one combination: the geometric mean over workloads of its median
@@ -126,7 +126,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
             above(worst.slowdown),
             per.join(", ")
         ));
-        let rank_of = |c: Combo| (c.read_path == ReadPathKind::Flat, c.prefetch);
+        let rank_of = |c: Combo| (c.read_path == ReadPath::Flat, c.prefetch);
         if preferred.is_none_or(|(p, _)| rank_of(c) > rank_of(p)) {
             preferred = Some((c, top));
         }
@@ -143,7 +143,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
              mean), while the worst group depth costs {}. Ranking by total block time, every \
              measured read path and prefetch setting:",
             c.label(multi_page),
-            if c.read_path == ReadPathKind::Flat && c.prefetch {
+            if c.read_path == ReadPath::Flat && c.prefetch {
                 " (the setup this project runs blocks with)"
             } else {
                 ""
@@ -161,7 +161,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
     let anchor_combo = combos
         .iter()
         .copied()
-        .find(|c| c.read_path == ReadPathKind::Trie && !c.prefetch);
+        .find(|c| c.read_path == ReadPath::TrieWalk && !c.prefetch);
     if let Some(c) = anchor_combo {
         let r = best_for(view, c, Workload::Erc20Balanceof);
         let w = best_for(view, c, Workload::Erc20Approve);

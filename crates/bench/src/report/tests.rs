@@ -3,7 +3,7 @@ use std::path::Path;
 
 use super::write_report;
 use crate::model::{
-    ConfigKey, DatabaseInfo, Machine, ReadPathKind, Results, RunRow, SCHEMA_VERSION, StudyConfig,
+    ConfigKey, DatabaseInfo, Machine, ReadPath, Results, RunRow, SCHEMA_VERSION, StudyConfig,
     Workload,
 };
 use crate::stats;
@@ -12,7 +12,7 @@ use crate::stats;
 struct Shape<'a> {
     gds: &'a [u8],
     workloads: &'a [Workload],
-    read_paths: &'a [ReadPathKind],
+    read_paths: &'a [ReadPath],
     prefetch: &'a [bool],
     kept_runs: u32,
 }
@@ -22,7 +22,7 @@ struct Shape<'a> {
 fn run_row(key: ConfigKey, run: u32) -> RunRow {
     let gd = f64::from(key.group_depth);
     let jitter = f64::from(run) * 0.1;
-    let path = if key.read_path == ReadPathKind::Trie {
+    let path = if key.read_path == ReadPath::TrieWalk {
         3.0
     } else {
         1.0
@@ -132,7 +132,7 @@ fn synthetic(shape: &Shape) -> Results {
     }
 }
 
-const BOTH_PATHS: [ReadPathKind; 2] = [ReadPathKind::Trie, ReadPathKind::Flat];
+const BOTH_PATHS: [ReadPath; 2] = [ReadPath::TrieWalk, ReadPath::Flat];
 
 /// Equal JSON trees, numbers to a relative 1e-12.
 fn json_close(a: &serde_json::Value, b: &serde_json::Value) -> bool {
@@ -284,7 +284,7 @@ fn clearly_separated_best_is_significant() {
     let results = synthetic(&Shape {
         gds: &[2, 3, 4],
         workloads: &[Workload::Erc20Balanceof],
-        read_paths: &[ReadPathKind::Flat],
+        read_paths: &[ReadPath::Flat],
         prefetch: &[true],
         kept_runs: 9,
     });
@@ -313,7 +313,7 @@ fn single_group_depth_and_workload() {
     let results = synthetic(&Shape {
         gds: &[5],
         workloads: &[Workload::Mixed],
-        read_paths: &[ReadPathKind::Trie],
+        read_paths: &[ReadPath::TrieWalk],
         prefetch: &[false],
         kept_runs: 1,
     });

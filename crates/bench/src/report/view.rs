@@ -3,9 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{
-    Comparison, ConfigKey, MetricSummary, ReadPathKind, Results, Summary, Workload,
-};
+use crate::model::{Comparison, ConfigKey, MetricSummary, ReadPath, Results, Summary, Workload};
 use crate::stats;
 
 /// Everything of a [`ConfigKey`] but the workload and the group depth.
@@ -14,7 +12,7 @@ pub(super) struct Combo {
     /// MDBX page size.
     pub page_size: u32,
     /// Read path.
-    pub read_path: ReadPathKind,
+    pub read_path: ReadPath,
     /// Prefetch on or off.
     pub prefetch: bool,
 }
@@ -154,7 +152,7 @@ impl<'a> View<'a> {
         combos
             .iter()
             .copied()
-            .find(|c| c.read_path == ReadPathKind::Flat && c.prefetch)
+            .find(|c| c.read_path == ReadPath::Flat && c.prefetch)
             .or_else(|| combos.first().copied())
     }
 }
@@ -185,10 +183,10 @@ impl View<'_> {
                             read_path,
                             prefetch,
                         };
-                        (c(ReadPathKind::Trie), c(ReadPathKind::Flat))
+                        (c(ReadPath::TrieWalk), c(ReadPath::Flat))
                     })
                     .collect(),
-                Vary::Prefetch => [ReadPathKind::Flat, ReadPathKind::Trie]
+                Vary::Prefetch => [ReadPath::Flat, ReadPath::TrieWalk]
                     .into_iter()
                     .map(|read_path| {
                         let c = |prefetch| Combo {
