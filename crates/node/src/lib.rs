@@ -19,7 +19,7 @@ pub mod stem;
 pub use group::{GROUP_TAG, GroupBlob, GroupEntry, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH};
 pub use hash::{Hash32, Sha256Hasher, TreeHasher, ZERO_HASH};
 pub use path::{MAX_DEPTH, Path, PathKey};
-pub use stem::{STEM_TAG, StemValues, fold_pair, stem_node_hash};
+pub use stem::{STEM_TAG, StemValues, fold_pair, split_stem_blob, stem_node_hash};
 
 /// A stored node blob, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]

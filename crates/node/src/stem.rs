@@ -244,6 +244,16 @@ impl StemValues {
     }
 }
 
+/// A stem blob's flat-table entry: the stem and the rest of the blob (bitmap and values, what
+/// [`StemValues::decode_values`] reads), or `None` when `blob` is not a stem blob (another tag,
+/// or shorter than its header). The flat stem table stores exactly these pairs (SPEC §5).
+pub fn split_stem_blob(blob: &[u8]) -> Option<(&[u8], &[u8])> {
+    match blob {
+        [STEM_TAG, rest @ ..] if rest.len() >= STEM_LEN => Some(rest.split_at(STEM_LEN)),
+        _ => None,
+    }
+}
+
 /// One step up the 256-leaf subtree: two zero hashes give zero without a hash call (SPEC §3),
 /// anything else is hashed.
 pub fn fold_pair<H: TreeHasher>(left: &Hash32, right: &Hash32) -> Hash32 {
@@ -265,6 +275,21 @@ pub fn stem_node_hash<H: TreeHasher>(stem: &Stem, subtree_root: &Hash32) -> Hash
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stem_blob_splits_into_its_flat_entry() {
+        let mut v = StemValues::new();
+        v.set(3, [9; 32]);
+        let stem = [7u8; 31];
+        let mut blob = Vec::new();
+        v.encode_blob(&stem, &mut blob);
+        let (s, rest) = split_stem_blob(&blob).unwrap();
+        assert_eq!(s, stem);
+        assert_eq!(StemValues::decode_values(rest).unwrap(), v);
+        assert_eq!(split_stem_blob(&[crate::GROUP_TAG, 0, 0]), None);
+        assert_eq!(split_stem_blob(&blob[..31]), None);
+        assert_eq!(split_stem_blob(&[]), None);
+    }
 
     #[test]
     fn leaf_siblings_fold_to_the_subtree_root() {

@@ -38,7 +38,7 @@ pub use shape::Shape;
 pub use verify::VerifyReport;
 
 use bintrie_keys::Stem;
-use bintrie_node::{Hash32, PathKey, STEM_TAG, StemValues, ZERO_HASH};
+use bintrie_node::{Hash32, PathKey, StemValues, ZERO_HASH, split_stem_blob};
 use bintrie_trie::{CommitSet, NodeStore, SortedBuild};
 use libmdbx::{
     Database, DatabaseOptions, Mode, NoWriteMap, PageSize, ReadWriteOptions, SyncMode, TableFlags,

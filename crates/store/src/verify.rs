@@ -216,12 +216,12 @@ impl<'a> Ctx<'a> {
                 .map_err(io)?
                 .ok_or_else(|| fail("missing, but its parent holds a hash for it".into()))?;
             // The flat entry of a stem blob, read with the same reader.
-            let flat = match blob.get(..32) {
-                Some([bintrie_node::STEM_TAG, stem @ ..]) => {
+            let flat = match bintrie_node::split_stem_blob(&blob) {
+                Some((stem, _)) => {
                     let stem: [u8; 31] = stem.try_into().unwrap_or([0; 31]);
                     r.get_flat_raw(&stem).map_err(io)?
                 }
-                _ => None,
+                None => None,
             };
             Ok((blob, flat))
         })?;

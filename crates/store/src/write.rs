@@ -20,8 +20,8 @@ impl StateStore {
             for (key, blob) in commit.nodes() {
                 txn.put(&t.nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
                     .map_err(map_err)?;
-                if blob.first() == Some(&STEM_TAG) && blob.len() >= 32 {
-                    txn.put(&t.stems, &blob[1..32], &blob[32..], WriteFlags::UPSERT)
+                if let Some((stem, flat)) = split_stem_blob(blob) {
+                    txn.put(&t.stems, stem, flat, WriteFlags::UPSERT)
                         .map_err(map_err)?;
                 }
             }
@@ -127,8 +127,7 @@ impl StateStore {
         nodes_sorted.sort_unstable_by_key(|e| *e.0);
         let mut flat: Vec<(&[u8], &[u8])> = nodes_sorted
             .iter()
-            .filter(|(_, b)| b.first() == Some(&STEM_TAG) && b.len() >= 32)
-            .map(|(_, b)| (&b[1..32], &b[32..]))
+            .filter_map(|(_, b)| split_stem_blob(b))
             .collect();
         flat.sort_unstable_by_key(|e| e.0);
         let mut code: Vec<_> = code.iter().collect();
@@ -297,8 +296,8 @@ impl NodeBatch {
         let mut flat = txn.cursor(&t.stems).map_err(map_err)?;
         for (_, range) in &self.keys {
             let blob = &self.data[range.clone()];
-            if blob.first() == Some(&STEM_TAG) && blob.len() >= 32 {
-                flat.put(&blob[1..32], &blob[32..], WriteFlags::APPEND)
+            if let Some((stem, flat_value)) = split_stem_blob(blob) {
+                flat.put(stem, flat_value, WriteFlags::APPEND)
                     .map_err(map_err)?;
             }
         }
