@@ -1,0 +1,362 @@
+//! One benchmark chain on one database: sizing the workloads, and measuring one cold block
+//! through the pipeline.
+
+use super::*;
+
+/// A built database and the state of the benchmark chain on it.
+pub(super) struct Bench {
+    dir: PathBuf,
+    store_options: StoreOptions,
+    state: Option<BinTrieState>,
+    /// The sender's next nonce.
+    nonce: u64,
+    /// Blocks measured so far on this database: makes per-run keys unique.
+    seq: u64,
+    rng: StdRng,
+    holders: u64,
+}
+
+impl Bench {
+    pub(super) fn build(
+        dir: &Path,
+        g: u8,
+        page_size: u32,
+        opts: &StudyOptions,
+    ) -> Result<(Bench, DatabaseInfo)> {
+        let t = Instant::now();
+        let store_options = StoreOptions {
+            group_depth: Some(g),
+            page_size: Some(page_size as usize),
+            durability: opts.durability,
+            ..Default::default()
+        };
+        let mut state = BinTrieState::open(dir, &store_options)
+            .with_context(|| format!("creating the database in {}", dir.display()))?;
+        let mut writes = random_entries(opts.stems, opts.seed)?;
+        let mut code = Vec::new();
+        for (address, acct) in workload_accounts(opts.holders) {
+            writes.extend(account_entries(&address, &acct)?);
+            code.push((keccak256(&acct.code), acct.code));
+        }
+        state.import_entries(writes, code, 1)?;
+        Self::with_state(dir, state, store_options, page_size, t.elapsed(), opts)
+    }
+
+    pub(super) fn reopen(
+        dir: &Path,
+        g: u8,
+        page_size: u32,
+        opts: &StudyOptions,
+    ) -> Result<(Bench, DatabaseInfo)> {
+        let store_options = StoreOptions {
+            group_depth: Some(g),
+            create: false,
+            durability: opts.durability,
+            ..Default::default()
+        };
+        let state = BinTrieState::open(dir, &store_options)
+            .with_context(|| format!("reopening {}", dir.display()))?;
+        Self::with_state(dir, state, store_options, page_size, Duration::ZERO, opts)
+    }
+
+    pub(super) fn with_state(
+        dir: &Path,
+        state: BinTrieState,
+        store_options: StoreOptions,
+        page_size: u32,
+        build: Duration,
+        opts: &StudyOptions,
+    ) -> Result<(Bench, DatabaseInfo)> {
+        let (nodes, stems, _) = state.store().counts()?;
+        let info = DatabaseInfo {
+            page_size,
+            group_depth: state.store().meta().group_depth,
+            build_s: build.as_secs_f64(),
+            file_bytes: state.store().file_size()?,
+            nodes,
+            stems,
+        };
+        let nonce = bintrie_revm::TrieDb::new(state.store(), ReadPath::Flat)?
+            .read_account(&SENDER)?
+            .context("the database lacks the benchmark sender")?
+            .info
+            .nonce;
+        // Per-block keys derive from the block number (a session makes far fewer than 10^6
+        // transactions), so they stay fresh on a reused database.
+        let seq = state.block() * 1_000_000;
+        Ok((
+            Bench {
+                dir: dir.to_path_buf(),
+                store_options,
+                state: Some(state),
+                nonce,
+                seq,
+                rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed ^ seq),
+                holders: opts.holders,
+            },
+            info,
+        ))
+    }
+
+    pub(super) fn state(&mut self) -> &mut BinTrieState {
+        self.state.as_mut().expect("state is open between blocks")
+    }
+
+    /// Closes the database, evicts it from the page cache, and reopens it with empty caches.
+    pub(super) fn go_cold(&mut self) -> Result<()> {
+        self.state = None;
+        evict_page_cache(&self.dir)
+            .with_context(|| format!("evicting {} from the page cache", self.dir.display()))?;
+        self.state = Some(BinTrieState::open(&self.dir, &self.store_options)?);
+        Ok(())
+    }
+
+    /// The calldata of one block of `w` with `sizing`, with keys fresh for this block.
+    pub(super) fn calldata(&mut self, w: Workload, sizing: &Sizing) -> Bytes {
+        self.seq += 1;
+        let unique = U256::from(SPENDER_BASE) + U256::from(self.seq) * U256::from(1u64 << 24);
+        match w {
+            Workload::Erc20Balanceof => {
+                let start = HOLDER_BASE + self.rng.random_range(0..self.holders * 4);
+                contracts::balance_of_loop(U256::from(start), sizing.count)
+            }
+            Workload::Erc20Approve => contracts::approve_loop(unique, sizing.count),
+            Workload::Mixed => contracts::mixed(unique, sizing.count, sizing.writes),
+            Workload::SloadBenchmark => contracts::sload_loop(0, sizing.count),
+            Workload::SstoreVariants => {
+                let regions = SstoreRegions {
+                    fresh: U256::from(FRESH_BASE) + U256::from(self.seq) * U256::from(1u64 << 20),
+                    other: U256::from(OTHER_BASE),
+                    same: U256::from(SAME_BASE),
+                    zero: U256::from(ZERO_BASE),
+                };
+                // Differs from whatever the previous block wrote (and from the initial 1).
+                let value = U256::from(self.seq + 1);
+                contracts::sstore_variants(
+                    &regions,
+                    sizing.count,
+                    value,
+                    U256::from(SAME_VALUE),
+                    false,
+                )
+            }
+        }
+    }
+
+    pub(super) fn tx(&self, data: Bytes, access_list: Option<AccessList>) -> Result<TxEnv> {
+        let b = TxEnv::builder()
+            .caller(SENDER)
+            .nonce(self.nonce)
+            .to(DRIVER)
+            .data(data)
+            .gas_limit(TX_GAS_LIMIT)
+            .gas_price(0)
+            .chain_id(Some(1));
+        let b = match access_list {
+            Some(list) => b.tx_type(Some(1)).access_list(list),
+            None => b.tx_type(Some(0)),
+        };
+        b.build()
+            .map_err(|e| anyhow::anyhow!("building the transaction: {e:?}"))
+    }
+
+    /// Executes `tx` on the current state without committing: gas used and touched state.
+    pub(super) fn dry_run(&mut self, tx: TxEnv) -> Result<(u64, EvmState)> {
+        let number = self.state().block() + 1;
+        let state = self.state.as_ref().expect("open");
+        let mut db = state.block_db(BlockDbOptions::default())?;
+        let out = evm(&mut db, number).transact(tx)?;
+        let gas = success_gas(&out.result)?;
+        Ok((gas, out.state))
+    }
+
+    /// Gas per loop iteration and fixed gas of calldata `f(count)`, from two dry runs.
+    pub(super) fn gas_line(&mut self, f: impl Fn(&mut Self, u64) -> Bytes) -> Result<(f64, f64)> {
+        let (a, b) = (16u64, 80u64);
+        let da = f(self, a);
+        let ga = self.dry_run(self.tx(da, None)?)?.0 as f64;
+        let db = f(self, b);
+        let gb = self.dry_run(self.tx(db, None)?)?.0 as f64;
+        let per = (gb - ga) / (b - a) as f64;
+        ensure!(
+            per > 0.0,
+            "a loop iteration costs no gas: the driver is broken"
+        );
+        Ok((per, ga - per * a as f64))
+    }
+
+    /// Loop counts that fill [`GAS_FILL`] of the transaction gas limit.
+    pub(super) fn size(&mut self, w: Workload, opts: &StudyOptions) -> Result<Sizing> {
+        let budget = TX_GAS_LIMIT as f64 * GAS_FILL;
+        let fit = |(per, fixed): (f64, f64), gas: f64| ((gas - fixed) / per).max(1.0) as u64;
+        let one = |count| Sizing { count, writes: 0 };
+        Ok(match w {
+            Workload::Mixed => {
+                let reads = self.gas_line(|s, n| {
+                    s.calldata(
+                        Workload::Mixed,
+                        &Sizing {
+                            count: n,
+                            writes: 0,
+                        },
+                    )
+                })?;
+                let writes = self.gas_line(|s, n| {
+                    s.calldata(
+                        Workload::Mixed,
+                        &Sizing {
+                            count: 0,
+                            writes: n,
+                        },
+                    )
+                })?;
+                let share = f64::from(opts.mixed_read_pct) / 100.0;
+                Sizing {
+                    count: fit(reads, budget * share),
+                    writes: fit((writes.0, 0.0), budget * (1.0 - share) - reads.1),
+                }
+            }
+            Workload::SloadBenchmark => {
+                let line = self.gas_line(|s, n| s.calldata(w, &one(n)))?;
+                one(fit(line, budget).min(SLOAD_SLOTS))
+            }
+            Workload::SstoreVariants => {
+                let line = self.gas_line(|s, n| s.calldata(w, &one(n)))?;
+                one(fit(line, budget).min(SSTORE_REGION))
+            }
+            _ => {
+                let line = self.gas_line(|s, n| s.calldata(w, &one(n)))?;
+                one(fit(line, budget))
+            }
+        })
+    }
+
+    /// One measured block.
+    pub(super) fn measure(
+        &mut self,
+        key: ConfigKey,
+        run: u32,
+        sizing: &Sizing,
+        opts: &StudyOptions,
+        hash64_ns: f64,
+    ) -> Result<RunRow> {
+        let data = self.calldata(key.workload, sizing);
+        let mut prefetch_list = None;
+        // The stems the block will write (what an EIP-7928 block access list tells apart from
+        // its reads): the trie prefetcher preloads their paths.
+        let mut write_stems: Vec<bintrie_keys::Stem> = Vec::new();
+        let tx = if key.prefetch {
+            // What eth_createAccessList gives: everything the transaction touches.
+            let (_, touched) = self.dry_run(self.tx(data.clone(), None)?)?;
+            let mut items = Vec::new();
+            let mut list = PrefetchList::new();
+            list.account(SENDER).account(DRIVER).account(COINBASE);
+            for (address, account) in &touched {
+                write_stems.push(bintrie_keys::basic_data_key(address).stem);
+                write_stems.extend(
+                    account
+                        .changed_storage_slots()
+                        .map(|(k, _)| bintrie_keys::storage_slot_key(address, k).stem),
+                );
+                let keys: Vec<B256> = account.storage.keys().map(|k| B256::from(*k)).collect();
+                list.access_list([(*address, keys.as_slice())]);
+                // The sender and the callee are warm anyway; list the callee's slots only.
+                if *address != SENDER && !(*address == DRIVER && keys.is_empty()) {
+                    items.push(AccessListItem {
+                        address: *address,
+                        storage_keys: keys,
+                    });
+                }
+            }
+            prefetch_list = Some(list);
+            self.tx(data, Some(AccessList(items)))?
+        } else {
+            self.tx(data, None)?
+        };
+
+        self.go_cold()?;
+        let read_path = key.read_path;
+        let plan = BlockPlan {
+            number: self.state().block() + 1,
+            prefetch: prefetch_list,
+            write_stems,
+            block_hashes: Vec::new(),
+        };
+        let options = PipelineOptions::default()
+            .with_db(
+                BlockDbOptions::default()
+                    .with_cache(true)
+                    .with_read_path(read_path),
+            )
+            .with_workers(opts.workers);
+        let number = plan.number;
+        let block = self
+            .state
+            .as_mut()
+            .expect("open")
+            .run_block(&plan, &options, |db| evm(db, number).transact_commit(tx))
+            .with_context(|| format!("block {number}"))?;
+        let gas = success_gas(&block.output)?;
+        let (reads, report, t) = (block.reads, block.commit, block.timings);
+        let slots_written = block.writes.slots as u64;
+        self.nonce += 1;
+
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let state_read_ms = ms(t.state_read);
+        let total_ms = ms(t.total);
+        // Waiting for the trie prefetcher is part of the update.
+        let trie_update_ms = ms(t.trie_update);
+        let cold_reads = reads.unique_keys;
+        let slots_read = reads.slot_reads;
+        let hashes = report.trie.hashes;
+        Ok(RunRow {
+            key,
+            run,
+            kept: run > 0,
+            gas,
+            total_ms,
+            state_read_ms,
+            execution_ms: ms(t.execution),
+            trie_update_ms,
+            trie_warm_ms: ms(t.trie_prefetch),
+            commit_ms: ms(t.commit),
+            mgas_s: gas as f64 / 1e6 / t.total.as_secs_f64(),
+            store_reads: reads.lookups,
+            bytes_read: reads.bytes,
+            nodes_loaded: report.trie.nodes_loaded,
+            hashes,
+            bytes_written: report.stats.bytes as u64,
+            cold_reads,
+            slots_read,
+            slots_written,
+            ms_per_cold_read: (slots_read > 0).then(|| state_read_ms / slots_read as f64),
+            ms_per_written_slot: (slots_written > 0).then(|| total_ms / slots_written as f64),
+            hash_floor: (hashes > 0).then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
+        })
+    }
+}
+
+pub(super) fn success_gas(result: &ExecutionResult) -> Result<u64> {
+    match result {
+        ExecutionResult::Success { .. } => Ok(result.tx_gas_used()),
+        other => bail!("the benchmark transaction failed: {other:?}"),
+    }
+}
+
+pub(super) fn evm<DB: revm::Database>(
+    db: DB,
+    number: u64,
+) -> revm::handler::MainnetEvm<revm::handler::MainnetContext<DB>> {
+    Context::mainnet()
+        .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
+        .modify_block_chained(|b| {
+            b.number = U256::from(number);
+            b.timestamp = U256::from(1_800_000_000u64 + number * 12);
+            b.basefee = 0;
+            b.beneficiary = COINBASE;
+            b.gas_limit = BLOCK_GAS_LIMIT;
+            b.prevrandao = Some(B256::from(keccak256(number.to_be_bytes())));
+        })
+        .with_db(db)
+        .build_mainnet()
+}
