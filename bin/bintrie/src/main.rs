@@ -135,7 +135,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
-        input::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
+        bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
     } else if args.input == "-" {
         input::read_kv_lines(BufReader::new(std::io::stdin().lock()), "<stdin>")?
     } else {

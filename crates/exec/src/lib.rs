@@ -1,5 +1,6 @@
 //! Executing recorded Ethereum blocks on the EIP-7864 binary-trie state.
 //!
+//! - [`alloc::alloc_writes`]: a geth genesis alloc as tree writes.
 //! - [`fixture`]: the block fixtures (zkpi, rpccache, `eth_getBlockByNumber` with a pre-state
 //!   file), one module per format, each read into a [`Fixture`]: the block, its pre-state, the
 //!   hashes BLOCKHASH may ask for, the keys it touches and (when recorded) its post values.
@@ -26,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alloc;
 mod execute;
 pub mod fixture;
 pub mod json;
