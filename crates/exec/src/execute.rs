@@ -149,9 +149,12 @@ pub fn import_pre_state(
 }
 
 /// The keys to read before executing: senders, recipients, EIP-2930 lists, coinbase, withdrawal
-/// recipients, the system contracts and (with `block_access_list`) the fixture's record of the
-/// keys the block touches.
-pub fn prefetch_list(fx: &Fixture, block_access_list: bool) -> PrefetchList {
+/// recipients, the system contracts and (with [`Prefetch::BlockAccessList`]) the fixture's
+/// record of the keys the block touches. Empty for [`Prefetch::None`].
+pub fn prefetch_list(fx: &Fixture, prefetch: Prefetch) -> PrefetchList {
+    if prefetch == Prefetch::None {
+        return PrefetchList::new();
+    }
     // The coinbase, and the caller of the system calls (EIP-4788 and later).
     let mut accounts = vec![
         fx.block.header.inner.beneficiary,
@@ -171,7 +174,7 @@ pub fn prefetch_list(fx: &Fixture, block_access_list: bool) -> PrefetchList {
     if let Some(w) = &fx.block.withdrawals {
         accounts.extend(w.iter().map(|w| w.address));
     }
-    if block_access_list {
+    if prefetch == Prefetch::BlockAccessList {
         for (a, keys) in &fx.access_list {
             accounts.push(*a);
             slots.extend(keys.iter().map(|k| (*a, *k)));
@@ -220,8 +223,8 @@ pub fn execute_block(
     let (prefetch, write_stems) = match options.prefetch {
         Prefetch::None => (None, Vec::new()),
         p => {
-            let list = prefetch_list(fx, p == Prefetch::BlockAccessList);
-            let stems = list.stems().into_iter().map(|(s, _)| s).collect();
+            let list = prefetch_list(fx, p);
+            let stems = list.stem_keys();
             (Some(list), stems)
         }
     };

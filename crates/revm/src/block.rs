@@ -261,7 +261,8 @@ impl<B: StateBackend> BlockDb<B> {
             .stems()
             .into_iter()
             .inspect(|_| self.stats.prefetch_stems += 1)
-            .filter(|(s, _)| !self.stems.contains_key(s))
+            .filter(|l| !self.stems.contains_key(&l.stem))
+            .map(|l| (l.stem, l.header))
             .unzip();
         let (read, io) = parallel_read(&self.backend, &stems, workers, |r, s| r.stem(s))?;
         let mut reads = read.len() as u64;

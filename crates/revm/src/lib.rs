@@ -95,8 +95,8 @@ pub use pipeline::{
     BlockPlan, BlockRun, PipelineError, PipelineOptions, StageTimings, WriteCounts,
 };
 pub use prefetch::{
-    BEACON_ROOTS_ADDRESS, CONSOLIDATION_REQUEST_ADDRESS, HISTORY_STORAGE_ADDRESS, PrefetchList,
-    WITHDRAWAL_REQUEST_ADDRESS,
+    BEACON_ROOTS_ADDRESS, CONSOLIDATION_REQUEST_ADDRESS, HISTORY_STORAGE_ADDRESS, ListedStem,
+    PrefetchList, WITHDRAWAL_REQUEST_ADDRESS,
 };
 #[cfg(feature = "mdbx")]
 pub use state::{BinTrieState, CommitReport};

@@ -78,34 +78,51 @@ impl PrefetchList {
         self.accounts.is_empty() && self.slots.is_empty()
     }
 
-    /// The stems to read, sorted and deduplicated, each with whether it is an account's header
+    /// The stems to read, sorted and deduplicated, each marked when it is an account's header
     /// stem (the only stems whose sub-index 1 is a CODE_HASH; a storage stem's sub-index 1 is an
     /// ordinary slot). Each distinct address and slot is hashed once.
-    pub fn stems(&self) -> Vec<(Stem, bool)> {
+    pub fn stems(&self) -> Vec<ListedStem> {
         let mut accounts = self.accounts.clone();
         accounts.sort_unstable();
         accounts.dedup();
         let mut slots = self.slots.clone();
         slots.sort_unstable();
         slots.dedup();
-        let mut stems: Vec<(Stem, bool)> = accounts
+        let mut stems: Vec<ListedStem> = accounts
             .iter()
-            .map(|a| (basic_data_key(a).stem, true))
-            .chain(
-                slots
-                    .iter()
-                    .map(|(a, s)| (storage_slot_key(a, s).stem, false)),
-            )
+            .map(|a| ListedStem {
+                stem: basic_data_key(a).stem,
+                header: true,
+            })
+            .chain(slots.iter().map(|(a, s)| ListedStem {
+                stem: storage_slot_key(a, s).stem,
+                header: false,
+            }))
             .collect();
-        stems.sort_unstable();
+        stems.sort_unstable_by_key(|l| l.stem);
         // Equal stems are adjacent; keep one, a header if any of them is.
         stems.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
+            let same = later.stem == kept.stem;
             if same {
-                kept.1 |= later.1;
+                kept.header |= later.header;
             }
             same
         });
         stems
     }
+
+    /// The stems to read, sorted and deduplicated, without the header marks: what the trie
+    /// prefetch of [`crate::BlockPlan::write_stems`] takes.
+    pub fn stem_keys(&self) -> Vec<Stem> {
+        self.stems().into_iter().map(|l| l.stem).collect()
+    }
+}
+
+/// One stem of a [`PrefetchList`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedStem {
+    /// The stem.
+    pub stem: Stem,
+    /// An account's header stem (its BASIC_DATA and CODE_HASH, whose code is prefetched too).
+    pub header: bool,
 }

@@ -251,9 +251,7 @@ fn run_block(
     let plan = BlockPlan {
         number,
         prefetch: prefetch.cloned(),
-        write_stems: prefetch.map_or_else(Vec::new, |l| {
-            l.stems().into_iter().map(|(s, _)| s).collect()
-        }),
+        write_stems: prefetch.map_or_else(Vec::new, |l| l.stem_keys()),
         block_hashes: Vec::new(),
     };
     let options = PipelineOptions::default().with_db(options).with_workers(4);
@@ -570,7 +568,7 @@ fn a_failed_execution_commits_nothing() {
     let plan = BlockPlan {
         number: 1,
         prefetch: Some(list.clone()),
-        write_stems: list.stems().into_iter().map(|(s, _)| s).collect(),
+        write_stems: list.stem_keys(),
         block_hashes: Vec::new(),
     };
     #[derive(Debug, thiserror::Error)]
