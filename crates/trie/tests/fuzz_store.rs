@@ -109,14 +109,17 @@ fn damage(rng: &mut StdRng, store: &mut MemoryStore, known: &[Stem], g: u8) {
         0 if !keys.is_empty() => {
             let k = existing(rng);
             let mut b = store.get_node(&k).unwrap().unwrap();
-            let i = rng.random_range(0..b.len());
-            b[i] ^= 1 << rng.random_range(0..8);
-            store.insert_raw(k, b);
+            // An earlier act may have cut this blob to nothing: nothing to flip then.
+            if !b.is_empty() {
+                let i = rng.random_range(0..b.len());
+                b[i] ^= 1 << rng.random_range(0..8);
+                store.insert_raw(k, b);
+            }
         }
         1 if !keys.is_empty() => {
             let k = existing(rng);
             let mut b = store.get_node(&k).unwrap().unwrap();
-            b.truncate(rng.random_range(0..b.len()));
+            b.truncate(rng.random_range(0..b.len().max(1)));
             store.insert_raw(k, b);
         }
         2 if !keys.is_empty() => {
