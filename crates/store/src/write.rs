@@ -41,6 +41,42 @@ impl StateStore {
         block: u64,
         body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Hash32, StoreError>,
     ) -> Result<(), StoreError> {
+        let base = self.meta;
+        self.write_txn(|txn, t| {
+            let root = body(txn, t)?;
+            Ok(Some(Meta {
+                root,
+                block,
+                ..base
+            }))
+        })
+    }
+
+    /// A write transaction that leaves the meta's block and root alone (a part of a sorted
+    /// build); `mark` also puts the in-progress marker.
+    fn partial_txn(
+        &mut self,
+        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<(), StoreError>,
+        mark: bool,
+    ) -> Result<(), StoreError> {
+        self.write_txn(|txn, t| {
+            if mark {
+                txn.put(&t.meta, M_BUILDING, [1u8], WriteFlags::UPSERT)
+                    .map_err(map_err)?;
+            }
+            body(txn, t)?;
+            Ok(None)
+        })
+    }
+
+    /// One write transaction: refused if this handle is read-only or another writer committed
+    /// since this handle's meta (a lost update otherwise); then `body` writes the tables and
+    /// returns the new meta, if any, which is written and becomes this handle's. On any error
+    /// nothing is written.
+    fn write_txn(
+        &mut self,
+        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Option<Meta>, StoreError>,
+    ) -> Result<(), StoreError> {
         if self.inner.read_only {
             return Err(StoreError::ReadOnly);
         }
@@ -51,32 +87,36 @@ impl StateStore {
             code: txn.open_table(Some(T_CODE)).map_err(map_err)?,
             meta: txn.open_table(Some(T_META)).map_err(map_err)?,
         };
-        // One writer at a time: MDBX serialises write transactions, and this one must build on
-        // the block this store last saw. Another process (or another handle) that committed
-        // since makes this commit a lost update, so it is refused.
-        let stored = read_meta(&txn, &tables.meta)?;
-        let stored_at = stored
-            .as_ref()
-            .map_or((0, ZERO_HASH), |m| (m.block, m.root));
-        if stored_at != (self.meta.block, self.meta.root) {
-            return Err(self.conflict(stored));
+        // MDBX serialises write transactions; this one must also build on the block this
+        // handle last saw.
+        self.check_base(read_meta(&txn, &tables.meta)?)?;
+        let t = std::time::Instant::now();
+        let meta = body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
+        let body_time = t.elapsed();
+        if let Some(meta) = &meta {
+            put_meta(&txn, &tables.meta, meta)?;
         }
         let t = std::time::Instant::now();
-        let root = body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
-        let body_time = t.elapsed();
-        let meta = Meta {
-            root,
-            block,
-            ..self.meta
-        };
-        put_meta(&txn, &tables.meta, &meta)?;
-        let t = std::time::Instant::now();
         txn.commit().map_err(|e| self.disk_full_or(map_err(e)))?;
-        tracing::debug!(block, ?body_time, commit_time = ?t.elapsed(), "block transaction");
-        self.meta = meta;
-        // Preloaded blobs belong to the previous block's tree.
-        self.warm().blobs.clear();
+        tracing::debug!(?body_time, commit_time = ?t.elapsed(), "write transaction");
+        if let Some(meta) = meta {
+            self.meta = meta;
+            // Preloaded blobs belong to the previous block's tree.
+            self.warm().blobs.clear();
+        }
         Ok(())
+    }
+
+    /// `Ok` when the database is at `stored` = this handle's block and root, else the conflict.
+    pub(crate) fn check_base(&self, stored: Option<Meta>) -> Result<(), StoreError> {
+        let at = stored
+            .as_ref()
+            .map_or((0, ZERO_HASH), |m| (m.block, m.root));
+        if at == (self.meta.block, self.meta.root) {
+            Ok(())
+        } else {
+            Err(self.conflict(stored))
+        }
     }
 
     /// The error for a database found at `stored` (its meta; `None`: empty) when this handle
@@ -224,37 +264,6 @@ impl StateStore {
             );
         }
         result
-    }
-
-    /// A write transaction that leaves the meta's block and root alone (a part of a sorted
-    /// build), refused like [`Self::block_txn`] if another writer committed since; `mark` also
-    /// puts the in-progress marker.
-    fn partial_txn(
-        &mut self,
-        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<(), StoreError>,
-        mark: bool,
-    ) -> Result<(), StoreError> {
-        let txn = self.inner.db.begin_rw_txn().map_err(map_err)?;
-        let tables = Tables {
-            nodes: txn.open_table(Some(T_NODES)).map_err(map_err)?,
-            stems: txn.open_table(Some(T_STEMS)).map_err(map_err)?,
-            code: txn.open_table(Some(T_CODE)).map_err(map_err)?,
-            meta: txn.open_table(Some(T_META)).map_err(map_err)?,
-        };
-        let stored = read_meta(&txn, &tables.meta)?;
-        let stored_at = stored
-            .as_ref()
-            .map_or((0, ZERO_HASH), |m| (m.block, m.root));
-        if stored_at != (self.meta.block, self.meta.root) {
-            return Err(self.conflict(stored));
-        }
-        if mark {
-            txn.put(&tables.meta, M_BUILDING, [1u8], WriteFlags::UPSERT)
-                .map_err(map_err)?;
-        }
-        body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
-        txn.commit().map_err(|e| self.disk_full_or(map_err(e)))?;
-        Ok(())
     }
 }
 
