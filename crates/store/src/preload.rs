@@ -108,16 +108,16 @@ impl NodeStore for StateStore {
             }
         }
         let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
-        // The blob must come from the tree this handle builds on. If another process has
-        // committed since, the trie would find a blob that does not hash to what its parent
-        // holds and call it corruption; say what it is instead.
-        let meta = txn.open_table(Some(T_META)).map_err(map_err)?;
-        let root = txn.get::<Vec<u8>>(&meta, M_ROOT).map_err(map_err)?;
-        if root.as_deref().unwrap_or(&ZERO_HASH) != self.meta.root {
-            return Err(self.conflict(read_meta(&txn, &meta)?));
-        }
         let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
         txn.get(&nodes, key.as_bytes()).map_err(map_err)
+    }
+
+    /// A blob that does not fit the tree this handle builds on is another writer's, not
+    /// damage, when the database has moved on since this handle's meta: say so (`Conflict`).
+    fn explain_mismatch(&self) -> Option<StoreError> {
+        let txn = self.inner.db.begin_ro_txn().ok()?;
+        let meta = txn.open_table(Some(T_META)).ok()?;
+        self.check_base(read_meta(&txn, &meta).ok()?).err()
     }
 
     /// Writes the commit as the next block (meta block + 1), without code.

@@ -19,6 +19,14 @@ pub trait NodeStore: Sync {
 
     /// Writes every blob of `commit` and deletes its removed paths, atomically.
     fn apply(&mut self, commit: &CommitSet) -> Result<(), Self::Error>;
+
+    /// Called only when a loaded blob does not fit the tree (missing, or hashing to something
+    /// other than what its parent holds): a store that can tell a cause other than damage (for
+    /// instance, another writer committed since this handle's view) returns it as an error, and
+    /// the trie reports that instead of the mismatch. `None` (the default): no other cause.
+    fn explain_mismatch(&self) -> Option<Self::Error> {
+        None
+    }
 }
 
 /// A `NodeStore` in a hash map: for tests, tools and benchmarks.

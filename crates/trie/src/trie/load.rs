@@ -14,11 +14,14 @@ pub(super) fn load<S: NodeStore, H: TreeHasher>(
     hash: Hash32,
 ) -> Result<Node, TrieError<S::Error>> {
     let key = path.to_key();
+    // A blob that does not fit: damage, unless the store knows another cause.
+    let mismatch =
+        |e: TrieError<S::Error>| ctx.store.explain_mismatch().map_or(e, TrieError::Store);
     let blob = ctx
         .store
         .get_node(&key)
         .map_err(TrieError::Store)?
-        .ok_or(TrieError::MissingNode { path: *path })?;
+        .ok_or_else(|| mismatch(TrieError::MissingNode { path: *path }))?;
     ctx.counters.nodes_loaded.fetch_add(1, Ordering::Relaxed);
     ctx.counters
         .bytes_loaded
@@ -32,11 +35,11 @@ pub(super) fn load<S: NodeStore, H: TreeHasher>(
         if computed == hash {
             Ok(())
         } else {
-            Err(TrieError::HashMismatch {
+            Err(mismatch(TrieError::HashMismatch {
                 path: *path,
                 claimed: hash,
                 computed,
-            })
+            }))
         }
     };
     match NodeBlob::decode(&blob).map_err(|e| corrupt(e.to_string()))? {
