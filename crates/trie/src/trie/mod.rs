@@ -284,6 +284,21 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// is absent. Errors as [`Trie::get`] does; never panics on a corrupt store (a path that
     /// would pass depth 248 is [`TrieError::TooDeep`] or [`TrieError::Corrupt`]).
     pub fn get_stem(&mut self, stem: &Stem) -> Result<Option<&StemValues>, TrieError<S::Error>> {
+        Ok(match self.walk(stem, |_| {})? {
+            Node::Stem(s) if s.stem == *stem => Some(&s.values),
+            _ => None,
+        })
+    }
+
+    /// Walks from the root along `stem`'s bits, loading (and verifying) nodes as needed, to
+    /// where the walk ends: an empty subtree or a stem (the stem may be another one).
+    /// `sibling` gets the hash of the other child of each internal node passed, root level
+    /// first (`None` for a node not hashed since it changed).
+    fn walk(
+        &mut self,
+        stem: &Stem,
+        mut sibling: impl FnMut(Option<Hash32>),
+    ) -> Result<&Node, TrieError<S::Error>> {
         let vacated = Mutex::new(Vec::new());
         let Trie {
             root,
@@ -306,18 +321,21 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                 *node = load::<S, H>(&ctx, &path, h)?;
             }
             match node {
-                Node::Empty | Node::Hashed(_) => return Ok(None),
-                Node::Stem(s) => {
-                    return Ok((s.stem == *stem).then_some(&s.values));
-                }
                 Node::Internal(n) => {
                     if path.len() >= MAX_DEPTH {
                         return Err(TrieError::TooDeep);
                     }
                     let bit = stem_bit(stem, path.len());
                     path = path.child(bit).ok_or(TrieError::TooDeep)?;
-                    node = if bit == 0 { &mut n.left } else { &mut n.right };
+                    let (next, other) = if bit == 0 {
+                        (&mut n.left, &n.right)
+                    } else {
+                        (&mut n.right, &n.left)
+                    };
+                    sibling(other.cached_hash());
+                    node = next;
                 }
+                end => return Ok(end),
             }
         }
     }
@@ -369,21 +387,10 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// A proof of `key`'s value (or absence) against [`Trie::root`], loading what the walk
     /// needs. Uncommitted changes are included (the proof is against the current root).
     pub fn prove(&mut self, key: &TreeKey) -> Result<crate::Proof, TrieError<S::Error>> {
+        // Every loaded node's hash is cached after this, so every sibling has one.
         self.root();
-        let vacated = Mutex::new(Vec::new());
-        let Trie {
-            root,
-            store,
-            group_depth,
-            counters,
-            ..
-        } = self;
-        let ctx = Ctx {
-            store: &*store,
-            group_depth: *group_depth,
-            counters: &*counters,
-            vacated: &vacated,
-        };
+        let mut siblings = Vec::new();
+        let end = self.walk(&key.stem, |h| siblings.push(h.unwrap_or(ZERO_HASH)))?;
         let mut proof = crate::Proof {
             key: *key,
             value: None,
@@ -392,44 +399,17 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             stem_siblings: None,
             subtree_root: None,
         };
-        let mut node = root;
-        let mut path = Path::ROOT;
-        loop {
-            if let Node::Hashed(h) = node {
-                let h = *h;
-                *node = load::<S, H>(&ctx, &path, h)?;
-            }
-            match node {
-                Node::Empty | Node::Hashed(_) => return Ok(proof),
-                Node::Stem(s) => {
-                    proof.stem = Some(s.stem);
-                    if s.stem == key.stem {
-                        proof.value = s.values.get(key.sub_index).copied();
-                        proof.stem_siblings = Some(s.values.leaf_siblings::<H>(key.sub_index));
-                    } else {
-                        proof.subtree_root = Some(s.values.subtree_root::<H>().0);
-                    }
-                    return Ok(proof);
-                }
-                Node::Internal(n) => {
-                    if path.len() >= MAX_DEPTH {
-                        return Err(TrieError::TooDeep);
-                    }
-                    let bit = stem_bit(&key.stem, path.len());
-                    path = path.child(bit).ok_or(TrieError::TooDeep)?;
-                    let (next, other) = if bit == 0 {
-                        (&mut n.left, &n.right)
-                    } else {
-                        (&mut n.right, &n.left)
-                    };
-                    // `root()` above hashed every loaded node.
-                    proof
-                        .siblings
-                        .push(other.cached_hash().unwrap_or(ZERO_HASH));
-                    node = next;
-                }
+        if let Node::Stem(s) = end {
+            proof.stem = Some(s.stem);
+            if s.stem == key.stem {
+                proof.value = s.values.get(key.sub_index).copied();
+                proof.stem_siblings = Some(s.values.leaf_siblings::<H>(key.sub_index));
+            } else {
+                proof.subtree_root = Some(s.values.subtree_root::<H>().0);
             }
         }
+        proof.siblings = siblings;
+        Ok(proof)
     }
 
     /// The root hash: rehashes whatever changed since it was last computed, in parallel.
