@@ -1,7 +1,8 @@
 //! Database commands: `import`, `info`, `get`.
 
-use crate::{hex0x, input};
+use crate::hex0x;
 use anyhow::{Context, Result, bail};
+use bintrie_exec::kv;
 use bintrie_keys::TreeKey;
 use bintrie_store::{ReadPath, StateStore, StoreOptions};
 use bintrie_trie::Trie;
@@ -56,7 +57,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     } else {
         args.input.clone()
     };
-    let mut lines = input::kv_lines(reader, &source);
+    let mut lines = kv::kv_lines(reader, &source);
     // The first batch is parsed before the database is opened: bad input never creates one.
     let first = next_batch(&mut lines, args.batch)?;
     // `create_dir` succeeds for exactly one process: only the one that made the directory may
@@ -248,7 +249,7 @@ pub(crate) struct GetArgs {
 }
 
 pub(crate) fn cmd_get(args: GetArgs) -> Result<()> {
-    let key = TreeKey::from_bytes(input::parse_b32(&args.key).context("KEY")?);
+    let key = TreeKey::from_bytes(kv::parse_b32(&args.key).context("KEY")?);
     let store = open_existing(&args.db)?;
     let reader = store.reader()?;
     let values = match args.read_path {

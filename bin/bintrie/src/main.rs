@@ -10,10 +10,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod db;
 mod exec;
-mod input;
+
 mod proof;
 
 use anyhow::{Context, Result, bail};
+use bintrie_exec::kv;
 use bintrie_keys::TreeKey;
 use bintrie_trie::{MemoryStore, Trie};
 use clap::{Parser, Subcommand};
@@ -137,11 +138,11 @@ fn cmd_root(args: RootArgs) -> Result<()> {
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
     } else if args.input == "-" {
-        input::read_kv_lines(BufReader::new(std::io::stdin().lock()), "<stdin>")?
+        kv::read_kv_lines(BufReader::new(std::io::stdin().lock()), "<stdin>")?
     } else {
         let f =
             std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?;
-        input::read_kv_lines(BufReader::new(f), &args.input)?
+        kv::read_kv_lines(BufReader::new(f), &args.input)?
     };
     let entries = writes.len();
     info!(entries, group_depth = args.group_depth, "building tree");

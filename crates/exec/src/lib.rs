@@ -1,6 +1,7 @@
 //! Executing recorded Ethereum blocks on the EIP-7864 binary-trie state.
 //!
-//! - [`alloc::alloc_writes`]: a geth genesis alloc as tree writes.
+//! - [`alloc::alloc_writes`]: a geth genesis alloc as tree writes; [`kv`]: the `KEY VALUE`
+//!   line format of tree writes; [`proof::ProofJson`]: a single-key proof as JSON.
 //! - [`fixture`]: the block fixtures (zkpi, rpccache, `eth_getBlockByNumber` with a pre-state
 //!   file), one module per format, each read into a [`Fixture`]: the block, its pre-state, the
 //!   hashes BLOCKHASH may ask for, the keys it touches and (when recorded) its post values.
@@ -31,6 +32,8 @@ pub mod alloc;
 mod execute;
 pub mod fixture;
 pub mod json;
+pub mod kv;
+pub mod proof;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod validate;

@@ -1,17 +1,19 @@
-//! Parsing user input: key/value lines (genesis allocs are `bintrie_exec::alloc`).
+//! The `KEY VALUE` line format of `bintrie root` and `bintrie import`, and fixed-length hex.
 //!
-//! Every parser here returns an error on bad input and never panics (they are property-tested
-//! on arbitrary input below). Hex is decoded with alloy's `hex` (const-hex), never by hand.
+//! One tree write per line: two 32-byte hex words (0x optional) separated by whitespace; blank
+//! lines and lines starting with `#` are skipped. Every parser here returns an error on bad input
+//! and never panics (they are property-tested on arbitrary input below). Hex is decoded with
+//! alloy's `hex` (const-hex), never by hand.
 
+use crate::json::shown;
 use alloy_primitives::hex;
 use anyhow::{Context, Result, anyhow, bail};
-use bintrie_exec::json::shown;
 use bintrie_keys::TreeKey;
 use std::io::{BufRead, Read};
 
 /// The longest `KEY VALUE` line accepted, in bytes (without its line ending). A valid line is
 /// 130 bytes (two 0x-prefixed words and a space) plus optional whitespace, or a comment.
-pub(crate) const MAX_LINE_BYTES: usize = 4096;
+pub const MAX_LINE_BYTES: usize = 4096;
 
 /// `s` without a leading `0x` or `0X`.
 fn strip_0x(s: &str) -> &str {
@@ -21,12 +23,12 @@ fn strip_0x(s: &str) -> &str {
 }
 
 /// Parses 32 bytes of hex (0x optional, exactly 64 digits).
-pub(crate) fn parse_b32(s: &str) -> Result<[u8; 32]> {
+pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
     parse_hex_array(s)
 }
 
 /// Exactly `N` bytes of hex (0x optional); errors say how many digits were given.
-pub(crate) fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
+pub fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
     let digits = strip_0x(s).chars().count();
     if digits != 2 * N {
         bail!(
@@ -39,11 +41,7 @@ pub(crate) fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
 }
 
 /// Parses one input line: `None` for blank lines and `#` comments; errors name `source:line`.
-pub(crate) fn parse_kv_line(
-    line: &str,
-    source: &str,
-    n: usize,
-) -> Result<Option<(TreeKey, [u8; 32])>> {
+pub fn parse_kv_line(line: &str, source: &str, n: usize) -> Result<Option<(TreeKey, [u8; 32])>> {
     let t = line.trim();
     if t.is_empty() || t.starts_with('#') {
         return Ok(None);
@@ -62,10 +60,10 @@ pub(crate) fn parse_kv_line(
 
 /// One line read by [`kv_lines`]: its number (1-based) and its entry (`None` for a blank or
 /// comment line).
-pub(crate) type KvLine = (usize, Option<(TreeKey, [u8; 32])>);
+pub type KvLine = (usize, Option<(TreeKey, [u8; 32])>);
 
 /// The `KEY VALUE` lines of `reader`, parsed one at a time: see [`kv_lines`].
-pub(crate) struct KvLines<R> {
+pub struct KvLines<R> {
     reader: R,
     source: String,
     /// The number of the line read last (1-based).
@@ -82,7 +80,7 @@ pub(crate) struct KvLines<R> {
 /// (`None` for a blank or comment line). A line longer than [`MAX_LINE_BYTES`] (e.g. from
 /// `/dev/zero`), a line that is not UTF-8, a read error or a bad line is yielded once as an
 /// `Err` naming `source:n`, and the iteration ends there. Line endings are `\n` or `\r\n`.
-pub(crate) fn kv_lines<R: BufRead>(reader: R, source: &str) -> KvLines<R> {
+pub fn kv_lines<R: BufRead>(reader: R, source: &str) -> KvLines<R> {
     KvLines {
         reader,
         source: source.to_string(),
@@ -138,10 +136,7 @@ impl<R: BufRead> std::iter::FusedIterator for KvLines<R> {}
 
 /// Reads `KEY VALUE` lines (see [`kv_lines`]). Returns the writes in input order (a later
 /// write to the same key wins when applied).
-pub(crate) fn read_kv_lines(
-    reader: impl BufRead,
-    source: &str,
-) -> Result<Vec<(TreeKey, [u8; 32])>> {
+pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey, [u8; 32])>> {
     let mut out = Vec::new();
     for item in kv_lines(reader, source) {
         if let (_, Some(kv)) = item? {
@@ -152,10 +147,10 @@ pub(crate) fn read_kv_lines(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use bintrie_exec::json::json_hex_bytes;
-    use bintrie_exec::testing::arb_hexish;
+    use crate::json::json_hex_bytes;
+    use crate::testing::arb_hexish;
     use proptest::prelude::*;
     use serde_json::Value;
     use std::io::BufReader;

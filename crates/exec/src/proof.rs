@@ -1,0 +1,168 @@
+//! The JSON form of a single-key proof (`bintrie prove`, `bintrie verify-proof`), for other
+//! implementations to produce and check.
+//!
+//! ```text
+//! {"root": "0x…32 bytes", "key": "0x…32 bytes",
+//!  "value": "0x…32 bytes" | null,      // null: the key is absent
+//!  "siblings": ["0x…", …],             // sibling hashes along the path, root level first
+//!  "stem": "0x…31 bytes" | null,       // the stem where the walk ends; null: an empty subtree
+//!  "stem_siblings": ["0x…" × 8],       // iff stem == key[:31]: leaf level first
+//!  "subtree_root": "0x…"}              // iff stem is another stem (an absence proof)
+//! ```
+//!
+//! [`Proof::verify`] states how a proof is checked.
+
+use crate::kv::parse_hex_array;
+use alloy_primitives::hex::encode_prefixed as hex0x;
+use anyhow::{Context, Result, anyhow, bail};
+use bintrie_keys::TreeKey;
+use bintrie_node::Hash32;
+use bintrie_trie::Proof;
+use serde::{Deserialize, Serialize};
+
+/// A [`Proof`] and the root it claims, as JSON (hex strings 0x-prefixed). `value` and `stem`
+/// are `null` when absent; `stem_siblings` and `subtree_root` are omitted when absent. Unknown
+/// fields are refused.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProofJson {
+    /// The root the proof was made against.
+    pub root: String,
+    /// The 32-byte tree key proven.
+    pub key: String,
+    /// The key's value; `None` (null) when the key is absent.
+    pub value: Option<String>,
+    /// Sibling hashes along the path, root level first.
+    pub siblings: Vec<String>,
+    /// The stem where the walk ends; `None` (null) for an empty subtree.
+    pub stem: Option<String>,
+    /// The 8 sibling hashes inside the key's 256-leaf subtree, leaf level first (iff `stem` is
+    /// the key's stem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stem_siblings: Option<Vec<String>>,
+    /// The subtree root of another stem on the key's path (an absence proof).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtree_root: Option<String>,
+}
+
+impl ProofJson {
+    /// The JSON form of `proof`, made against `root`.
+    pub fn new(root: &Hash32, proof: &Proof) -> Self {
+        ProofJson {
+            root: hex0x(root),
+            key: hex0x(proof.key.to_bytes()),
+            value: proof.value.map(hex0x),
+            siblings: proof.siblings.iter().map(hex0x).collect(),
+            stem: proof.stem.map(hex0x),
+            stem_siblings: proof.stem_siblings.map(|s| s.iter().map(hex0x).collect()),
+            subtree_root: proof.subtree_root.map(hex0x),
+        }
+    }
+
+    /// The root and the proof this JSON holds. Errors name the field that is not hex of the
+    /// right length, a `stem_siblings` that is not 8 entries, or a path longer than
+    /// [`MAX_DEPTH`](bintrie_node::MAX_DEPTH). Parsing does not verify: see [`Proof::verify`].
+    pub fn parse(&self) -> Result<(Hash32, Proof)> {
+        let b32 = |s: &str, what: &str| parse_hex_array::<32>(s).with_context(|| what.to_string());
+        let list = |v: &[String], what: &str| -> Result<Vec<Hash32>> {
+            v.iter()
+                .enumerate()
+                .map(|(i, s)| b32(s, &format!("{what}[{i}]")))
+                .collect()
+        };
+        if self.siblings.len() > bintrie_node::MAX_DEPTH {
+            bail!(
+                "siblings: {} entries, a path has at most {} levels",
+                self.siblings.len(),
+                bintrie_node::MAX_DEPTH
+            );
+        }
+        let stem_siblings = match &self.stem_siblings {
+            None => None,
+            Some(v) => {
+                let v = list(v, "stem_siblings")?;
+                let n = v.len();
+                Some(
+                    <[Hash32; 8]>::try_from(v)
+                        .map_err(|_| anyhow!("stem_siblings: {n} entries, expected 8"))?,
+                )
+            }
+        };
+        let proof = Proof {
+            key: TreeKey::from_bytes(b32(&self.key, "key")?),
+            value: self.value.as_deref().map(|v| b32(v, "value")).transpose()?,
+            siblings: list(&self.siblings, "siblings")?,
+            stem: self
+                .stem
+                .as_deref()
+                .map(|s| parse_hex_array::<31>(s).context("stem"))
+                .transpose()?,
+            stem_siblings,
+            subtree_root: self
+                .subtree_root
+                .as_deref()
+                .map(|s| b32(s, "subtree_root"))
+                .transpose()?,
+        };
+        Ok((b32(&self.root, "root")?, proof))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bintrie_node::Sha256Hasher;
+    use bintrie_trie::{MemoryStore, Trie};
+
+    fn proof_of(present: bool) -> (Hash32, Proof) {
+        let mut trie: Trie<MemoryStore> = Trie::new(MemoryStore::default(), 5).unwrap();
+        for i in 0..50u8 {
+            let mut k = [i.wrapping_mul(37); 32];
+            k[31] = i;
+            trie.insert(TreeKey::from_bytes(k), [i + 1; 32]).unwrap();
+        }
+        let root = trie.root();
+        let mut key = [37u8 * 3; 32];
+        key[31] = if present { 3 } else { 200 };
+        let proof = trie.prove(&TreeKey::from_bytes(key)).unwrap();
+        (root, proof)
+    }
+
+    #[test]
+    fn json_round_trips_and_verifies() {
+        for present in [true, false] {
+            let (root, proof) = proof_of(present);
+            let json = ProofJson::new(&root, &proof);
+            let text = serde_json::to_string(&json).unwrap();
+            let back: ProofJson = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, json);
+            let (r, p) = back.parse().unwrap();
+            assert_eq!(r, root);
+            assert_eq!(p, proof);
+            let value = p.verify::<Sha256Hasher>(&root).unwrap();
+            assert_eq!(value.is_some(), present);
+            // `value` and `stem` are always written; optional parts only when present.
+            assert!(text.contains("\"value\":") && text.contains("\"stem\":"));
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let (root, proof) = proof_of(true);
+        let good = ProofJson::new(&root, &proof);
+        let mut j = good.clone();
+        j.siblings[0] = "0x12".into();
+        assert!(format!("{:#}", j.parse().unwrap_err()).starts_with("siblings[0]"));
+        let mut j = good.clone();
+        j.stem_siblings.as_mut().unwrap().pop();
+        assert!(format!("{:#}", j.parse().unwrap_err()).contains("7 entries, expected 8"));
+        let mut j = good.clone();
+        j.siblings = vec![j.siblings[0].clone(); bintrie_node::MAX_DEPTH + 1];
+        assert!(format!("{:#}", j.parse().unwrap_err()).contains("at most"));
+        let mut j = good;
+        j.stem = Some("0xzz".into());
+        assert!(format!("{:#}", j.parse().unwrap_err()).starts_with("stem"));
+        let extra = r#"{"root":"0x","key":"0x","value":null,"siblings":[],"stem":null,"x":1}"#;
+        assert!(serde_json::from_str::<ProofJson>(extra).is_err());
+    }
+}
