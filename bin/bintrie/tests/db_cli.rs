@@ -1,24 +1,12 @@
 //! `bintrie import`/`info`/`get` end to end, and crash safety under kill -9.
 
+mod common;
+use common::*;
+
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bintrie"))
-}
-
-fn input(lines: usize, seed: u64) -> String {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut s = String::new();
-    for _ in 0..lines {
-        let k: [u8; 32] = rng.random();
-        let v: [u8; 32] = rng.random();
-        s.push_str(&format!("{} {}\n", hex::encode(k), hex::encode(v)));
-    }
-    s
-}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();

@@ -3,8 +3,11 @@
 //! keys, the modes agree on the root, read amplification is exactly 1 with the cache and above 1
 //! without, and malformed or tampered fixtures fail naming the problem.
 
+mod common;
+use common::*;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 const ZKPI_PRAGUE: &str = "22615247-prague.zkpi.json";
@@ -12,29 +15,6 @@ const ZKPI_CANCUN: &str = "22188088-cancun.zkpi.json";
 const BLOCK: &str = "19426587-cancun.block.json";
 const PRE_STATE: &str = "19426587-cancun.pre_state.json";
 const RPCCACHE: &str = "21230867-cancun.rpccache.json.gz";
-
-fn fixtures_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("BINTRIE_FIXTURES") {
-        return PathBuf::from(d);
-    }
-    let d = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/mainnet"
-    ));
-    assert!(
-        d.is_dir(),
-        "mainnet fixtures not found: set BINTRIE_FIXTURES or provide ../shared/fixtures/mainnet \
-         next to the repository (looked at {})",
-        d.display()
-    );
-    d
-}
-
-fn fixture(name: &str) -> PathBuf {
-    let p = fixtures_dir().join(name);
-    assert!(p.is_file(), "fixture {} is missing", p.display());
-    p
-}
 
 fn exec(fixture: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bintrie"))
@@ -214,36 +194,18 @@ fn cold_run_evicts_and_validates_into_a_kept_database() {
 // ---------------------------------------------------------------------------------------------
 // Malformed and tampered fixtures
 
-fn read_json(path: &Path) -> Value {
-    let raw = std::fs::read(path).unwrap();
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        serde_json::from_reader(flate2::read::GzDecoder::new(raw.as_slice())).unwrap()
-    } else {
-        serde_json::from_slice(&raw).unwrap()
-    }
-}
-
-/// Writes a modified copy of a fixture into `dir` (never into the repository).
-fn tampered(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
-    let mut j = read_json(&fixture(name));
-    edit(&mut j);
-    let out = dir.join(name.trim_end_matches(".gz"));
-    std::fs::write(&out, serde_json::to_vec(&j).unwrap()).unwrap();
-    out
-}
-
 #[test]
 fn missing_pieces_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
 
-    let f = tampered(d, ZKPI_CANCUN, |j| {
+    let f = edited(d, ZKPI_CANCUN, |j| {
         j["extra"].as_object_mut().unwrap().remove("preState");
     });
     let text = exec_fails(&f, &[]);
     assert!(text.contains("missing `extra.preState`"), "{text}");
 
-    let f = tampered(d, ZKPI_PRAGUE, |j| {
+    let f = edited(d, ZKPI_PRAGUE, |j| {
         j["blocks"][0]["header"]
             .as_object_mut()
             .unwrap()
@@ -255,7 +217,7 @@ fn missing_pieces_are_named() {
         "{text}"
     );
 
-    let f = tampered(d, ZKPI_PRAGUE, |j| {
+    let f = edited(d, ZKPI_PRAGUE, |j| {
         j["blocks"][0]["header"]
             .as_object_mut()
             .unwrap()
@@ -264,13 +226,13 @@ fn missing_pieces_are_named() {
     let text = exec_fails(&f, &[]);
     assert!(text.contains("missing `requestsHash`"), "{text}");
 
-    let f = tampered(d, RPCCACHE, |j| {
+    let f = edited(d, RPCCACHE, |j| {
         j.as_object_mut().unwrap().remove("proofs");
     });
     let text = exec_fails(&f, &[]);
     assert!(text.contains("missing `proofs`"), "{text}");
 
-    let f = tampered(d, BLOCK, |j| {
+    let f = edited(d, BLOCK, |j| {
         j["transactions"][3].as_object_mut().unwrap().remove("from");
     });
     let text = exec_fails(&f, &["--pre-state", fixture(PRE_STATE).to_str().unwrap()]);
@@ -280,7 +242,7 @@ fn missing_pieces_are_named() {
     let text = exec_fails(&f, &[]);
     assert!(text.contains("--pre-state"), "{text}");
 
-    let f = tampered(d, PRE_STATE, |j| {
+    let f = edited(d, PRE_STATE, |j| {
         let first = j.as_object_mut().unwrap().values_mut().next().unwrap();
         first.as_object_mut().unwrap().remove("basic");
     });
@@ -299,7 +261,7 @@ fn wrong_values_are_reported() {
     let d = dir.path();
 
     // A wrong gas used in the header: the execution's gas differs (and so does the header hash).
-    let f = tampered(d, ZKPI_PRAGUE, |j| {
+    let f = edited(d, ZKPI_PRAGUE, |j| {
         j["blocks"][0]["header"]["gasUsed"] = "0x1450d6".into();
     });
     let out = exec(&f, &["--json"]);
@@ -316,7 +278,7 @@ fn wrong_values_are_reported() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not validate"));
 
     // A wrong post value: the state after the block does not hold it.
-    let f = tampered(d, ZKPI_CANCUN, |j| {
+    let f = edited(d, ZKPI_CANCUN, |j| {
         let diffs = j["extra"]["stateDiffs"].as_array_mut().unwrap();
         let with_storage = diffs
             .iter_mut()
@@ -331,7 +293,7 @@ fn wrong_values_are_reported() {
         "{text}"
     );
 
-    let f = tampered(d, RPCCACHE, |j| {
+    let f = edited(d, RPCCACHE, |j| {
         let proofs = j["proofs"].as_array_mut().unwrap();
         let at_block = proofs
             .iter_mut()
@@ -343,7 +305,7 @@ fn wrong_values_are_reported() {
     assert!(text.contains("expected balance 1 nonce"), "{text}");
 
     // A transaction whose sender is not its signer.
-    let f = tampered(d, BLOCK, |j| {
+    let f = edited(d, BLOCK, |j| {
         j["transactions"][0]["from"] = "0x000000000000000000000000000000000000dead".into();
     });
     let text = exec_fails(&f, &["--pre-state", fixture(PRE_STATE).to_str().unwrap()]);

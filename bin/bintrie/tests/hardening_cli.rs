@@ -2,28 +2,12 @@
 //! at once, readers beside a writer, read-only and truncated files, flipped bytes, a closed or
 //! full stdout, a failed import, and a full disk.
 
+mod common;
+use common::*;
+
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bintrie"))
-}
-
-fn input(lines: usize, seed: u64) -> String {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..lines)
-        .map(|_| {
-            let k: [u8; 32] = rng.random();
-            let v: [u8; 32] = rng.random();
-            format!("{} {}\n", hex::encode(k), hex::encode(v))
-        })
-        .collect()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn import(db: &Path, file: &Path, batch: &str, extra: &[&str]) -> Output {
     bin()

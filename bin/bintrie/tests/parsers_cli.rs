@@ -6,15 +6,14 @@
 //! The block-0 and output tests edit the mainnet fixtures into a temporary directory; they are
 //! found like in `exec.rs` (`$BINTRIE_FIXTURES` or `../shared/fixtures/mainnet`).
 
-use proptest::prelude::*;
-use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+use common::*;
 
-fn bintrie() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bintrie"))
-}
+use proptest::prelude::*;
+use serde_json::json;
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Waits for `child` at most `limit`, killing it (and failing) when it runs longer.
 fn wait(mut child: Child, limit: Duration, what: &str) -> Output {
@@ -45,19 +44,14 @@ fn root_on_file(contents: &[u8]) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("in.txt");
     std::fs::write(&f, contents).unwrap();
-    bintrie().arg("root").arg("-i").arg(&f).output().unwrap()
+    bin().arg("root").arg("-i").arg(&f).output().unwrap()
 }
 
 fn root_on_alloc(text: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("alloc.json");
     std::fs::write(&f, text).unwrap();
-    bintrie()
-        .arg("root")
-        .arg("--alloc")
-        .arg(&f)
-        .output()
-        .unwrap()
+    bin().arg("root").arg("--alloc").arg(&f).output().unwrap()
 }
 
 fn word(n: u8) -> String {
@@ -66,7 +60,7 @@ fn word(n: u8) -> String {
 
 #[test]
 fn root_refuses_an_endless_line() {
-    let child = bintrie()
+    let child = bin()
         .args(["root", "-i", "/dev/zero"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -122,49 +116,8 @@ fn root_alloc_refuses_an_address_or_slot_spelled_twice() {
 // ---------------------------------------------------------------------------------------------
 // exec on edited mainnet fixtures
 
-fn fixtures_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("BINTRIE_FIXTURES") {
-        return PathBuf::from(d);
-    }
-    let d = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/mainnet"
-    ));
-    assert!(
-        d.is_dir(),
-        "mainnet fixtures not found: set BINTRIE_FIXTURES or provide ../shared/fixtures/mainnet \
-         next to the repository (looked at {})",
-        d.display()
-    );
-    d
-}
-
-fn fixture(name: &str) -> PathBuf {
-    let p = fixtures_dir().join(name);
-    assert!(p.is_file(), "fixture {} is missing", p.display());
-    p
-}
-
-fn read_json(path: &Path) -> Value {
-    let raw = std::fs::read(path).unwrap();
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        serde_json::from_reader(flate2::read::GzDecoder::new(raw.as_slice())).unwrap()
-    } else {
-        serde_json::from_slice(&raw).unwrap()
-    }
-}
-
-/// A copy of fixture `name` in `dir`, edited by `edit`.
-fn edited(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
-    let mut j = read_json(&fixture(name));
-    edit(&mut j);
-    let out = dir.join(name.trim_end_matches(".gz"));
-    std::fs::write(&out, serde_json::to_vec(&j).unwrap()).unwrap();
-    out
-}
-
 fn exec(fixture: &Path, extra: &[&str]) -> Output {
-    bintrie()
+    bin()
         .arg("exec")
         .arg("--fixture")
         .arg(fixture)
@@ -221,7 +174,7 @@ fn exec_output_to_a_full_or_closed_stdout_is_an_error() {
             .write(true)
             .open("/dev/full")
             .unwrap();
-        let child = bintrie()
+        let child = bin()
             .arg("exec")
             .arg("--fixture")
             .arg(&block)
@@ -234,7 +187,7 @@ fn exec_output_to_a_full_or_closed_stdout_is_an_error() {
         let out = wait(child, Duration::from_secs(300), "exec > /dev/full");
         assert_error(&out, "writing output: No space left on device");
 
-        let mut child = bintrie()
+        let mut child = bin()
             .arg("exec")
             .arg("--fixture")
             .arg(&block)

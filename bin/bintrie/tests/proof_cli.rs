@@ -1,20 +1,11 @@
 //! `bintrie prove` and `bintrie verify-proof` end to end: present and absent keys against a
 //! real database, and proofs tampered with or malformed as a hostile user would.
 
+mod common;
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bintrie"))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
+use std::process::Output;
 
 fn key(n: u32, sub: u8) -> String {
     // Stems that share long prefixes, so walks end at stems, empty subtrees and other stems.

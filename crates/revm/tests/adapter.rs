@@ -3,10 +3,12 @@
 //! The same transactions give the same root through the bundle path and the `BlockDb` path, over
 //! memory and over MDBX, and that root is the root of the post-state built from scratch.
 
-use alloy_primitives::{Address, B256, Bytes, U256, address, keccak256};
-use bintrie_keys::{AccountState, TreeKey, account_entries, storage_slot_key};
+mod common;
+use common::*;
+
+use alloy_primitives::{Address, Bytes, U256, address, keccak256};
+use bintrie_keys::{AccountState, TreeKey, storage_slot_key};
 use bintrie_revm::{BlockChanges, BlockDbOptions, MemorySnapshot, MemoryState, TrieDb};
-use bintrie_trie::{MemoryStore, Trie};
 use revm::bytecode::Bytecode;
 use revm::context::result::ExecutionResult;
 use revm::context::{Context, TxEnv};
@@ -23,7 +25,6 @@ const BOB: Address = address!("0x2000000000000000000000000000000000000002");
 const STORE: Address = address!("0x5000000000000000000000000000000000000005");
 const COINBASE: Address = address!("0x00000000000000000000000000000000c0ffee00");
 const ETHER: u128 = 1_000_000_000_000_000_000;
-const GAS_PRICE: u128 = 2;
 const BASEFEE: u64 = 1;
 
 /// Runtime: slot 0 = the first calldata word; slot 1 += 1.
@@ -89,23 +90,6 @@ fn pre_state() -> Vec<(Address, AccountState)> {
 
 fn word(v: u64) -> Bytes {
     U256::from(v).to_be_bytes::<32>().to_vec().into()
-}
-
-fn tx(caller: Address, nonce: u64, to: Option<Address>, value: u128, data: Bytes) -> TxEnv {
-    let b = TxEnv::builder()
-        .caller(caller)
-        .nonce(nonce)
-        .value(U256::from(value))
-        .data(data)
-        .gas_limit(1_000_000)
-        .gas_price(GAS_PRICE)
-        .chain_id(Some(1));
-    match to {
-        Some(to) => b.to(to),
-        None => b.create(),
-    }
-    .build()
-    .unwrap()
 }
 
 /// Block 1: a transfer, a call with value that writes two slots of an existing contract (its
@@ -176,37 +160,6 @@ fn reference() -> CacheDB<EmptyDB> {
         }
     }
     db
-}
-
-/// The root of the reference's state built from scratch (zero slots, empty accounts left out).
-fn scratch_root(db: &CacheDB<EmptyDB>) -> B256 {
-    let mut writes: Vec<(TreeKey, [u8; 32])> = Vec::new();
-    for (a, acct) in &db.cache.accounts {
-        if acct.info.is_empty() && acct.storage.values().all(|v| v.is_zero()) {
-            continue;
-        }
-        let code = db
-            .cache
-            .contracts
-            .get(&acct.info.code_hash)
-            .map(|c| c.original_bytes().to_vec())
-            .unwrap_or_default();
-        let state = AccountState {
-            nonce: acct.info.nonce,
-            balance: acct.info.balance,
-            code,
-            storage: acct
-                .storage
-                .iter()
-                .filter(|(_, v)| !v.is_zero())
-                .map(|(k, v)| (*k, *v))
-                .collect(),
-        };
-        writes.extend(account_entries(a, &state).unwrap());
-    }
-    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
-    t.update(writes).unwrap();
-    B256::from(t.root())
 }
 
 /// What block 1 must leave, read through any revm database.

@@ -3,14 +3,16 @@
 //! approvals. After each block the root equals the root of the same post-state built from
 //! scratch; reopening gives the same values; prefetch makes read amplification exactly 1.
 
+mod common;
+use common::*;
+
 use alloy_primitives::{Address, B256, Bytes, U256, address, keccak256};
-use bintrie_keys::{AccountState, TreeKey, account_entries, storage_slot_key};
+use bintrie_keys::{AccountState, storage_slot_key};
 use bintrie_revm::{
     BinTrieState, BlockDbOptions, BlockPlan, PipelineError, PipelineOptions, PrefetchList,
     ReadStats,
 };
 use bintrie_store::{Durability, ReadPath, StoreOptions};
-use bintrie_trie::{MemoryStore, Trie};
 use revm::context::result::ExecutionResult;
 use revm::context::{Context, TxEnv};
 use revm::database::{CacheDB, EmptyDB};
@@ -137,64 +139,6 @@ fn reference_db(pre: &BTreeMap<Address, AccountState>) -> CacheDB<EmptyDB> {
         }
     }
     db
-}
-
-/// The tree writes that build the reference database's state from scratch (zero slots and
-/// empty accounts left out).
-fn scratch_writes(db: &CacheDB<EmptyDB>) -> Vec<(TreeKey, [u8; 32])> {
-    let mut writes = Vec::new();
-    for (a, acct) in &db.cache.accounts {
-        if acct.info.is_empty() && acct.storage.values().all(|v| v.is_zero()) {
-            continue;
-        }
-        let code = db
-            .cache
-            .contracts
-            .get(&acct.info.code_hash)
-            .map(|c| c.original_bytes().to_vec())
-            .unwrap_or_default();
-        let state = AccountState {
-            nonce: acct.info.nonce,
-            balance: acct.info.balance,
-            code,
-            storage: acct
-                .storage
-                .iter()
-                .filter(|(_, v)| !v.is_zero())
-                .map(|(k, v)| (*k, *v))
-                .collect(),
-        };
-        writes.extend(account_entries(a, &state).unwrap());
-    }
-    writes
-}
-
-fn root_of(writes: Vec<(TreeKey, [u8; 32])>) -> B256 {
-    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
-    t.update(writes).unwrap();
-    B256::from(t.root())
-}
-
-/// The root of the reference database's state, built from scratch.
-fn scratch_root(db: &CacheDB<EmptyDB>) -> B256 {
-    root_of(scratch_writes(db))
-}
-
-fn tx(caller: Address, nonce: u64, to: Option<Address>, value: u128, data: Bytes) -> TxEnv {
-    let b = TxEnv::builder()
-        .caller(caller)
-        .nonce(nonce)
-        .value(U256::from(value))
-        .data(data)
-        .gas_limit(1_000_000)
-        .gas_price(2)
-        .chain_id(Some(1));
-    match to {
-        Some(to) => b.to(to),
-        None => b.create(),
-    }
-    .build()
-    .unwrap()
 }
 
 fn evm_ctx<DB: revm::Database>(
