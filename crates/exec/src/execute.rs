@@ -13,9 +13,7 @@ use alloy_evm::{EthEvmFactory, EvmEnv, EvmFactory};
 use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, U256};
 use bintrie_keys::{AccountState, BasicData, basic_data_key, code_hash_key, storage_slot_key};
-use bintrie_revm::{
-    BinTrieState, BlockChanges, BlockPlan, BlockRun, PipelineOptions, PrefetchList,
-};
+use bintrie_revm::{BlockChanges, BlockPlan, BlockRun, BlockState, PipelineOptions, PrefetchList};
 use revm::primitives::hardfork::SpecId;
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -90,10 +88,10 @@ pub struct PreStateImport {
 }
 
 /// Imports the fixture's pre-state into an empty `state` as the block before the fixture's:
-/// whole accounts with [`BinTrieState::import_accounts`], then the accounts whose code the
+/// whole accounts ([`BlockChanges::from_accounts`]), then the accounts whose code the
 /// fixture lacks as header leaves with their real code hash (code size 0: unknown) and no code.
-pub fn import_pre_state(
-    state: &mut BinTrieState,
+pub fn import_pre_state<S: BlockState>(
+    state: &mut S,
     fx: &Fixture,
 ) -> Result<PreStateImport, ExecError> {
     let block = fx.parent()?;
@@ -112,7 +110,7 @@ pub fn import_pre_state(
         .filter(|(_, p)| p.code_hash_only.is_none())
         .map(|(a, p)| (a, &p.state))
         .collect();
-    state.import_accounts(full, block)?;
+    state.commit_block(BlockChanges::from_accounts(full)?, block)?;
     let mut changes = BlockChanges::default();
     for (a, p) in &fx.pre {
         let Some(hash) = p.code_hash_only else {
@@ -204,8 +202,8 @@ pub struct Executed {
 /// Executes the fixture's block over `state` (holding its pre-state) with alloy-evm's Ethereum
 /// block executor (system calls, withdrawals, mainnet's fork and blob parameters at the block's
 /// timestamp) through the pipeline, and commits it. Only mainnet (chain id 1) is supported.
-pub fn execute_block(
-    state: &mut BinTrieState,
+pub fn execute_block<S: BlockState>(
+    state: &mut S,
     fx: &Fixture,
     options: &ExecOptions,
 ) -> Result<Executed, ExecError> {

@@ -24,7 +24,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
             )
         });
-    let genesis = state.import_accounts(accounts.iter().map(|(a, s)| (a, s)), 0)?;
+    let genesis = state
+        .import_accounts(accounts.iter().map(|(a, s)| (a, s)), 0)?
+        .root;
     println!("genesis root {genesis}");
 
     // One block: alice sends bob 1000 wei through revm over the block database.
@@ -48,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let changes = db.into_changes()?;
     let simulated = state.root_with(&changes)?;
-    let root = state.commit_block(changes, 1)?;
+    let root = state.commit_block(changes, 1)?.root;
     assert_eq!(root, simulated, "the simulated root is the committed one");
     println!("block 1 root {root}");
     Ok(())

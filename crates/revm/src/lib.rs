@@ -16,11 +16,13 @@
 //! - [`BlockChanges`]: tree writes with geth's semantics (SPEC §4), from either path; commit them
 //!   ([`MemoryState::commit_block`], `BinTrieState::commit_block`) or take the root they would
 //!   give without committing ([`MemoryState::root_with`], `BinTrieState::root_with`).
+//! - [`BlockState::run_block`]: the block pipeline (trie prefetch beside state prefetch and
+//!   execution, then trie update and commit, with [`StageTimings`]) over any [`BlockState`]
+//!   ([`MemoryState`], or `BinTrieState`); `bintrie exec`, `bintrie blockchain-test`, the
+//!   study and other tools go through it.
 //! - With `mdbx`: `BinTrieState`, the trie over the MDBX store (`commit_block` applies a block's
-//!   writes in one sorted batch and commits them in one transaction), and
-//!   `BinTrieState::run_block`, the block pipeline (trie prefetch beside state prefetch and
-//!   execution, then trie update and commit, with `StageTimings`) that `bintrie exec`, the
-//!   study and other tools go through.
+//!   writes in one sorted batch and commits them in one transaction; the trie prefetch reads
+//!   the paths the block will write in parallel).
 //!
 //! Examples: `examples/in_memory.rs` (no default features: accounts, one transaction, the
 //! root), `examples/revm_state.rs` (revm's `State` with bundle tracking over [`TrieDb`], then
@@ -36,7 +38,7 @@
 //! let alice = address!("0x1000000000000000000000000000000000000001");
 //! let mut state = MemoryState::new(8)?;
 //! let funded = AccountState { balance: U256::from(5), ..Default::default() };
-//! let root = state.import_accounts([(&alice, &funded)], 0)?;
+//! let root = state.import_accounts([(&alice, &funded)], 0)?.root;
 //! assert_ne!(root, alloy_primitives::B256::ZERO);
 //! let db = state.trie_db(); // revm's DatabaseRef: wrap it in CacheDB or State
 //! assert_eq!(db.basic_ref(alice)?.map(|a| a.balance), Some(U256::from(5)));
@@ -50,7 +52,7 @@ Over MDBX, every block goes through the pipeline:
 
 ```no_run
 # fn main() -> Result<(), Box<dyn std::error::Error>> {
-use bintrie_revm::{BinTrieState, BlockPlan, PipelineOptions, PrefetchList};
+use bintrie_revm::{BinTrieState, BlockPlan, BlockState, PipelineOptions, PrefetchList};
 let mut state = BinTrieState::open("state-db", &Default::default())?;
 let mut list = PrefetchList::new();
 list.system_contracts();
@@ -76,7 +78,6 @@ mod changes;
 mod db;
 mod error;
 mod memory;
-#[cfg(feature = "mdbx")]
 mod pipeline;
 mod prefetch;
 #[cfg(feature = "mdbx")]
@@ -90,13 +91,13 @@ pub use changes::BlockChanges;
 pub use db::{StoredAccount, TrieDb, decode_account};
 pub use error::StateError;
 pub use memory::{MemorySnapshot, MemoryState};
-#[cfg(feature = "mdbx")]
 pub use pipeline::{
-    BlockPlan, BlockRun, PipelineError, PipelineOptions, StageTimings, WriteCounts,
+    BlockPlan, BlockRun, BlockState, CommitReport, PipelineError, PipelineOptions, StageTimings,
+    TriePrefetcher, WriteCounts,
 };
 pub use prefetch::{
     BEACON_ROOTS_ADDRESS, CONSOLIDATION_REQUEST_ADDRESS, HISTORY_STORAGE_ADDRESS, ListedStem,
     PrefetchList, WITHDRAWAL_REQUEST_ADDRESS,
 };
 #[cfg(feature = "mdbx")]
-pub use state::{BinTrieState, CommitReport};
+pub use state::BinTrieState;

@@ -2,7 +2,8 @@
 //! a [`Trie`] over a [`MemoryStore`] for the root, all updated by the same [`BlockChanges`].
 
 use crate::{
-    BlockChanges, BlockDb, BlockDbOptions, StateBackend, StateError, StateSnapshot, TrieDb,
+    BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, StateBackend, StateError,
+    StateSnapshot, TrieDb, TriePrefetcher,
 };
 use alloy_primitives::{Address, B256, Bytes};
 use bintrie_keys::{AccountState, Stem, TreeKey};
@@ -10,6 +11,7 @@ use bintrie_node::{PathKey, StemValues};
 use bintrie_trie::{CommitSet, MemoryStore, NodeStore, Trie, TrieError, sort_dedup_last};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// An immutable snapshot of a [`MemoryState`]: shares its maps (cheap to clone, `'static`,
 /// `Send + Sync`), unaffected by later commits. It is its own [`StateBackend`]: every snapshot
@@ -102,22 +104,32 @@ impl MemoryState {
     }
 
     /// Writes whole accounts (a genesis or a pre-state, [`BlockChanges::from_accounts`]) as
-    /// block `block`; returns the new root.
+    /// block `block`.
     pub fn import_accounts<'a>(
         &mut self,
         accounts: impl IntoIterator<Item = (&'a Address, &'a AccountState)>,
         block: u64,
-    ) -> Result<B256, StateError> {
+    ) -> Result<CommitReport, StateError> {
         self.commit_block(BlockChanges::from_accounts(accounts)?, block)
     }
 
     /// Applies `changes` (one sorted batch; for equal keys the later write wins) to the tree and
-    /// the flat maps, commits the tree into its store, and makes this block `block`. Returns
-    /// the new root. On an error nothing changes.
-    pub fn commit_block(&mut self, changes: BlockChanges, block: u64) -> Result<B256, StateError> {
+    /// the flat maps, commits the tree into its store, and makes this block `block`. An error
+    /// (a node the tree cannot load: never for a state built by these methods) leaves the flat
+    /// maps and the root as they were.
+    pub fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        self.trie.reset_stats();
+        let t = Instant::now();
         let mut batch = changes.writes;
         sort_dedup_last(&mut batch);
         self.trie.apply_sorted(&batch).map_err(backend)?;
+        let root = self.trie.root();
+        let trie_update = t.elapsed();
+        let t = Instant::now();
         let stats = self.trie.commit().map_err(backend)?;
         let stems = Arc::make_mut(&mut self.flat.stems);
         for (key, value) in &batch {
@@ -130,9 +142,15 @@ impl MemoryState {
         for (hash, bytes) in changes.code {
             code.insert(hash, Bytes::from(bytes));
         }
-        self.root = B256::from(stats.root);
+        self.root = B256::from(root);
         self.block = block;
-        Ok(self.root)
+        Ok(CommitReport {
+            root: self.root,
+            trie_update,
+            commit: t.elapsed(),
+            stats,
+            trie: self.trie.stats(),
+        })
     }
 
     /// The root the state would have after `changes`, without committing them (for block
@@ -162,6 +180,39 @@ impl StateBackend for MemoryState {
 
     fn snapshot(&self) -> Result<MemorySnapshot, StateError> {
         Ok(self.flat.clone())
+    }
+}
+
+impl BlockState for MemoryState {
+    type Backend<'a> = MemorySnapshot;
+
+    fn root(&self) -> B256 {
+        self.root
+    }
+
+    fn block(&self) -> u64 {
+        self.block
+    }
+
+    fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<MemorySnapshot>, StateError> {
+        MemoryState::block_db(self, options)
+    }
+
+    /// Every node is in memory: nothing to preload.
+    fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
+        None
+    }
+
+    fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        MemoryState::commit_block(self, changes, block)
+    }
+
+    fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
+        MemoryState::root_with(self, changes)
     }
 }
 
@@ -232,7 +283,8 @@ mod tests {
             let mut state = MemoryState::new(g).unwrap();
             let root = state
                 .import_accounts(accounts.iter().map(|(a, s)| (a, s)), 3)
-                .unwrap();
+                .unwrap()
+                .root;
             assert_eq!((state.root(), state.block()), (root, 3));
             assert_eq!(state.root_with(&BlockChanges::default()).unwrap(), root);
             roots.push(root);

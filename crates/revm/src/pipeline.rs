@@ -11,14 +11,31 @@
 //! exactly the blobs it preloads, so it waits for it (the wait counts as trie update). If the
 //! execution fails the trie prefetch is stopped and nothing is committed.
 
-use crate::{BinTrieState, BlockDb, BlockDbOptions, CommitReport, PrefetchList, ReadStats};
-use crate::{BlockChanges, MdbxBackend, StateError};
+use crate::StateError;
+use crate::{BlockChanges, BlockDb, BlockDbOptions, PrefetchList, ReadStats, StateBackend};
 use alloy_primitives::B256;
 use bintrie_keys::Stem;
+use bintrie_trie::{CommitStats, TrieStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How [`BinTrieState::run_block`] reads and prefetches. Build it with [`Default`] and the
+/// What committing one block cost.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitReport {
+    /// The new root.
+    pub root: B256,
+    /// Applying the writes to the trie and rehashing.
+    pub trie_update: Duration,
+    /// Writing the block: serializing the dirty nodes and the store's write (the MDBX
+    /// transaction; in memory, the maps).
+    pub commit: Duration,
+    /// Blobs and bytes written.
+    pub stats: CommitStats,
+    /// Trie work (nodes loaded, hashes) during the update and commit.
+    pub trie: TrieStats,
+}
+
+/// How [`BlockState::run_block`] reads and prefetches. Build it with [`Default`] and the
 /// `with_*` methods.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
@@ -124,34 +141,90 @@ pub enum PipelineError<E: std::error::Error + 'static> {
     State(#[from] StateError),
 }
 
-impl BinTrieState {
+/// A job that preloads the tree nodes on the root-to-stem paths of some stems, so a following
+/// trie update finds them in memory: the pipeline's trie prefetch (the MDBX store's
+/// `StateStore::warm_trie_paths`).
+pub trait TriePrefetcher: Sync {
+    /// Preloads the paths of `stems` with `workers` threads; returns early (successfully) when
+    /// `stop` is set. Errors are the store's.
+    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError>;
+}
+
+#[cfg(feature = "mdbx")]
+impl TriePrefetcher for bintrie_store::StateStore {
+    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
+        self.warm_trie_paths(stems, workers, stop)?;
+        Ok(())
+    }
+}
+
+/// A committed binary-trie state that blocks run on: [`MemoryState`](crate::MemoryState) or,
+/// with the `mdbx` feature, `BinTrieState`. [`BlockState::run_block`] is the block pipeline
+/// over any of them.
+pub trait BlockState {
+    /// The backend of this state's block databases (it may borrow the state).
+    type Backend<'a>: StateBackend
+    where
+        Self: 'a;
+
+    /// The root after the last commit.
+    fn root(&self) -> B256;
+
+    /// The last committed block number.
+    fn block(&self) -> u64;
+
+    /// A revm database for the next block, over a snapshot of the last committed one.
+    fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<Self::Backend<'_>>, StateError>;
+
+    /// The trie prefetch, if this state has one (a state whose nodes are all in memory has
+    /// nothing to preload).
+    fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher>;
+
+    /// Applies `changes` (one sorted batch; for equal keys the later write wins), rehashes and
+    /// commits them as block `block`. On an error nothing is committed.
+    fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError>;
+
+    /// The root the state would have after `changes`, without committing them.
+    fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError>;
+
     /// Runs one block: trie prefetch beside state prefetch and `execute` over the block's
     /// database, then the trie update and the commit as block `plan.number` (see the module
     /// docs for the picture). `execute` runs revm (or alloy-evm) over `&mut BlockDb` and
-    /// returns whatever it wants kept; the block's writes are taken from the database with
-    /// geth's semantics ([`BlockDb::into_changes`]). On any error nothing is committed.
-    pub fn run_block<T, E: std::error::Error + 'static>(
+    /// returns whatever it wants kept, or an error to reject the block; the block's writes are
+    /// taken from the database with geth's semantics ([`BlockDb::into_changes`]). On any error
+    /// nothing is committed and the state stays at the block before.
+    fn run_block<T, E: std::error::Error + 'static>(
         &mut self,
         plan: &BlockPlan,
         options: &PipelineOptions,
-        execute: impl FnOnce(&mut BlockDb<MdbxBackend<'_>>) -> Result<T, E>,
-    ) -> Result<BlockRun<T>, PipelineError<E>> {
+        execute: impl FnOnce(&mut BlockDb<Self::Backend<'_>>) -> Result<T, E>,
+    ) -> Result<BlockRun<T>, PipelineError<E>>
+    where
+        Self: Sized,
+    {
         let t_total = Instant::now();
         let mut write_stems = plan.write_stems.clone();
         write_stems.sort_unstable();
         write_stems.dedup();
         let stop = AtomicBool::new(false);
-        let store = self.store();
+        let this = &*self;
         let (executed, trie_prefetch, wait) = std::thread::scope(|s| {
-            let warm = (!write_stems.is_empty()).then(|| {
-                s.spawn(|| {
-                    let t = Instant::now();
-                    store
-                        .warm_trie_paths(&write_stems, options.workers, &stop)
-                        .map(|_| t.elapsed())
-                })
-            });
-            let executed = self.execute_stage(plan, options, execute);
+            let warm = this
+                .trie_prefetcher()
+                .filter(|_| !write_stems.is_empty())
+                .map(|prefetcher| {
+                    s.spawn(|| {
+                        let t = Instant::now();
+                        prefetcher
+                            .preload(&write_stems, options.workers, &stop)
+                            .map(|()| t.elapsed())
+                    })
+                });
+            let executed = execute_stage(this, plan, options, execute);
             if executed.is_err() {
                 // Nothing will use the preload.
                 stop.store(true, Ordering::Relaxed);
@@ -159,16 +232,14 @@ impl BinTrieState {
             let t_wait = Instant::now();
             let trie_prefetch = match warm {
                 Some(h) => h.join().unwrap_or_else(|_| {
-                    Err(bintrie_store::StoreError::Corrupt(
-                        "the trie prefetch panicked".into(),
-                    ))
+                    Err(StateError::Backend("the trie prefetch panicked".into()))
                 }),
                 None => Ok(Duration::ZERO),
             };
             (executed, trie_prefetch, t_wait.elapsed())
         });
         let (output, reads, exec_wall, changes) = executed?;
-        let trie_prefetch = trie_prefetch.map_err(StateError::from)?;
+        let trie_prefetch = trie_prefetch?;
         let writes = WriteCounts {
             keys: changes.writes.len(),
             accounts: changes.accounts_written,
@@ -193,26 +264,27 @@ impl BinTrieState {
             commit,
         })
     }
+}
 
-    /// The state prefetch and the execution over one block database; returns the output, the
-    /// read counters, the execution's wall time and the block's writes.
-    fn execute_stage<T, E: std::error::Error + 'static>(
-        &self,
-        plan: &BlockPlan,
-        options: &PipelineOptions,
-        execute: impl FnOnce(&mut BlockDb<MdbxBackend<'_>>) -> Result<T, E>,
-    ) -> Result<(T, ReadStats, Duration, BlockChanges), PipelineError<E>> {
-        let mut db = self
-            .block_db(options.db)?
-            .with_block_hashes(plan.block_hashes.iter().copied());
-        if let Some(list) = &plan.prefetch {
-            db.prefetch(list, options.workers)?;
-        }
-        let t = Instant::now();
-        let output = execute(&mut db).map_err(PipelineError::Execute)?;
-        let exec_wall = t.elapsed();
-        let reads = db.stats();
-        let changes = db.into_changes()?;
-        Ok((output, reads, exec_wall, changes))
+/// The state prefetch and the execution over one block database; returns the output, the
+/// read counters, the execution's wall time and the block's writes.
+#[allow(clippy::type_complexity)]
+fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
+    state: &'s S,
+    plan: &BlockPlan,
+    options: &PipelineOptions,
+    execute: impl FnOnce(&mut BlockDb<S::Backend<'s>>) -> Result<T, E>,
+) -> Result<(T, ReadStats, Duration, BlockChanges), PipelineError<E>> {
+    let mut db = state
+        .block_db(options.db)?
+        .with_block_hashes(plan.block_hashes.iter().copied());
+    if let Some(list) = &plan.prefetch {
+        db.prefetch(list, options.workers)?;
     }
+    let t = Instant::now();
+    let output = execute(&mut db).map_err(PipelineError::Execute)?;
+    let exec_wall = t.elapsed();
+    let reads = db.stats();
+    let changes = db.into_changes()?;
+    Ok((output, reads, exec_wall, changes))
 }

@@ -1,27 +1,13 @@
 //! [`BinTrieState`]: the trie over the MDBX store, block by block.
 
-use crate::{BlockChanges, BlockDb, BlockDbOptions, MdbxBackend, StateError};
+use crate::{BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, MdbxBackend};
+use crate::{StateError, TriePrefetcher};
 use alloy_primitives::{Address, B256};
 use bintrie_keys::AccountState;
 use bintrie_store::{StateStore, StoreOptions};
-use bintrie_trie::{CommitStats, Trie, TrieStats};
+use bintrie_trie::Trie;
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-/// What committing one block cost.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CommitReport {
-    /// The new root.
-    pub root: B256,
-    /// Applying the writes to the trie and rehashing.
-    pub trie_update: Duration,
-    /// Serializing the dirty nodes and the MDBX write transaction.
-    pub commit: Duration,
-    /// Blobs and bytes written.
-    pub stats: CommitStats,
-    /// Trie work (nodes loaded, hashes) during the update and commit.
-    pub trie: TrieStats,
-}
+use std::time::Instant;
 
 /// The binary-trie state: a [`Trie`] over a [`StateStore`], committed one block at a time.
 ///
@@ -147,5 +133,37 @@ impl BinTrieState {
         block: u64,
     ) -> Result<CommitReport, StateError> {
         self.commit_block(BlockChanges::from_accounts(accounts)?, block)
+    }
+}
+
+impl BlockState for BinTrieState {
+    type Backend<'a> = MdbxBackend<'a>;
+
+    fn root(&self) -> B256 {
+        BinTrieState::root(self)
+    }
+
+    fn block(&self) -> u64 {
+        BinTrieState::block(self)
+    }
+
+    fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<MdbxBackend<'_>>, StateError> {
+        BinTrieState::block_db(self, options)
+    }
+
+    fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
+        Some(self.store())
+    }
+
+    fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        BinTrieState::commit_block(self, changes, block)
+    }
+
+    fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
+        BinTrieState::root_with(self, changes)
     }
 }

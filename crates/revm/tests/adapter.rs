@@ -8,7 +8,10 @@ use common::*;
 
 use alloy_primitives::{Address, Bytes, U256, address, keccak256};
 use bintrie_keys::{AccountState, TreeKey, storage_slot_key};
-use bintrie_revm::{BlockChanges, BlockDbOptions, MemorySnapshot, MemoryState, TrieDb};
+use bintrie_revm::{
+    BlockChanges, BlockDbOptions, BlockPlan, BlockState, MemorySnapshot, MemoryState,
+    PipelineError, PipelineOptions, TrieDb,
+};
 use revm::bytecode::Bytecode;
 use revm::context::result::ExecutionResult;
 use revm::context::{Context, TxEnv};
@@ -315,7 +318,7 @@ fn bundle_and_block_db_give_the_same_root_in_memory() {
         assert_eq!(state.root(), before, "root_with commits nothing");
         assert_eq!(state.block(), number - 1);
 
-        let committed = state.commit_block(from_block_db, number).unwrap();
+        let committed = state.commit_block(from_block_db, number).unwrap().root;
         assert_eq!(committed, simulated);
         run(&mut reference, &txs);
         if number == 1 {
@@ -327,6 +330,39 @@ fn bundle_and_block_db_give_the_same_root_in_memory() {
     let key = storage_slot_key(&STORE, &U256::from(0));
     assert_eq!(state.get(&key), Some([0; 32]));
     assert_ne!(state.root(), scratch_root(&reference));
+}
+
+/// The block pipeline over memory: a block whose execution fails commits nothing; a block that
+/// runs commits exactly the writes a plain block database gives.
+#[test]
+fn the_pipeline_runs_over_memory_and_commits_nothing_on_error() {
+    let mut state = memory_state();
+    let (root0, block0) = (state.root(), state.block());
+    let plan = BlockPlan {
+        number: 1,
+        ..Default::default()
+    };
+    let failed = state.run_block(&plan, &PipelineOptions::default(), |db| {
+        run(db, &block1());
+        Err::<(), _>(std::fmt::Error)
+    });
+    assert!(matches!(failed, Err(PipelineError::Execute(_))));
+    assert_eq!((state.root(), state.block()), (root0, block0));
+
+    let expected = state
+        .root_with(&block_db_changes(&state, &block1()))
+        .unwrap();
+    let ran = state
+        .run_block(&plan, &PipelineOptions::default(), |db| {
+            Ok::<_, std::convert::Infallible>(run(db, &block1()))
+        })
+        .unwrap();
+    assert_eq!(ran.output.len(), block1().len());
+    assert_eq!(
+        (ran.commit.root, state.root(), state.block()),
+        (expected, expected, 1)
+    );
+    assert!(ran.writes.slots > 0 && ran.commit.stats.blobs > 0);
 }
 
 /// A snapshot keeps the state it was opened at while the state commits (copy-on-write), and a
@@ -351,7 +387,7 @@ fn memory_snapshots_are_isolated_and_shareable() {
 #[cfg(feature = "mdbx")]
 mod mdbx {
     use super::*;
-    use bintrie_revm::{BinTrieState, BlockPlan, PipelineOptions};
+    use bintrie_revm::BinTrieState;
     use bintrie_store::{Durability, ReadPath, StoreOptions};
 
     fn open(dir: &std::path::Path) -> BinTrieState {
@@ -379,7 +415,8 @@ mod mdbx {
         let mut memory = memory_state();
         let memory_root = memory
             .commit_block(block_db_changes(&memory, &block1()), 1)
-            .unwrap();
+            .unwrap()
+            .root;
         for read_path in [ReadPath::Flat, ReadPath::TrieWalk] {
             let dir = tempfile::tempdir().unwrap();
             let mut state = open(dir.path());

@@ -9,8 +9,8 @@ use common::*;
 use alloy_primitives::{Address, B256, Bytes, U256, address, keccak256};
 use bintrie_keys::{AccountState, storage_slot_key};
 use bintrie_revm::{
-    BinTrieState, BlockDbOptions, BlockPlan, PipelineError, PipelineOptions, PrefetchList,
-    ReadStats,
+    BinTrieState, BlockDbOptions, BlockPlan, BlockState, PipelineError, PipelineOptions,
+    PrefetchList, ReadStats,
 };
 use bintrie_store::{Durability, ReadPath, StoreOptions};
 use revm::context::result::ExecutionResult;
