@@ -4,13 +4,10 @@ use crate::ExecError;
 use crate::fixture::Fixture;
 use alloy_consensus::ReceiptEnvelope;
 use alloy_consensus::Transaction as _;
-use alloy_eips::eip7840::BlobParams;
 use alloy_evm::block::{BlockExecutionResult, BlockExecutor, BlockExecutorFactory};
 use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
-use alloy_evm::eth::spec::EthSpec;
 use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutorFactory};
 use alloy_evm::{EthEvmFactory, EvmEnv, EvmFactory};
-use alloy_hardforks::EthereumHardforks;
 use alloy_primitives::{Address, B256, U256};
 use bintrie_keys::{AccountState, BasicData, basic_data_key, code_hash_key, storage_slot_key};
 use bintrie_revm::{BlockChanges, BlockPlan, BlockRun, BlockState, PipelineOptions, PrefetchList};
@@ -53,23 +50,6 @@ impl ExecOptions {
     pub fn with_prefetch(mut self, prefetch: Prefetch) -> Self {
         self.prefetch = prefetch;
         self
-    }
-}
-
-/// Blob parameters of mainnet at `timestamp` (alloy has no helper for the schedule).
-pub fn blob_params(spec: &EthSpec, timestamp: u64) -> Option<BlobParams> {
-    if spec.is_bpo2_active_at_timestamp(timestamp) {
-        Some(BlobParams::bpo2())
-    } else if spec.is_bpo1_active_at_timestamp(timestamp) {
-        Some(BlobParams::bpo1())
-    } else if spec.is_osaka_active_at_timestamp(timestamp) {
-        Some(BlobParams::osaka())
-    } else if spec.is_prague_active_at_timestamp(timestamp) {
-        Some(BlobParams::prague())
-    } else if spec.is_cancun_active_at_timestamp(timestamp) {
-        Some(BlobParams::cancun())
-    } else {
-        None
     }
 }
 
@@ -200,20 +180,21 @@ pub struct Executed {
 }
 
 /// Executes the fixture's block over `state` (holding its pre-state) with alloy-evm's Ethereum
-/// block executor (system calls, withdrawals, mainnet's fork and blob parameters at the block's
-/// timestamp) through the pipeline, and commits it. Only mainnet (chain id 1) is supported.
+/// block executor (system calls, withdrawals, the fixture chain's fork and blob parameters at
+/// the block's timestamp) through the pipeline, and commits it. A block before the Merge is
+/// refused ([`ExecError::Unsupported`]).
 pub fn execute_block<S: BlockState>(
     state: &mut S,
     fx: &Fixture,
     options: &ExecOptions,
 ) -> Result<Executed, ExecError> {
-    if fx.chain_id != 1 {
+    let number = fx.number();
+    if fx.chain.is_pre_merge(number) {
         return Err(ExecError::Unsupported(format!(
-            "chain id {}: only mainnet (chain id 1) is supported",
-            fx.chain_id
+            "block {number} runs before the Merge on this chain: the executor (alloy-evm) does \
+             not apply proof-of-work rules (block rewards, uncles, difficulty)"
         )));
     }
-    let number = fx.number();
     let header = &fx.block.header.inner;
     // Prefetch: the state the block reads, and the tree paths of the stems it may write (the
     // same list: a block access list names the keys a block touches, without telling reads
@@ -234,14 +215,14 @@ pub fn execute_block<S: BlockState>(
     };
     let factory = EthBlockExecutorFactory::new(
         AlloyReceiptBuilder::default(),
-        EthSpec::mainnet(),
+        fx.chain.clone(),
         EthEvmFactory::default(),
     );
     let env = EvmEnv::for_eth_block(
         header,
         factory.spec(),
-        fx.chain_id,
-        blob_params(factory.spec(), header.timestamp),
+        fx.chain.chain_id,
+        fx.chain.blob_params(header.timestamp),
     );
     let spec = env.cfg_env.spec;
     let run = state

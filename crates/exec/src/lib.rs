@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alloc;
+mod chain;
 mod execute;
 pub mod fixture;
 pub mod json;
@@ -38,9 +39,9 @@ pub mod proof;
 pub mod testing;
 mod validate;
 
+pub use chain::ChainSpec;
 pub use execute::{
-    ExecOptions, Executed, PreStateImport, Prefetch, blob_params, execute_block, import_pre_state,
-    prefetch_list,
+    ExecOptions, Executed, PreStateImport, Prefetch, execute_block, import_pre_state, prefetch_list,
 };
 pub use fixture::Fixture;
 pub use validate::{Check, Validation, validate};
