@@ -1,9 +1,12 @@
 //! `bintrie bench`: the whole-system group-depth study (what `cargo xtask bench` runs).
 
-use anyhow::{Context, Result, bail};
-use bintrie_bench::model::{ReadPath, Results, SCHEMA_VERSION, Workload};
-use bintrie_bench::runner::{Scale, StudyOptions, run_study};
+use anyhow::{Context, Result};
+use bintrie_bench::model::{
+    Durability, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths,
+};
+use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use std::path::PathBuf;
 
 /// Arguments of `bintrie bench`.
@@ -12,8 +15,8 @@ pub(crate) struct BenchArgs {
     /// Preset sizes: `smoke` (20k stems, 3 runs: checks the pipeline in about a minute), `small`
     /// (1M stems, 10 runs: about 9 minutes on 2 cores), `study` (16M stems per database, 10 runs:
     /// about 30 minutes and one 5-6 GB database at a time).
-    #[arg(long, default_value = "small")]
-    scale: String,
+    #[arg(long, value_enum, default_value_t = Scale::Small)]
+    scale: Scale,
     /// Random stems per database (overrides the scale's).
     #[arg(long)]
     stems: Option<u64>,
@@ -21,23 +24,34 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     holders: Option<u64>,
     /// Group depths to measure, e.g. `1,5,6` or `1-8` (default: 1-8).
-    #[arg(long, default_value = "1-8")]
-    group_depths: String,
-    /// Workloads, comma-separated: erc20_balanceof, erc20_approve, mixed, sload_benchmark,
-    /// sstore_variants (default: all).
-    #[arg(long)]
-    workloads: Option<String>,
+    // `std::vec::Vec` (not `Vec`) makes clap take the whole list as one value.
+    #[arg(long, default_value = "1-8", value_parser = parse_group_depths)]
+    group_depths: std::vec::Vec<u8>,
+    /// Workloads, comma-separated (default: all).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_values_t = Workload::ALL,
+        hide_default_value = true
+    )]
+    workloads: Vec<Workload>,
     /// Read paths: `trie` (walk group blobs from the root: the anchor's), `flat` (one lookup in
     /// the stem table), or both.
-    #[arg(long, default_value = "trie,flat")]
-    read_paths: String,
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "trie,flat")]
+    read_paths: Vec<ReadPath>,
     /// Prefetch settings: `off`, `on` (the transaction carries an EIP-2930 access list that is
     /// read in parallel before execution), or both.
-    #[arg(long, default_value = "off,on")]
-    prefetch: String,
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,on",
+        value_parser = PossibleValuesParser::new(["off", "on"]).map(|s| s == "on"),
+    )]
+    prefetch: Vec<bool>,
     /// MDBX page sizes in bytes, e.g. `4096,16384`.
-    #[arg(long, default_value = "4096")]
-    page_sizes: String,
+    #[arg(long, value_delimiter = ',', default_value = "4096")]
+    page_sizes: Vec<u32>,
     /// Runs per configuration, the dropped first run included (overrides the scale's).
     #[arg(long)]
     runs: Option<u32>,
@@ -66,8 +80,8 @@ pub(crate) struct BenchArgs {
     /// `durable`: every block's commit is fsynced (the default: crash-safe per block).
     /// `relaxed`: MDBX SAFE_NOSYNC, commits stay atomic and the database consistent, but the
     /// last blocks can be lost on a system crash (what a client with a write buffer accepts).
-    #[arg(long, default_value = "durable")]
-    durability: String,
+    #[arg(long, value_enum, default_value_t = Durability::Durable)]
+    durability: Durability,
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -80,113 +94,43 @@ pub(crate) struct BenchArgs {
     json: bool,
 }
 
-fn list<T>(s: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>> {
-    let out: Vec<T> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| parse(x).with_context(|| format!("unknown {what} `{x}`")))
-        .collect::<Result<_>>()?;
-    if out.is_empty() {
-        bail!("no {what} given");
-    }
-    Ok(out)
-}
-
-/// Parses `1,5,6`, `1-8` or a mix (`1-3,6`).
-fn group_depths(s: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let (a, b): (u8, u8) = (
-            a.parse()
-                .with_context(|| format!("bad group depth `{part}`"))?,
-            b.parse()
-                .with_context(|| format!("bad group depth `{part}`"))?,
-        );
-        if a > b || a < 1 || b > 8 {
-            bail!("group depths must be within 1..=8 (got `{part}`)");
-        }
-        out.extend(a..=b);
-    }
-    out.sort_unstable();
-    out.dedup();
-    if out.is_empty() {
-        bail!("no group depths given");
-    }
-    Ok(out)
-}
-
 /// Runs `bintrie bench`.
 pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
-    let scale = Scale::parse(&args.scale)
-        .with_context(|| format!("unknown scale `{}` (smoke, small or study)", args.scale))?;
     let out = args.out.clone().unwrap_or_else(|| {
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         PathBuf::from("target/bench").join(now.replace(':', "-"))
     });
-    let db_dir = args.db_dir.clone().unwrap_or_else(|| out.join("databases"));
-    let mut opts = StudyOptions::for_scale(scale, db_dir);
-    if let Some(n) = args.stems {
-        opts.stems = n;
-    }
-    if let Some(n) = args.holders {
-        opts.holders = n;
-    }
-    if let Some(n) = args.runs {
-        opts.runs = n;
-    }
-    opts.group_depths = group_depths(&args.group_depths)?;
-    if let Some(w) = &args.workloads {
-        opts.workloads = list(w, "workload", Workload::parse)?;
-    }
-    opts.read_paths = list(&args.read_paths, "read path", ReadPath::from_name)?;
-    opts.prefetch = list(&args.prefetch, "prefetch setting", |s| match s {
-        "off" => Some(false),
-        "on" => Some(true),
-        _ => None,
-    })?;
-    opts.page_sizes = list(&args.page_sizes, "page size", |s| s.parse().ok())?;
-    opts.mixed_read_pct = args.mixed_read_pct;
-    opts.durability = match args.durability.as_str() {
-        "durable" => bintrie_store::Durability::Durable,
-        "relaxed" => bintrie_store::Durability::Relaxed,
-        other => bail!("unknown durability `{other}` (durable or relaxed)"),
-    };
-    opts.workers = args.workers;
-    opts.seed = args.seed;
-    opts.keep_databases = args.keep_databases || args.reuse_databases;
-    opts.reuse_databases = args.reuse_databases;
-    opts.progress = !args.no_progress;
-    opts.command = std::env::args().collect::<Vec<_>>().join(" ");
-
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut results = match &args.from_results {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let results: Results = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{}: not a results.json of schema {SCHEMA_VERSION}",
-                    path.display()
-                )
-            })?;
-            if results.schema_version != SCHEMA_VERSION {
-                bail!(
-                    "{}: schema version {} (this build reads {SCHEMA_VERSION})",
-                    path.display(),
-                    results.schema_version
-                );
-            }
-            results
+        Some(path) => Results::read(path)?,
+        None => {
+            let scale = args.scale;
+            let config = StudyConfig {
+                stems: args.stems.unwrap_or(scale.stems()),
+                holders: args.holders.unwrap_or(scale.holders()),
+                group_depths: args.group_depths,
+                workloads: args.workloads,
+                read_paths: args.read_paths,
+                prefetch: args.prefetch,
+                page_sizes: args.page_sizes,
+                runs: args.runs.unwrap_or(scale.runs()),
+                mixed_read_pct: args.mixed_read_pct,
+                prefetch_workers: args.workers,
+                durability: args.durability,
+                seed: args.seed,
+                ..StudyConfig::for_scale(scale)
+            };
+            let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));
+            run_study(&StudyOptions {
+                keep_databases: args.keep_databases || args.reuse_databases,
+                reuse_databases: args.reuse_databases,
+                progress: !args.no_progress,
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                ..StudyOptions::new(config, db_dir)
+            })?
         }
-        None => run_study(&opts)?,
     };
-    results.summaries = stats::summarize(&results.runs);
-    results.comparisons = stats::compare(&results.runs, &bintrie_bench::model::METRICS);
+    stats::analyze(&mut results);
     report::write_report(&results, &out)
         .with_context(|| format!("writing the report into {}", out.display()))?;
     if args.json {
@@ -211,24 +155,74 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
-    #[test]
-    fn group_depth_lists_and_ranges() {
-        assert_eq!(group_depths("1-3,6").unwrap(), vec![1, 2, 3, 6]);
-        assert_eq!(group_depths("5").unwrap(), vec![5]);
-        assert_eq!(group_depths("8,1,1").unwrap(), vec![1, 8]);
-        assert!(group_depths("0-3").is_err());
-        assert!(group_depths("9").is_err());
-        assert!(group_depths("3-1").is_err());
-        assert!(group_depths("x").is_err());
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map(|c| c.bench)
     }
 
     #[test]
-    fn lists_reject_unknown_names() {
-        assert!(list("erc20_balanceof,nope", "workload", Workload::parse).is_err());
+    fn defaults_are_the_full_study_at_small_scale() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.scale, Scale::Small);
+        assert_eq!(a.group_depths, (1..=8).collect::<Vec<u8>>());
+        assert_eq!(a.workloads, Workload::ALL);
+        assert_eq!(a.read_paths, ReadPath::ALL);
+        assert_eq!(a.prefetch, vec![false, true]);
+        assert_eq!(a.page_sizes, vec![4096]);
+        assert_eq!(a.durability, Durability::Durable);
+    }
+
+    #[test]
+    fn lists_parse_to_typed_values() {
+        let a = parse(&[
+            "--scale",
+            "smoke",
+            "--group-depths",
+            "1-3,6",
+            "--workloads",
+            "erc20_balanceof,sstore_variants",
+            "--read-paths",
+            "flat",
+            "--prefetch",
+            "on",
+            "--page-sizes",
+            "4096,16384",
+            "--durability",
+            "relaxed",
+        ])
+        .unwrap();
+        assert_eq!(a.scale, Scale::Smoke);
+        assert_eq!(a.group_depths, vec![1, 2, 3, 6]);
         assert_eq!(
-            list("mixed", "workload", Workload::parse).unwrap(),
-            vec![Workload::Mixed]
+            a.workloads,
+            vec![Workload::Erc20Balanceof, Workload::SstoreVariants]
         );
+        assert_eq!(a.read_paths, vec![ReadPath::Flat]);
+        assert_eq!(a.prefetch, vec![true]);
+        assert_eq!(a.page_sizes, vec![4096, 16384]);
+        assert_eq!(a.durability, Durability::Relaxed);
+    }
+
+    #[test]
+    fn unknown_values_are_refused() {
+        for args in [
+            &["--scale", "huge"][..],
+            &["--group-depths", "0-9"],
+            &["--workloads", "erc20_balanceof,nope"],
+            &["--workloads", "erc20-balanceof"],
+            &["--read-paths", "trie_walk"],
+            &["--prefetch", "yes"],
+            &["--durability", "fsync"],
+            &["--page-sizes", "4k"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} was accepted");
+        }
     }
 }

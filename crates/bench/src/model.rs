@@ -5,14 +5,40 @@
 //! it). `results.json` is [`Results`] serialized with serde; its schema is documented in the
 //! README and versioned by [`SCHEMA_VERSION`].
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context as _, ensure};
 use serde::{Deserialize, Serialize};
+
+/// How the EVM's state reads reach the store: the store's own type (`trie` or `flat` in
+/// `results.json` and on the command line).
+pub use bintrie_store::ReadPath;
+
+/// MDBX durability of every measured commit: the store's own type (`durable` or `relaxed` in
+/// `results.json` and on the command line).
+pub use bintrie_store::Durability;
 
 /// Version of the `results.json` schema; bump on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// One benchmark workload (STUDY.md's table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// One benchmark workload (STUDY.md's table), named as [`Workload::name`] on the command line
+/// and in `results.json`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Workload {
     /// `balanceOf(counter)` in a loop on a real ERC-20: random, mostly absent slots.
     Erc20Balanceof,
@@ -47,11 +73,6 @@ impl Workload {
         }
     }
 
-    /// Parses [`Workload::name`]; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Workload> {
-        Workload::ALL.into_iter().find(|w| w.name() == s)
-    }
-
     /// True for the workloads whose point is writing (they get a hash floor).
     pub fn writes(self) -> bool {
         matches!(
@@ -60,10 +81,6 @@ impl Workload {
         )
     }
 }
-
-/// How the EVM's state reads reach the store: the store's own type (`trie` or `flat` in
-/// `results.json`).
-pub use bintrie_store::ReadPath;
 
 /// One cell of the study: everything that identifies a series of runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -138,54 +155,128 @@ pub struct RunRow {
     pub hash_floor: Option<f64>,
 }
 
-/// The metrics the statistics summarise, by field name of [`RunRow`].
-pub const METRICS: [&str; 19] = [
-    "gas",
-    "total_ms",
-    "state_read_ms",
-    "execution_ms",
-    "trie_update_ms",
-    "trie_warm_ms",
-    "commit_ms",
-    "mgas_s",
-    "store_reads",
-    "bytes_read",
-    "nodes_loaded",
-    "hashes",
-    "bytes_written",
-    "cold_reads",
-    "slots_read",
-    "slots_written",
-    "ms_per_cold_read",
-    "ms_per_written_slot",
-    "hash_floor",
-];
+/// A metric the statistics summarise: one numeric field of [`RunRow`], named (in `results.json`
+/// and by [`Metric::name`]) as that field.
+///
+/// The variants are declared in the alphabetical order of their names, so the derived `Ord` (the
+/// key order of [`Summary::metrics`] in `results.json`) is the order of the names;
+/// [`Metric::ALL`] lists them in report order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// [`RunRow::bytes_read`].
+    BytesRead,
+    /// [`RunRow::bytes_written`].
+    BytesWritten,
+    /// [`RunRow::cold_reads`].
+    ColdReads,
+    /// [`RunRow::commit_ms`].
+    CommitMs,
+    /// [`RunRow::execution_ms`].
+    ExecutionMs,
+    /// [`RunRow::gas`].
+    Gas,
+    /// [`RunRow::hash_floor`] (optional).
+    HashFloor,
+    /// [`RunRow::hashes`].
+    Hashes,
+    /// [`RunRow::mgas_s`].
+    MgasS,
+    /// [`RunRow::ms_per_cold_read`] (optional).
+    MsPerColdRead,
+    /// [`RunRow::ms_per_written_slot`] (optional).
+    MsPerWrittenSlot,
+    /// [`RunRow::nodes_loaded`].
+    NodesLoaded,
+    /// [`RunRow::slots_read`].
+    SlotsRead,
+    /// [`RunRow::slots_written`].
+    SlotsWritten,
+    /// [`RunRow::state_read_ms`].
+    StateReadMs,
+    /// [`RunRow::store_reads`].
+    StoreReads,
+    /// [`RunRow::total_ms`].
+    TotalMs,
+    /// [`RunRow::trie_update_ms`].
+    TrieUpdateMs,
+    /// [`RunRow::trie_warm_ms`].
+    TrieWarmMs,
+}
+
+impl Metric {
+    /// Every metric, in report order (the order [`crate::stats::compare`] emits them in).
+    pub const ALL: [Metric; 19] = [
+        Metric::Gas,
+        Metric::TotalMs,
+        Metric::StateReadMs,
+        Metric::ExecutionMs,
+        Metric::TrieUpdateMs,
+        Metric::TrieWarmMs,
+        Metric::CommitMs,
+        Metric::MgasS,
+        Metric::StoreReads,
+        Metric::BytesRead,
+        Metric::NodesLoaded,
+        Metric::Hashes,
+        Metric::BytesWritten,
+        Metric::ColdReads,
+        Metric::SlotsRead,
+        Metric::SlotsWritten,
+        Metric::MsPerColdRead,
+        Metric::MsPerWrittenSlot,
+        Metric::HashFloor,
+    ];
+
+    /// The metric's name: the [`RunRow`] field it reads, as in `results.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Gas => "gas",
+            Metric::TotalMs => "total_ms",
+            Metric::StateReadMs => "state_read_ms",
+            Metric::ExecutionMs => "execution_ms",
+            Metric::TrieUpdateMs => "trie_update_ms",
+            Metric::TrieWarmMs => "trie_warm_ms",
+            Metric::CommitMs => "commit_ms",
+            Metric::MgasS => "mgas_s",
+            Metric::StoreReads => "store_reads",
+            Metric::BytesRead => "bytes_read",
+            Metric::NodesLoaded => "nodes_loaded",
+            Metric::Hashes => "hashes",
+            Metric::BytesWritten => "bytes_written",
+            Metric::ColdReads => "cold_reads",
+            Metric::SlotsRead => "slots_read",
+            Metric::SlotsWritten => "slots_written",
+            Metric::MsPerColdRead => "ms_per_cold_read",
+            Metric::MsPerWrittenSlot => "ms_per_written_slot",
+            Metric::HashFloor => "hash_floor",
+        }
+    }
+}
 
 impl RunRow {
-    /// The value of metric `name` (one of [`METRICS`]); `None` for an absent optional metric or
-    /// an unknown name.
-    pub fn metric(&self, name: &str) -> Option<f64> {
-        Some(match name {
-            "gas" => self.gas as f64,
-            "total_ms" => self.total_ms,
-            "state_read_ms" => self.state_read_ms,
-            "execution_ms" => self.execution_ms,
-            "trie_update_ms" => self.trie_update_ms,
-            "trie_warm_ms" => self.trie_warm_ms,
-            "commit_ms" => self.commit_ms,
-            "mgas_s" => self.mgas_s,
-            "store_reads" => self.store_reads as f64,
-            "bytes_read" => self.bytes_read as f64,
-            "nodes_loaded" => self.nodes_loaded as f64,
-            "hashes" => self.hashes as f64,
-            "bytes_written" => self.bytes_written as f64,
-            "cold_reads" => self.cold_reads as f64,
-            "slots_read" => self.slots_read as f64,
-            "slots_written" => self.slots_written as f64,
-            "ms_per_cold_read" => return self.ms_per_cold_read,
-            "ms_per_written_slot" => return self.ms_per_written_slot,
-            "hash_floor" => return self.hash_floor,
-            _ => return None,
+    /// The value of metric `m` (counts as `f64`); `None` for an absent optional metric.
+    pub fn metric(&self, m: Metric) -> Option<f64> {
+        Some(match m {
+            Metric::Gas => self.gas as f64,
+            Metric::TotalMs => self.total_ms,
+            Metric::StateReadMs => self.state_read_ms,
+            Metric::ExecutionMs => self.execution_ms,
+            Metric::TrieUpdateMs => self.trie_update_ms,
+            Metric::TrieWarmMs => self.trie_warm_ms,
+            Metric::CommitMs => self.commit_ms,
+            Metric::MgasS => self.mgas_s,
+            Metric::StoreReads => self.store_reads as f64,
+            Metric::BytesRead => self.bytes_read as f64,
+            Metric::NodesLoaded => self.nodes_loaded as f64,
+            Metric::Hashes => self.hashes as f64,
+            Metric::BytesWritten => self.bytes_written as f64,
+            Metric::ColdReads => self.cold_reads as f64,
+            Metric::SlotsRead => self.slots_read as f64,
+            Metric::SlotsWritten => self.slots_written as f64,
+            Metric::MsPerColdRead => return self.ms_per_cold_read,
+            Metric::MsPerWrittenSlot => return self.ms_per_written_slot,
+            Metric::HashFloor => return self.hash_floor,
         })
     }
 }
@@ -208,8 +299,19 @@ pub struct Summary {
     /// The configuration.
     #[serde(flatten)]
     pub key: ConfigKey,
-    /// Metric name (from [`METRICS`]) to its summary; metrics no kept run had are absent.
-    pub metrics: std::collections::BTreeMap<String, MetricSummary>,
+    /// Each metric's summary (keyed by [`Metric::name`] in `results.json`); metrics no kept run
+    /// had are absent.
+    pub metrics: BTreeMap<Metric, MetricSummary>,
+}
+
+/// Which baseline a [`Comparison`] tests against (`adjacent` or `vs_gd1` in `results.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComparisonKind {
+    /// Against the group depth one below.
+    Adjacent,
+    /// Against group depth 1.
+    VsGd1,
 }
 
 /// A Mann-Whitney U comparison of one metric between two group depths, everything else equal.
@@ -222,10 +324,10 @@ pub struct Comparison {
     pub group_depth_a: u8,
     /// The group depth compared against the baseline.
     pub group_depth_b: u8,
-    /// `"adjacent"` or `"vs_gd1"`.
-    pub kind: String,
-    /// Metric name.
-    pub metric: String,
+    /// The baseline: the group depth one below, or GD-1.
+    pub kind: ComparisonKind,
+    /// The metric compared.
+    pub metric: Metric,
     /// (median_b - median_a) / median_a x 100.
     pub pct_diff: f64,
     /// Two-sided Mann-Whitney U p-value; `None` when either side has fewer than 2 runs or every
@@ -248,39 +350,185 @@ pub struct Machine {
     pub hash64_ns: f64,
 }
 
-/// How the study was configured.
+/// Block gas limit of every measured block (STUDY.md): [`StudyConfig::for_scale`]'s.
+pub const BLOCK_GAS_LIMIT: u64 = 100_000_000;
+/// Gas limit of the one benchmark transaction per block, 2^24 (EIP-7825's cap):
+/// [`StudyConfig::for_scale`]'s.
+pub const TX_GAS_LIMIT: u64 = 1 << 24;
+
+/// The preset sizes of a study, named `smoke`, `small` and `study` on the command line and in
+/// `results.json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Scale {
+    /// Every workload and group depth on a tiny state, 3 runs: a check that the whole pipeline
+    /// works (minutes).
+    Smoke,
+    /// 1M stems, 10 runs: a quick look at the trends.
+    Small,
+    /// 16M stems, 10 runs: the study.
+    Study,
+}
+
+impl Scale {
+    /// The scale's name: `smoke`, `small` or `study`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Smoke => "smoke",
+            Scale::Small => "small",
+            Scale::Study => "study",
+        }
+    }
+
+    /// Random stems per database.
+    pub fn stems(self) -> u64 {
+        match self {
+            Scale::Smoke => 20_000,
+            Scale::Small => 1_000_000,
+            Scale::Study => 16_000_000,
+        }
+    }
+
+    /// ERC-20 holders.
+    pub fn holders(self) -> u64 {
+        match self {
+            Scale::Smoke => 2_000,
+            Scale::Small => 100_000,
+            Scale::Study => 1_000_000,
+        }
+    }
+
+    /// Runs per configuration, the dropped first run included.
+    pub fn runs(self) -> u32 {
+        match self {
+            Scale::Smoke => 3,
+            Scale::Small | Scale::Study => 10,
+        }
+    }
+}
+
+/// What a study measures and how: the runner's input, recorded as is in `results.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StudyConfig {
-    /// `smoke`, `small`, `study` or `custom`.
-    pub scale: String,
+    /// The preset the sizes started from (`stems`, `holders` and `runs` may override it).
+    pub scale: Scale,
     /// Random stems written into each database before the workload contracts.
     pub stems: u64,
-    /// ERC-20 holders with a balance.
+    /// ERC-20 holders with a balance (at least 1).
     pub holders: u64,
-    /// Group depths measured.
+    /// Group depths measured, each 1..=8.
     pub group_depths: Vec<u8>,
     /// Workloads measured.
     pub workloads: Vec<Workload>,
     /// Read paths measured.
     pub read_paths: Vec<ReadPath>,
-    /// Prefetch settings measured.
+    /// Prefetch settings measured (off is `false`).
     pub prefetch: Vec<bool>,
-    /// MDBX page sizes measured.
+    /// MDBX page sizes measured (powers of two, 4096..=65536).
     pub page_sizes: Vec<u32>,
-    /// Runs per configuration, including the dropped first run.
+    /// Runs per configuration, including the dropped first run (at least 2).
     pub runs: u32,
-    /// Block gas limit.
+    /// Block gas limit of every measured block.
     pub block_gas_limit: u64,
-    /// Gas limit of the one benchmark transaction per block.
+    /// Gas limit of the one benchmark transaction per block (at most `block_gas_limit`); the
+    /// workload loops are sized to fill 95% of it.
     pub tx_gas_limit: u64,
-    /// Percent of the mixed workload's gas spent on the balanceOf loop.
+    /// Percent of the mixed workload's gas spent on the balanceOf loop (1..=99).
     pub mixed_read_pct: u32,
-    /// Prefetch worker threads.
+    /// Prefetch worker threads (at least 1).
     pub prefetch_workers: usize,
-    /// `durable` (fsync per block) or `relaxed` (MDBX SAFE_NOSYNC).
-    pub durability: String,
-    /// Seed of the random state.
+    /// MDBX durability of every commit: `Durable` (fsync per block) or `Relaxed` (MDBX
+    /// SAFE_NOSYNC: atomic and consistent, but the last blocks may be lost on a system crash).
+    pub durability: Durability,
+    /// Seed of the random state and the per-run keys.
     pub seed: u64,
+}
+
+impl StudyConfig {
+    /// The configuration of `scale` with every dimension at its default: all group depths and
+    /// workloads, both read paths, prefetch off and on, 4 KB pages, [`BLOCK_GAS_LIMIT`],
+    /// [`TX_GAS_LIMIT`], a 50% mixed read share, 8 prefetch workers, durable commits, seed 7864.
+    pub fn for_scale(scale: Scale) -> Self {
+        StudyConfig {
+            scale,
+            stems: scale.stems(),
+            holders: scale.holders(),
+            group_depths: (1..=8).collect(),
+            workloads: Workload::ALL.to_vec(),
+            read_paths: ReadPath::ALL.to_vec(),
+            prefetch: vec![false, true],
+            page_sizes: vec![4096],
+            runs: scale.runs(),
+            block_gas_limit: BLOCK_GAS_LIMIT,
+            tx_gas_limit: TX_GAS_LIMIT,
+            mixed_read_pct: 50,
+            prefetch_workers: 8,
+            durability: Durability::Durable,
+            seed: 7864,
+        }
+    }
+
+    /// Checks the bounds the field docs state and that no dimension is empty; the error names
+    /// the first violation.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        ensure!(!self.group_depths.is_empty(), "no group depths selected");
+        for g in &self.group_depths {
+            ensure!((1..=8).contains(g), "group depth {g} is outside 1..=8");
+        }
+        ensure!(!self.workloads.is_empty(), "no workloads selected");
+        ensure!(!self.read_paths.is_empty(), "no read paths selected");
+        ensure!(!self.prefetch.is_empty(), "no prefetch settings selected");
+        ensure!(!self.page_sizes.is_empty(), "no page sizes selected");
+        for p in &self.page_sizes {
+            ensure!(
+                p.is_power_of_two() && (4096..=65536).contains(p),
+                "page size {p} is not a power of two in 4096..=65536"
+            );
+        }
+        ensure!(
+            self.runs >= 2,
+            "--runs must be at least 2 (the first run is dropped)"
+        );
+        ensure!(
+            self.tx_gas_limit <= self.block_gas_limit,
+            "the transaction gas limit {} exceeds the block gas limit {}",
+            self.tx_gas_limit,
+            self.block_gas_limit
+        );
+        ensure!(
+            (1..=99).contains(&self.mixed_read_pct),
+            "the mixed read share must be 1..=99 percent"
+        );
+        ensure!(self.prefetch_workers >= 1, "at least one prefetch worker");
+        ensure!(self.holders >= 1, "at least one ERC-20 holder");
+        Ok(())
+    }
+}
+
+/// Parses a list of group depths: `1,5,6`, `1-8` or a mix (`1-3,6`). The result is sorted and
+/// free of duplicates; an error names a part that is not a number or range within 1..=8, or an
+/// empty list.
+pub fn parse_group_depths(s: &str) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let bound = |x: &str| -> anyhow::Result<u8> {
+            x.trim()
+                .parse()
+                .with_context(|| format!("bad group depth `{part}`"))
+        };
+        let (a, b) = (bound(a)?, bound(b)?);
+        ensure!(
+            a <= b && a >= 1 && b <= 8,
+            "group depths must be within 1..=8 (got `{part}`)"
+        );
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    ensure!(!out.is_empty(), "no group depths given");
+    Ok(out)
 }
 
 /// How long building one database took and what it held.
@@ -325,6 +573,28 @@ pub struct Results {
     pub comparisons: Vec<Comparison>,
 }
 
+impl Results {
+    /// Reads the `results.json` at `path`. Errors name the path: unreadable, not JSON of this
+    /// schema, or a `schema_version` other than [`SCHEMA_VERSION`].
+    pub fn read(path: &Path) -> anyhow::Result<Results> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let results: Results = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{}: not a results.json of schema {SCHEMA_VERSION}",
+                path.display()
+            )
+        })?;
+        ensure!(
+            results.schema_version == SCHEMA_VERSION,
+            "{}: schema version {} (this build reads {SCHEMA_VERSION})",
+            path.display(),
+            results.schema_version
+        );
+        Ok(results)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,5 +611,145 @@ mod tests {
         }
         assert!(serde_json::from_str::<ReadPath>("\"trie_walk\"").is_err());
         assert_eq!(ReadPath::from_name("Trie"), None);
+    }
+
+    fn row() -> RunRow {
+        RunRow {
+            key: ConfigKey {
+                page_size: 4096,
+                group_depth: 4,
+                workload: Workload::Mixed,
+                read_path: ReadPath::Flat,
+                prefetch: true,
+            },
+            run: 1,
+            kept: true,
+            gas: 1,
+            total_ms: 2.0,
+            state_read_ms: 3.0,
+            execution_ms: 4.0,
+            trie_update_ms: 5.0,
+            trie_warm_ms: 6.0,
+            commit_ms: 7.0,
+            mgas_s: 8.0,
+            store_reads: 9,
+            bytes_read: 10,
+            nodes_loaded: 11,
+            hashes: 12,
+            bytes_written: 13,
+            cold_reads: 14,
+            slots_read: 15,
+            slots_written: 16,
+            ms_per_cold_read: Some(17.0),
+            ms_per_written_slot: Some(18.0),
+            hash_floor: Some(19.0),
+        }
+    }
+
+    /// Every metric is named as the `RunRow` field it reads (in `results.json` too), and every
+    /// measured field of a `RunRow` is a metric.
+    #[test]
+    fn metrics_are_the_run_row_fields() {
+        let row = row();
+        let json = serde_json::to_value(&row).unwrap();
+        let fields = json.as_object().unwrap();
+        for m in Metric::ALL {
+            assert_eq!(
+                fields[m.name()].as_f64(),
+                row.metric(m),
+                "{m:?} reads another field than {}",
+                m.name()
+            );
+            let name = serde_json::to_string(&m).unwrap();
+            assert_eq!(name, format!("\"{}\"", m.name()));
+            assert_eq!(serde_json::from_str::<Metric>(&name).unwrap(), m);
+        }
+        let not_metrics = [
+            "page_size",
+            "group_depth",
+            "workload",
+            "read_path",
+            "prefetch",
+            "run",
+            "kept",
+        ];
+        let mut measured: Vec<&str> = fields
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !not_metrics.contains(k))
+            .collect();
+        let mut names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+        measured.sort_unstable();
+        // Sorting by the derived `Ord` sorts by name: summaries keep their key order.
+        let mut by_ord = Metric::ALL;
+        by_ord.sort();
+        assert_eq!(by_ord.map(Metric::name).to_vec(), measured);
+        names.sort_unstable();
+        assert_eq!(names, measured);
+        let absent = RunRow {
+            hash_floor: None,
+            ..row
+        };
+        assert_eq!(absent.metric(Metric::HashFloor), None);
+    }
+
+    #[test]
+    fn closed_sets_keep_their_names() {
+        for (k, name) in [
+            (ComparisonKind::Adjacent, "adjacent"),
+            (ComparisonKind::VsGd1, "vs_gd1"),
+        ] {
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{name}\""));
+        }
+        for (d, name) in [
+            (Durability::Durable, "durable"),
+            (Durability::Relaxed, "relaxed"),
+        ] {
+            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{name}\""));
+        }
+        use clap::ValueEnum as _;
+        for s in [Scale::Smoke, Scale::Small, Scale::Study] {
+            assert_eq!(
+                serde_json::to_string(&s).unwrap(),
+                format!("\"{}\"", s.name())
+            );
+            assert_eq!(Scale::from_str(s.name(), false), Ok(s));
+        }
+        for w in Workload::ALL {
+            assert_eq!(
+                serde_json::to_string(&w).unwrap(),
+                format!("\"{}\"", w.name())
+            );
+            assert_eq!(Workload::from_str(w.name(), false), Ok(w));
+        }
+    }
+
+    /// The configuration serializes with the names and values results.json always had.
+    #[test]
+    fn study_config_json() {
+        let json = serde_json::to_value(StudyConfig::for_scale(Scale::Small)).unwrap();
+        assert_eq!(json["scale"], "small");
+        assert_eq!(json["durability"], "durable");
+        assert_eq!(json["read_paths"], serde_json::json!(["trie", "flat"]));
+        assert_eq!(json["prefetch_workers"], 8);
+        assert_eq!(json["tx_gas_limit"], 1 << 24);
+        let back: StudyConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(back, StudyConfig::for_scale(Scale::Small));
+        assert!(back.validate().is_ok());
+        let bad = StudyConfig {
+            tx_gas_limit: BLOCK_GAS_LIMIT + 1,
+            ..back
+        };
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn group_depth_lists_and_ranges() {
+        assert_eq!(parse_group_depths("1-3,6").unwrap(), vec![1, 2, 3, 6]);
+        assert_eq!(parse_group_depths("5").unwrap(), vec![5]);
+        assert_eq!(parse_group_depths(" 8, 1,1 ").unwrap(), vec![1, 8]);
+        for bad in ["0-3", "9", "3-1", "x", "1-", "", ","] {
+            assert!(parse_group_depths(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -23,8 +23,7 @@ use self::charts::{Chart, ChartKind};
 use self::doc::{Block, NONE, Table};
 use self::format::{bytes, count, duration, num, opt, page, pct};
 use self::view::{Combo, View};
-use crate::model::{ConfigKey, Results, Workload};
-use crate::stats::{KIND_ADJACENT, KIND_VS_GD1};
+use crate::model::{ComparisonKind, ConfigKey, Metric, Results, Workload};
 
 /// File name of the serialized [`Results`] inside the report directory.
 pub const RESULTS_FILE: &str = "results.json";
@@ -55,7 +54,10 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<()> {
     let charts = charts::write_charts(&view, out).context("writing the SVG charts")?;
     let blocks = document(&view, &charts);
     fs::write(out.join(MARKDOWN_FILE), doc::to_markdown(&blocks)).context("writing report.md")?;
-    let title = format!("bintrie group-depth study ({})", results.config.scale);
+    let title = format!(
+        "bintrie group-depth study ({})",
+        results.config.scale.name()
+    );
     fs::write(out.join(HTML_FILE), doc::to_html(&title, &blocks)).context("writing index.html")?;
     Ok(())
 }
@@ -92,7 +94,7 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
     let c = &r.config;
     let mut b = vec![Block::Heading(
         1,
-        format!("bintrie group-depth study ({})", c.scale),
+        format!("bintrie group-depth study ({})", c.scale.name()),
     )];
     b.push(Block::Para(format!(
         "Started {}; the study took {}. `results.json` schema version {}. Figures are medians \
@@ -128,7 +130,7 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         }
     };
     b.push(Block::List(vec![
-        format!("scale: {}", c.scale),
+        format!("scale: {}", c.scale.name()),
         format!("random stems per database: {}", count(c.stems)),
         format!("ERC-20 holders: {}", count(c.holders)),
         format!(
@@ -164,7 +166,7 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         format!("transaction gas limit: {}", count(c.tx_gas_limit)),
         format!("mixed workload: {}% of gas on reads", c.mixed_read_pct),
         format!("prefetch workers: {}", c.prefetch_workers),
-        format!("commit durability: {}", c.durability),
+        format!("commit durability: {}", c.durability.name()),
         format!("seed: {}", c.seed),
     ]));
 
@@ -276,8 +278,8 @@ fn image(chart: &Chart) -> Block {
 }
 
 /// "+4.1% (p 0.021)*" for the comparison of total_ms of `kind` at `key`, or [`NONE`].
-fn comparison_cell(view: &View, key: &ConfigKey, kind: &str) -> String {
-    match view.comparison(key, kind, "total_ms") {
+fn comparison_cell(view: &View, key: &ConfigKey, kind: ComparisonKind) -> String {
+    match view.comparison(key, kind, Metric::TotalMs) {
         None => NONE.to_string(),
         Some(c) => {
             let star = if c.p_value.is_some_and(|p| p < findings::ALPHA) {
@@ -313,26 +315,26 @@ fn main_table(view: &View, workload: Workload, combo: Combo) -> Table {
     let mut t = Table::new(header);
     for gd in view.group_depths(workload, combo) {
         let key = combo.key(workload, gd);
-        let med = |m: &str| opt(view.median(&key, m));
-        let total = view.metric(&key, "total_ms");
+        let med = |m: Metric| opt(view.median(&key, m));
+        let total = view.metric(&key, Metric::TotalMs);
         let mut row = vec![
             gd.to_string(),
             total.map_or(NONE.to_string(), |s| s.n.to_string()),
-            med("total_ms"),
-            med("state_read_ms"),
-            med("execution_ms"),
-            med("trie_update_ms"),
-            med("commit_ms"),
-            med("mgas_s"),
+            med(Metric::TotalMs),
+            med(Metric::StateReadMs),
+            med(Metric::ExecutionMs),
+            med(Metric::TrieUpdateMs),
+            med(Metric::CommitMs),
+            med(Metric::MgasS),
             total.map_or(NONE.to_string(), |s| format!("{:.1}", s.cv_pct)),
-            comparison_cell(view, &key, KIND_ADJACENT),
-            comparison_cell(view, &key, KIND_VS_GD1),
-            med("ms_per_cold_read"),
-            med("ms_per_written_slot"),
+            comparison_cell(view, &key, ComparisonKind::Adjacent),
+            comparison_cell(view, &key, ComparisonKind::VsGd1),
+            med(Metric::MsPerColdRead),
+            med(Metric::MsPerWrittenSlot),
         ];
         if workload.writes() {
             row.push(
-                view.median(&key, "hash_floor")
+                view.median(&key, Metric::HashFloor)
                     .map_or(NONE.to_string(), |h| format!("{}×", num(h))),
             );
         }
@@ -345,30 +347,34 @@ fn main_table(view: &View, workload: Workload, combo: Combo) -> Table {
 /// Ours beside the anchor's part-1 medians, for the workloads the anchor measured; `None` for
 /// other workloads or when no measured group depth is in 1..=8.
 fn anchor_table(view: &View, workload: Workload, combo: Combo) -> Option<Table> {
-    type Ours = &'static str;
+    type Ours = Metric;
     type Theirs = fn(&anchor::AnchorRow) -> f64;
     let columns: Vec<(&str, Ours, Theirs)> = match workload {
         Workload::Erc20Balanceof => vec![
-            ("state read ms", "state_read_ms", |a| a.read_state_read_ms),
-            ("total ms", "total_ms", |a| a.read_total_ms),
-            ("Mgas/s", "mgas_s", |a| a.read_mgas_s),
-            ("ms/cold read", "ms_per_cold_read", |a| a.ms_per_cold_read()),
+            ("state read ms", Metric::StateReadMs, |a| {
+                a.read_state_read_ms
+            }),
+            ("total ms", Metric::TotalMs, |a| a.read_total_ms),
+            ("Mgas/s", Metric::MgasS, |a| a.read_mgas_s),
+            ("ms/cold read", Metric::MsPerColdRead, |a| {
+                a.ms_per_cold_read()
+            }),
         ],
         Workload::Erc20Approve => vec![
-            ("state read ms", "state_read_ms", |a| a.write_read_ms),
-            ("trie update ms", "trie_update_ms", |a| {
+            ("state read ms", Metric::StateReadMs, |a| a.write_read_ms),
+            ("trie update ms", Metric::TrieUpdateMs, |a| {
                 a.write_trie_update_ms
             }),
-            ("commit ms", "commit_ms", |a| a.write_commit_ms),
-            ("total ms", "total_ms", |a| a.write_total_ms),
-            ("Mgas/s", "mgas_s", |a| a.write_mgas_s),
-            ("ms/written slot", "ms_per_written_slot", |a| {
+            ("commit ms", Metric::CommitMs, |a| a.write_commit_ms),
+            ("total ms", Metric::TotalMs, |a| a.write_total_ms),
+            ("Mgas/s", Metric::MgasS, |a| a.write_mgas_s),
+            ("ms/written slot", Metric::MsPerWrittenSlot, |a| {
                 a.ms_per_written_slot()
             }),
         ],
         Workload::Mixed => vec![
-            ("total ms", "total_ms", |a| a.mixed_total_ms),
-            ("Mgas/s", "mgas_s", |a| a.mixed_mgas_s),
+            ("total ms", Metric::TotalMs, |a| a.mixed_total_ms),
+            ("Mgas/s", Metric::MgasS, |a| a.mixed_mgas_s),
         ],
         Workload::SloadBenchmark | Workload::SstoreVariants => return None,
     };
@@ -385,7 +391,7 @@ fn anchor_table(view: &View, workload: Workload, combo: Combo) -> Option<Table> 
         let key = combo.key(workload, gd);
         let mut row = vec![gd.to_string()];
         for (_, ours, theirs) in &columns {
-            row.push(opt(view.median(&key, ours)));
+            row.push(opt(view.median(&key, *ours)));
             row.push(num(theirs(a)));
         }
         t.rows.push(row);

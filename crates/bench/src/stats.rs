@@ -10,12 +10,9 @@ use std::collections::BTreeMap;
 use statrs::stats_tests::Alternative;
 use statrs::stats_tests::mannwhitneyu::{MannWhitneyUMethod, mannwhitneyu};
 
-use crate::model::{Comparison, ConfigKey, METRICS, MetricSummary, RunRow, Summary};
-
-/// `Comparison::kind` of a comparison against the group depth one below.
-pub const KIND_ADJACENT: &str = "adjacent";
-/// `Comparison::kind` of a comparison against group depth 1.
-pub const KIND_VS_GD1: &str = "vs_gd1";
+use crate::model::{
+    Comparison, ComparisonKind, ConfigKey, Metric, MetricSummary, Results, RunRow, Summary,
+};
 
 /// The median of `values`: the middle value of an odd-sized set, the mean of the two middle
 /// values of an even-sized one; `None` for an empty set. Non-finite values are ignored.
@@ -127,7 +124,7 @@ fn exact_two_sided_p(u: usize, n1: usize, n2: usize) -> f64 {
 }
 
 /// The finite values of metric `metric` over the kept runs of configuration `key`.
-pub fn kept_samples(rows: &[RunRow], key: &ConfigKey, metric: &str) -> Vec<f64> {
+pub fn kept_samples(rows: &[RunRow], key: &ConfigKey, metric: Metric) -> Vec<f64> {
     rows.iter()
         .filter(|r| r.kept && r.key == *key)
         .filter_map(|r| r.metric(metric))
@@ -145,7 +142,7 @@ fn kept_by_key(rows: &[RunRow]) -> BTreeMap<ConfigKey, Vec<&RunRow>> {
 }
 
 /// The finite values of `metric` in `rows`.
-fn values(rows: &[&RunRow], metric: &str) -> Vec<f64> {
+fn values(rows: &[&RunRow], metric: Metric) -> Vec<f64> {
     rows.iter()
         .filter_map(|r| r.metric(metric))
         .filter(|x| x.is_finite())
@@ -154,20 +151,20 @@ fn values(rows: &[&RunRow], metric: &str) -> Vec<f64> {
 
 /// One [`Summary`] per configuration that has at least one kept run, sorted by [`ConfigKey`].
 ///
-/// For every metric of [`METRICS`] that at least one kept run has (with a finite value), the
+/// For every metric of [`Metric::ALL`] that at least one kept run has (with a finite value), the
 /// summary holds the median, the CV% ([`cv_pct`]) and the number of kept runs that had it.
 /// Dropped runs (`kept == false`) are ignored entirely.
 pub fn summarize(rows: &[RunRow]) -> Vec<Summary> {
     kept_by_key(rows)
         .into_iter()
         .map(|(key, group)| {
-            let metrics = METRICS
-                .iter()
-                .filter_map(|&m| {
+            let metrics = Metric::ALL
+                .into_iter()
+                .filter_map(|m| {
                     let v = values(&group, m);
                     let med = median(&v)?;
                     Some((
-                        m.to_string(),
+                        m,
                         MetricSummary {
                             median: med,
                             cv_pct: cv_pct(&v),
@@ -184,13 +181,13 @@ pub fn summarize(rows: &[RunRow]) -> Vec<Summary> {
 /// Mann-Whitney U comparisons between group depths, everything else in the key equal.
 ///
 /// For every configuration with group depth `g > 1` (over kept runs) and every metric of
-/// `metrics`, in this order: against `g - 1` (kind [`KIND_ADJACENT`]) when that configuration was
-/// measured, then against group depth 1 (kind [`KIND_VS_GD1`]) when that was measured (for
+/// `metrics`, in this order: against `g - 1` ([`ComparisonKind::Adjacent`]) when that configuration
+/// was measured, then against group depth 1 ([`ComparisonKind::VsGd1`]) when that was measured (for
 /// `g = 2` both compare against GD-1). `pct_diff` is `(median_b - median_a) / median_a x 100`
 /// (0 when both medians are 0); a comparison is left out when either side lacks the metric or
 /// the baseline median is 0 while the other is not (no finite percentage). `p_value` is
 /// [`mann_whitney_p`]. Output is sorted by key, then kind, then the order of `metrics`.
-pub fn compare(rows: &[RunRow], metrics: &[&str]) -> Vec<Comparison> {
+pub fn compare(rows: &[RunRow], metrics: &[Metric]) -> Vec<Comparison> {
     let groups = kept_by_key(rows);
     let mut out = Vec::new();
     for (key, group_b) in &groups {
@@ -198,7 +195,10 @@ pub fn compare(rows: &[RunRow], metrics: &[&str]) -> Vec<Comparison> {
         if g <= 1 {
             continue;
         }
-        for (kind, base) in [(KIND_ADJACENT, g - 1), (KIND_VS_GD1, 1)] {
+        for (kind, base) in [
+            (ComparisonKind::Adjacent, g - 1),
+            (ComparisonKind::VsGd1, 1),
+        ] {
             let key_a = ConfigKey {
                 group_depth: base,
                 ..*key
@@ -223,8 +223,8 @@ pub fn compare(rows: &[RunRow], metrics: &[&str]) -> Vec<Comparison> {
                     key: *key,
                     group_depth_a: base,
                     group_depth_b: g,
-                    kind: kind.to_string(),
-                    metric: metric.to_string(),
+                    kind,
+                    metric,
                     pct_diff,
                     p_value: mann_whitney_p(&va, &vb),
                 });
@@ -232,6 +232,13 @@ pub fn compare(rows: &[RunRow], metrics: &[&str]) -> Vec<Comparison> {
         }
     }
     out
+}
+
+/// Recomputes `results.summaries` ([`summarize`]) and `results.comparisons` ([`compare`] over
+/// every metric of [`Metric::ALL`]) from `results.runs`, replacing what they held.
+pub fn analyze(results: &mut Results) {
+    results.summaries = summarize(&results.runs);
+    results.comparisons = compare(&results.runs, &Metric::ALL);
 }
 
 #[cfg(test)]
@@ -306,13 +313,13 @@ mod tests {
         ];
         let s = summarize(&rows);
         assert_eq!(s.len(), 1);
-        let total = &s[0].metrics["total_ms"];
+        let total = &s[0].metrics[&Metric::TotalMs];
         assert_eq!(total.median, 20.0);
         assert_eq!(total.n, 3);
         assert!((total.cv_pct - 50.0).abs() < 1e-9);
         // Absent optional metrics are absent from the summary.
-        assert!(s[0].metrics.contains_key("ms_per_cold_read"));
-        assert!(!s[0].metrics.contains_key("hash_floor"));
+        assert!(s[0].metrics.contains_key(&Metric::MsPerColdRead));
+        assert!(!s[0].metrics.contains_key(&Metric::HashFloor));
         // A configuration with only dropped runs gets no summary.
         let only_dropped = vec![row(key(2), 0, false, 5.0)];
         assert!(summarize(&only_dropped).is_empty());
@@ -387,28 +394,22 @@ mod tests {
             ..key(2)
         };
         rows.push(row(trie, 1, true, 5.0));
-        let c = compare(&rows, &["total_ms", "hash_floor"]);
-        let got: Vec<(u8, u8, &str, ReadPath)> = c
+        let c = compare(&rows, &[Metric::TotalMs, Metric::HashFloor]);
+        let got: Vec<(u8, u8, ComparisonKind, ReadPath)> = c
             .iter()
-            .map(|c| {
-                (
-                    c.group_depth_a,
-                    c.group_depth_b,
-                    c.kind.as_str(),
-                    c.key.read_path,
-                )
-            })
+            .map(|c| (c.group_depth_a, c.group_depth_b, c.kind, c.key.read_path))
             .collect();
+        use ComparisonKind::{Adjacent, VsGd1};
         assert_eq!(
             got,
             vec![
-                (1, 2, KIND_ADJACENT, ReadPath::Flat),
-                (1, 2, KIND_VS_GD1, ReadPath::Flat),
-                (2, 3, KIND_ADJACENT, ReadPath::Flat),
-                (1, 3, KIND_VS_GD1, ReadPath::Flat),
+                (1, 2, Adjacent, ReadPath::Flat),
+                (1, 2, VsGd1, ReadPath::Flat),
+                (2, 3, Adjacent, ReadPath::Flat),
+                (1, 3, VsGd1, ReadPath::Flat),
             ]
         );
-        assert!(c.iter().all(|c| c.metric == "total_ms"));
+        assert!(c.iter().all(|c| c.metric == Metric::TotalMs));
         let c23 = &c[2];
         assert_eq!(c23.key.group_depth, 3);
         // medians 205 -> 305
@@ -421,6 +422,6 @@ mod tests {
     #[test]
     fn single_group_depth_has_no_comparisons() {
         let rows = vec![row(key(5), 1, true, 1.0), row(key(5), 2, true, 2.0)];
-        assert!(compare(&rows, &["total_ms"]).is_empty());
+        assert!(compare(&rows, &[Metric::TotalMs]).is_empty());
     }
 }

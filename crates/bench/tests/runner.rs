@@ -3,8 +3,8 @@
 
 use alloy_primitives::{Address, U256};
 use bintrie_bench::contracts::{self, DRIVER, SENDER, TOKEN};
-use bintrie_bench::model::{ReadPath, RunRow, Workload};
-use bintrie_bench::runner::{Scale, StudyOptions, run_study, workload_accounts};
+use bintrie_bench::model::{ReadPath, RunRow, Scale, StudyConfig, Workload};
+use bintrie_bench::runner::{StudyOptions, run_study, workload_accounts};
 use bintrie_revm::{BinTrieState, BlockDbOptions};
 use bintrie_store::StoreOptions;
 use revm::context::result::{ExecutionResult, Output};
@@ -74,11 +74,14 @@ fn rows(rows: &[RunRow], w: Workload) -> impl Iterator<Item = &RunRow> {
 #[test]
 fn tiny_study_measures_every_cell_with_the_work_each_workload_claims() {
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = StudyOptions::for_scale(Scale::Smoke, dir.path().join("dbs"));
-    opts.stems = 2_000;
-    opts.holders = 200;
-    opts.group_depths = vec![1, 6];
-    opts.runs = 2;
+    let config = StudyConfig {
+        stems: 2_000,
+        holders: 200,
+        group_depths: vec![1, 6],
+        runs: 2,
+        ..StudyConfig::for_scale(Scale::Smoke)
+    };
+    let mut opts = StudyOptions::new(config, dir.path().join("dbs"));
     opts.progress = false;
     let results = run_study(&opts).unwrap();
     // 2 group depths x 5 workloads x 2 read paths x 2 prefetch x 2 runs.

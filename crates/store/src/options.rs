@@ -18,6 +18,16 @@ pub enum Durability {
     Relaxed,
 }
 
+impl Durability {
+    /// The name used on command lines and in results files: `durable` or `relaxed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Durable => "durable",
+            Durability::Relaxed => "relaxed",
+        }
+    }
+}
+
 /// How to open or create a store.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {

@@ -7,7 +7,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::view::{Combo, Vary, View};
-use crate::model::Workload;
+use crate::model::{Metric, Workload};
 
 /// What a chart shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,11 +49,11 @@ const COLORS: [RGBColor; 8] = [
 const SIZE: (u32, u32) = (900, 540);
 
 /// The stages of the breakdown chart: metric and legend label.
-const STAGES: [(&str, &str); 4] = [
-    ("state_read_ms", "state read"),
-    ("execution_ms", "execution"),
-    ("trie_update_ms", "trie update"),
-    ("commit_ms", "commit"),
+const STAGES: [(Metric, &str); 4] = [
+    (Metric::StateReadMs, "state read"),
+    (Metric::ExecutionMs, "execution"),
+    (Metric::TrieUpdateMs, "trie update"),
+    (Metric::CommitMs, "commit"),
 ];
 
 /// One line of a line chart.
@@ -78,7 +78,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                 label: c.label(multi_page),
                 color: COLORS[i % COLORS.len()],
                 dashed: false,
-                points: points(view, w, c, "mgas_s"),
+                points: points(view, w, c, Metric::MgasS),
             })
             .filter(|s| !s.points.is_empty())
             .collect();
@@ -145,7 +145,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                     label: format!("{}, {}", w.name(), c.label(multi_page)),
                     color: COLORS[i % COLORS.len()],
                     dashed,
-                    points: points(view, w, c, "state_read_ms"),
+                    points: points(view, w, c, Metric::StateReadMs),
                 };
                 if !s.points.is_empty() {
                     series.push(s);
@@ -166,7 +166,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
 }
 
 /// (group depth, median of `metric`) for every measured group depth of `workload` in `combo`.
-fn points(view: &View, workload: Workload, combo: Combo, metric: &str) -> Vec<(f64, f64)> {
+fn points(view: &View, workload: Workload, combo: Combo, metric: Metric) -> Vec<(f64, f64)> {
     view.group_depths(workload, combo)
         .into_iter()
         .filter_map(|gd| {

@@ -4,7 +4,7 @@ use super::anchor;
 use super::doc::Block;
 use super::format::{num, p as fmt_p, pct, share, times};
 use super::view::{Combo, Vary, View};
-use crate::model::{ReadPath, Workload};
+use crate::model::{Metric, ReadPath, Workload};
 use crate::stats;
 
 /// Significance level of the findings' tests.
@@ -25,7 +25,7 @@ pub(super) fn rank(
     view: &View,
     workload: Workload,
     combo: Combo,
-    metric: &str,
+    metric: Metric,
     higher_is_better: bool,
 ) -> Vec<Ranked> {
     let mut v: Vec<Ranked> = view
@@ -49,7 +49,7 @@ fn p_between(
     view: &View,
     workload: Workload,
     combo: Combo,
-    metric: &str,
+    metric: Metric,
     a: u8,
     b: u8,
 ) -> Option<f64> {
@@ -86,7 +86,7 @@ fn best_of(
     view: &View,
     workload: Workload,
     combo: Combo,
-    metric: &str,
+    metric: Metric,
     higher_is_better: bool,
 ) -> Option<Best> {
     let ranked = rank(view, workload, combo, metric, higher_is_better);
@@ -147,8 +147,8 @@ fn agreeing_sentence(b: &Best, what: &str, unit: &str) -> String {
 fn share_sentence(view: &View, workload: Workload, combo: Combo, best_gd: u8) -> Option<String> {
     let share_at = |gd: u8| {
         let key = combo.key(workload, gd);
-        let total = view.median(&key, "total_ms")?;
-        let read = view.median(&key, "state_read_ms")?;
+        let total = view.median(&key, Metric::TotalMs)?;
+        let read = view.median(&key, Metric::StateReadMs)?;
         (total > 0.0).then_some(read / total)
     };
     let at_best = share_at(best_gd)?;
@@ -238,8 +238,8 @@ fn pair_sentence(view: &View, workload: Workload, vary: Vary) -> Option<String> 
     for &gd in &gds {
         let (ka, kb) = (a.key(workload, gd), b.key(workload, gd));
         let (Some(ma), Some(mb)) = (
-            view.median(&ka, "state_read_ms"),
-            view.median(&kb, "state_read_ms"),
+            view.median(&ka, Metric::StateReadMs),
+            view.median(&kb, Metric::StateReadMs),
         ) else {
             continue;
         };
@@ -248,8 +248,8 @@ fn pair_sentence(view: &View, workload: Workload, vary: Vary) -> Option<String> 
         }
         ratios.push(ma / mb);
         if let Some(p) = stats::mann_whitney_p(
-            &view.samples(&ka, "state_read_ms"),
-            &view.samples(&kb, "state_read_ms"),
+            &view.samples(&ka, Metric::StateReadMs),
+            &view.samples(&kb, Metric::StateReadMs),
         ) {
             tested += 1;
             if p < ALPHA {
@@ -302,13 +302,13 @@ fn anchor_sentences(view: &View) -> Vec<String> {
     };
     if let Some(c) = flat_prefetch(Workload::Erc20Balanceof) {
         let w = Workload::Erc20Balanceof;
-        if let Some(best) = rank(view, w, c, "mgas_s", true).first() {
+        if let Some(best) = rank(view, w, c, Metric::MgasS, true).first() {
             let mut gds = vec![best.gd];
             if best.gd != 5 && view.group_depths(w, c).contains(&5) {
                 gds.push(5);
             }
             for gd in gds {
-                let Some(ours) = view.median(&c.key(w, gd), "ms_per_cold_read") else {
+                let Some(ours) = view.median(&c.key(w, gd), Metric::MsPerColdRead) else {
                     continue;
                 };
                 if ours <= 0.0 {
@@ -339,8 +339,8 @@ fn anchor_sentences(view: &View) -> Vec<String> {
     }
     if let Some(c) = flat_prefetch(Workload::Erc20Approve) {
         let w = Workload::Erc20Approve;
-        if let Some(best) = rank(view, w, c, "mgas_s", true).first()
-            && let Some(ours) = view.median(&c.key(w, best.gd), "ms_per_written_slot")
+        if let Some(best) = rank(view, w, c, Metric::MgasS, true).first()
+            && let Some(ours) = view.median(&c.key(w, best.gd), Metric::MsPerWrittenSlot)
             && ours > 0.0
         {
             out.push(format!(
@@ -368,8 +368,8 @@ pub(super) fn findings(view: &View) -> Vec<Block> {
         let mut items = Vec::new();
         for c in view.combos(w) {
             let mut sentences = Vec::new();
-            let by_mgas = best_of(view, w, c, "mgas_s", true);
-            let by_total = best_of(view, w, c, "total_ms", false);
+            let by_mgas = best_of(view, w, c, Metric::MgasS, true);
+            let by_total = best_of(view, w, c, Metric::TotalMs, false);
             const MGAS: (&str, &str) = ("median Mgas/s", "Mgas/s");
             const TOTAL: (&str, &str) = ("median total block time", "ms");
             match (&by_mgas, &by_total) {

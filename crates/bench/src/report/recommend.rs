@@ -5,7 +5,7 @@ use super::doc::Block;
 use super::findings::{ALPHA, rank};
 use super::format::num;
 use super::view::{Combo, View};
-use crate::model::{ReadPath, Workload};
+use crate::model::{Metric, ReadPath, Workload};
 use crate::stats;
 
 /// A group depth's score in one combination: the geometric mean over workloads of its median
@@ -37,17 +37,17 @@ pub(super) fn scores(view: &View, combo: Combo, workloads: &[Workload]) -> Vec<S
             let mut log_sum = 0.0;
             let mut worse = 0;
             for &w in workloads {
-                let ranked = rank(view, w, combo, "total_ms", false);
+                let ranked = rank(view, w, combo, Metric::TotalMs, false);
                 let best = ranked.iter().find(|r| gds.contains(&r.gd))?;
-                let mine = view.median(&combo.key(w, gd), "total_ms")?;
+                let mine = view.median(&combo.key(w, gd), Metric::TotalMs)?;
                 if best.value <= 0.0 || mine <= 0.0 {
                     return None;
                 }
                 log_sum += (mine / best.value).ln();
                 if best.gd != gd
                     && stats::mann_whitney_p(
-                        &view.samples(&combo.key(w, gd), "total_ms"),
-                        &view.samples(&combo.key(w, best.gd), "total_ms"),
+                        &view.samples(&combo.key(w, gd), Metric::TotalMs),
+                        &view.samples(&combo.key(w, best.gd), Metric::TotalMs),
                     )
                     .is_some_and(|p| p < ALPHA)
                 {
@@ -71,7 +71,7 @@ fn above(slowdown: f64) -> String {
 }
 
 fn best_for(view: &View, combo: Combo, w: Workload) -> Option<u8> {
-    rank(view, w, combo, "total_ms", false)
+    rank(view, w, combo, Metric::TotalMs, false)
         .first()
         .map(|r| r.gd)
 }
@@ -172,10 +172,10 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
                  GD-5 (STUDY.md). Medians: erc20_balanceof {} ms at GD-{r}, erc20_approve {} ms \
                  at GD-{w}.",
                 num(view
-                    .median(&c.key(Workload::Erc20Balanceof, r), "total_ms")
+                    .median(&c.key(Workload::Erc20Balanceof, r), Metric::TotalMs)
                     .unwrap_or(0.0)),
                 num(view
-                    .median(&c.key(Workload::Erc20Approve, w), "total_ms")
+                    .median(&c.key(Workload::Erc20Approve, w), Metric::TotalMs)
                     .unwrap_or(0.0)),
             )));
         }

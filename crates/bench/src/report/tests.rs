@@ -3,8 +3,8 @@ use std::path::Path;
 
 use super::write_report;
 use crate::model::{
-    ConfigKey, DatabaseInfo, Machine, ReadPath, Results, RunRow, SCHEMA_VERSION, StudyConfig,
-    Workload,
+    ConfigKey, DatabaseInfo, Durability, Machine, Metric, ReadPath, Results, RunRow,
+    SCHEMA_VERSION, Scale, StudyConfig, Workload,
 };
 use crate::stats;
 
@@ -84,7 +84,10 @@ fn synthetic(shape: &Shape) -> Results {
         }
     }
     let summaries = stats::summarize(&runs);
-    let comparisons = stats::compare(&runs, &["total_ms", "mgas_s", "state_read_ms"]);
+    let comparisons = stats::compare(
+        &runs,
+        &[Metric::TotalMs, Metric::MgasS, Metric::StateReadMs],
+    );
     Results {
         schema_version: SCHEMA_VERSION,
         started: "2026-01-01T00:00:00Z".to_string(),
@@ -98,7 +101,7 @@ fn synthetic(shape: &Shape) -> Results {
             hash64_ns: 60.0,
         },
         config: StudyConfig {
-            scale: "smoke".to_string(),
+            scale: Scale::Smoke,
             stems: 1_000_000,
             holders: 10_000,
             group_depths: shape.gds.to_vec(),
@@ -111,7 +114,7 @@ fn synthetic(shape: &Shape) -> Results {
             tx_gas_limit: 30_000_000,
             mixed_read_pct: 50,
             prefetch_workers: 2,
-            durability: "durable".into(),
+            durability: Durability::Durable,
             seed: 42,
         },
         databases: shape
@@ -172,6 +175,45 @@ fn svg_files(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// results.json keeps its names (metrics, comparison kinds, configuration) and a `Results`
+/// round-trips through it byte for byte.
+#[test]
+fn results_json_round_trips_with_its_names() {
+    let results = synthetic(&Shape {
+        gds: &[1, 2, 3],
+        workloads: &[Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 3,
+    });
+    let json = serde_json::to_string_pretty(&results).unwrap();
+    let back: Results = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, results);
+    assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let metrics = value["summaries"][0]["metrics"].as_object().unwrap();
+    assert_eq!(metrics["total_ms"]["n"], 3);
+    assert!(metrics.contains_key("ms_per_written_slot"));
+    let mut names: Vec<&String> = metrics.keys().collect();
+    names.sort();
+    assert_eq!(
+        metrics.keys().collect::<Vec<_>>(),
+        names,
+        "metrics in name order"
+    );
+    let kinds: Vec<&str> = value["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"adjacent") && kinds.contains(&"vs_gd1"));
+    assert_eq!(value["comparisons"][0]["metric"], "total_ms");
+    assert_eq!(value["config"]["scale"], "smoke");
+    assert_eq!(value["config"]["durability"], "durable");
 }
 
 #[test]

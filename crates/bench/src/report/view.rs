@@ -3,7 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Comparison, ConfigKey, MetricSummary, ReadPath, Results, Summary, Workload};
+use crate::model::{
+    Comparison, ComparisonKind, ConfigKey, Metric, MetricSummary, ReadPath, Results, Summary,
+    Workload,
+};
 use crate::stats;
 
 /// Everything of a [`ConfigKey`] but the workload and the group depth.
@@ -118,12 +121,12 @@ impl<'a> View<'a> {
     }
 
     /// The summary of `metric` for `key`, if measured.
-    pub(super) fn metric(&self, key: &ConfigKey, metric: &str) -> Option<&'a MetricSummary> {
-        self.summaries.get(key)?.metrics.get(metric)
+    pub(super) fn metric(&self, key: &ConfigKey, metric: Metric) -> Option<&'a MetricSummary> {
+        self.summaries.get(key)?.metrics.get(&metric)
     }
 
     /// The median of `metric` for `key`, if measured.
-    pub(super) fn median(&self, key: &ConfigKey, metric: &str) -> Option<f64> {
+    pub(super) fn median(&self, key: &ConfigKey, metric: Metric) -> Option<f64> {
         self.metric(key, metric).map(|m| m.median)
     }
 
@@ -131,8 +134,8 @@ impl<'a> View<'a> {
     pub(super) fn comparison(
         &self,
         key: &ConfigKey,
-        kind: &str,
-        metric: &str,
+        kind: ComparisonKind,
+        metric: Metric,
     ) -> Option<&'a Comparison> {
         self.results
             .comparisons
@@ -141,7 +144,7 @@ impl<'a> View<'a> {
     }
 
     /// The kept runs' values of `metric` for `key`.
-    pub(super) fn samples(&self, key: &ConfigKey, metric: &str) -> Vec<f64> {
+    pub(super) fn samples(&self, key: &ConfigKey, metric: Metric) -> Vec<f64> {
         stats::kept_samples(&self.results.runs, key, metric)
     }
 

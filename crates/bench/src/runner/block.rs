@@ -14,6 +14,10 @@ pub(super) struct Bench {
     seq: u64,
     rng: StdRng,
     holders: u64,
+    /// Gas limit of every measured block.
+    block_gas_limit: u64,
+    /// Gas limit of the one benchmark transaction per block.
+    tx_gas_limit: u64,
 }
 
 impl Bench {
@@ -21,42 +25,42 @@ impl Bench {
         dir: &Path,
         g: u8,
         page_size: u32,
-        opts: &StudyOptions,
+        config: &StudyConfig,
     ) -> Result<(Bench, DatabaseInfo)> {
         let t = Instant::now();
         let store_options = StoreOptions {
             group_depth: Some(g),
             page_size: Some(page_size as usize),
-            durability: opts.durability,
+            durability: config.durability,
             ..Default::default()
         };
         let mut state = BinTrieState::open(dir, &store_options)
             .with_context(|| format!("creating the database in {}", dir.display()))?;
-        let mut writes = random_entries(opts.stems, opts.seed)?;
+        let mut writes = random_entries(config.stems, config.seed)?;
         let mut code = Vec::new();
-        for (address, acct) in workload_accounts(opts.holders) {
+        for (address, acct) in workload_accounts(config.holders) {
             writes.extend(account_entries(&address, &acct)?);
             code.push((keccak256(&acct.code), acct.code));
         }
         state.import_entries(writes, code, 1)?;
-        Self::with_state(dir, state, store_options, page_size, t.elapsed(), opts)
+        Self::with_state(dir, state, store_options, page_size, t.elapsed(), config)
     }
 
     pub(super) fn reopen(
         dir: &Path,
         g: u8,
         page_size: u32,
-        opts: &StudyOptions,
+        config: &StudyConfig,
     ) -> Result<(Bench, DatabaseInfo)> {
         let store_options = StoreOptions {
             group_depth: Some(g),
             create: false,
-            durability: opts.durability,
+            durability: config.durability,
             ..Default::default()
         };
         let state = BinTrieState::open(dir, &store_options)
             .with_context(|| format!("reopening {}", dir.display()))?;
-        Self::with_state(dir, state, store_options, page_size, Duration::ZERO, opts)
+        Self::with_state(dir, state, store_options, page_size, Duration::ZERO, config)
     }
 
     pub(super) fn with_state(
@@ -65,7 +69,7 @@ impl Bench {
         store_options: StoreOptions,
         page_size: u32,
         build: Duration,
-        opts: &StudyOptions,
+        config: &StudyConfig,
     ) -> Result<(Bench, DatabaseInfo)> {
         let (nodes, stems, _) = state.store().counts()?;
         let info = DatabaseInfo {
@@ -91,8 +95,10 @@ impl Bench {
                 state: Some(state),
                 nonce,
                 seq,
-                rng: StdRng::seed_from_u64(opts.seed ^ 0x5eed ^ seq),
-                holders: opts.holders,
+                rng: StdRng::seed_from_u64(config.seed ^ 0x5eed ^ seq),
+                holders: config.holders,
+                block_gas_limit: config.block_gas_limit,
+                tx_gas_limit: config.tx_gas_limit,
             },
             info,
         ))
@@ -149,7 +155,7 @@ impl Bench {
             .nonce(self.nonce)
             .to(DRIVER)
             .data(data)
-            .gas_limit(TX_GAS_LIMIT)
+            .gas_limit(self.tx_gas_limit)
             .gas_price(0)
             .chain_id(Some(1));
         let b = match access_list {
@@ -165,7 +171,7 @@ impl Bench {
         let number = self.state().block() + 1;
         let state = self.state.as_ref().expect("open");
         let mut db = state.block_db(BlockDbOptions::default())?;
-        let out = evm(&mut db, number).transact(tx)?;
+        let out = evm(&mut db, number, self.block_gas_limit).transact(tx)?;
         let gas = success_gas(&out.result)?;
         Ok((gas, out.state))
     }
@@ -186,8 +192,8 @@ impl Bench {
     }
 
     /// Loop counts that fill [`GAS_FILL`] of the transaction gas limit.
-    pub(super) fn size(&mut self, w: Workload, opts: &StudyOptions) -> Result<Sizing> {
-        let budget = TX_GAS_LIMIT as f64 * GAS_FILL;
+    pub(super) fn size(&mut self, w: Workload, config: &StudyConfig) -> Result<Sizing> {
+        let budget = self.tx_gas_limit as f64 * GAS_FILL;
         let fit = |(per, fixed): (f64, f64), gas: f64| ((gas - fixed) / per).max(1.0) as u64;
         let one = |count| Sizing { count, writes: 0 };
         Ok(match w {
@@ -210,7 +216,7 @@ impl Bench {
                         },
                     )
                 })?;
-                let share = f64::from(opts.mixed_read_pct) / 100.0;
+                let share = f64::from(config.mixed_read_pct) / 100.0;
                 Sizing {
                     count: fit(reads, budget * share),
                     writes: fit((writes.0, 0.0), budget * (1.0 - share) - reads.1),
@@ -237,7 +243,7 @@ impl Bench {
         key: ConfigKey,
         run: u32,
         sizing: &Sizing,
-        opts: &StudyOptions,
+        config: &StudyConfig,
         hash64_ns: f64,
     ) -> Result<RunRow> {
         let data = self.calldata(key.workload, sizing);
@@ -288,13 +294,15 @@ impl Bench {
                     .with_cache(true)
                     .with_read_path(read_path),
             )
-            .with_workers(opts.workers);
-        let number = plan.number;
+            .with_workers(config.prefetch_workers);
+        let (number, gas_limit) = (plan.number, self.block_gas_limit);
         let block = self
             .state
             .as_mut()
             .expect("open")
-            .run_block(&plan, &options, |db| evm(db, number).transact_commit(tx))
+            .run_block(&plan, &options, |db| {
+                evm(db, number, gas_limit).transact_commit(tx)
+            })
             .with_context(|| format!("block {number}"))?;
         let gas = success_gas(&block.output)?;
         let (reads, report, t) = (block.reads, block.commit, block.timings);
@@ -346,6 +354,7 @@ pub(super) fn success_gas(result: &ExecutionResult) -> Result<u64> {
 pub(super) fn evm<DB: revm::Database>(
     db: DB,
     number: u64,
+    block_gas_limit: u64,
 ) -> revm::handler::MainnetEvm<revm::handler::MainnetContext<DB>> {
     Context::mainnet()
         .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
@@ -354,7 +363,7 @@ pub(super) fn evm<DB: revm::Database>(
             b.timestamp = U256::from(1_800_000_000u64 + number * 12);
             b.basefee = 0;
             b.beneficiary = COINBASE;
-            b.gas_limit = BLOCK_GAS_LIMIT;
+            b.gas_limit = block_gas_limit;
             b.prevrandao = Some(B256::from(keccak256(number.to_be_bytes())));
         })
         .with_db(db)

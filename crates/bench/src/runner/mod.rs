@@ -17,8 +17,10 @@ use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use anyhow::{Context as _, Result, bail, ensure};
 use bintrie_keys::{AccountState, TreeKey, account_entries};
 use bintrie_node::{Sha256Hasher, TreeHasher};
-use bintrie_revm::{BinTrieState, BlockDbOptions, BlockPlan, PipelineOptions, PrefetchList};
-use bintrie_store::{Durability, StoreOptions, evict_page_cache};
+use bintrie_revm::{
+    BinTrieState, BlockDbOptions, BlockPlan, BlockState as _, PipelineOptions, PrefetchList,
+};
+use bintrie_store::{StoreOptions, evict_page_cache};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -37,10 +39,6 @@ mod state;
 use block::Bench;
 pub use state::{Sizing, random_entries, workload_accounts};
 
-/// Block gas limit of every measured block (STUDY.md).
-pub const BLOCK_GAS_LIMIT: u64 = 100_000_000;
-/// Gas limit of the one benchmark transaction per block: 2^24, EIP-7825's cap.
-pub const TX_GAS_LIMIT: u64 = 1 << 24;
 /// Share of the transaction gas limit the loops are sized to use (the rest is headroom).
 const GAS_FILL: f64 = 0.95;
 
@@ -58,92 +56,12 @@ const HOLDER_BASE: u64 = 1 << 32;
 /// Spender counters of the write workloads start here (far from every holder).
 const SPENDER_BASE: u64 = 1 << 48;
 
-/// The preset sizes of a study.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scale {
-    /// Every workload and group depth on a tiny state, 3 runs: a check that the whole pipeline
-    /// works (minutes).
-    Smoke,
-    /// 1M stems, 10 runs: a quick look at the trends.
-    Small,
-    /// 16M stems, 10 runs: the study.
-    Study,
-}
-
-impl Scale {
-    /// Parses `smoke`, `small` or `study`.
-    pub fn parse(s: &str) -> Option<Scale> {
-        match s {
-            "smoke" => Some(Scale::Smoke),
-            "small" => Some(Scale::Small),
-            "study" => Some(Scale::Study),
-            _ => None,
-        }
-    }
-
-    /// The scale's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scale::Smoke => "smoke",
-            Scale::Small => "small",
-            Scale::Study => "study",
-        }
-    }
-
-    /// Random stems per database.
-    pub fn stems(self) -> u64 {
-        match self {
-            Scale::Smoke => 20_000,
-            Scale::Small => 1_000_000,
-            Scale::Study => 16_000_000,
-        }
-    }
-
-    /// ERC-20 holders.
-    pub fn holders(self) -> u64 {
-        match self {
-            Scale::Smoke => 2_000,
-            Scale::Small => 100_000,
-            Scale::Study => 1_000_000,
-        }
-    }
-
-    /// Runs per configuration, the dropped first run included.
-    pub fn runs(self) -> u32 {
-        match self {
-            Scale::Smoke => 3,
-            Scale::Small | Scale::Study => 10,
-        }
-    }
-}
-
-/// Everything a study needs to know.
+/// Everything a study needs to know: what to measure (recorded in `results.json`) and how to
+/// run it (not recorded, except the command line).
 #[derive(Clone, Debug)]
 pub struct StudyOptions {
-    /// The preset the sizes came from (reported; the fields below are what is used).
-    pub scale: Scale,
-    /// Random stems per database.
-    pub stems: u64,
-    /// ERC-20 holders.
-    pub holders: u64,
-    /// Group depths, each 1..=8.
-    pub group_depths: Vec<u8>,
-    /// Workloads.
-    pub workloads: Vec<Workload>,
-    /// Read paths.
-    pub read_paths: Vec<ReadPath>,
-    /// Prefetch settings.
-    pub prefetch: Vec<bool>,
-    /// MDBX page sizes (powers of two, 4096..=65536).
-    pub page_sizes: Vec<u32>,
-    /// Runs per configuration, including the dropped first one (at least 2).
-    pub runs: u32,
-    /// Percent of the mixed workload's gas spent on balanceOf (1..=99).
-    pub mixed_read_pct: u32,
-    /// Prefetch worker threads.
-    pub workers: usize,
-    /// Seed of the random state and the per-run keys.
-    pub seed: u64,
+    /// What is measured, and how; becomes `Results::config` as is.
+    pub config: StudyConfig,
     /// Where the databases are built (one at a time, deleted when done unless `keep_databases`).
     pub db_dir: PathBuf,
     /// Keep each database after its configuration is measured.
@@ -152,9 +70,6 @@ pub struct StudyOptions {
     /// a new one, when one with the right group depth is there. For iterating on the engine;
     /// the report then shows a build time of 0 and the state includes earlier runs' writes.
     pub reuse_databases: bool,
-    /// MDBX durability of every commit: `Durable` (fsync per block, the default) or
-    /// `Relaxed` (atomic and consistent, but the last blocks may be lost on a system crash).
-    pub durability: Durability,
     /// Show progress bars on stderr.
     pub progress: bool,
     /// The command line, for the report.
@@ -162,57 +77,17 @@ pub struct StudyOptions {
 }
 
 impl StudyOptions {
-    /// Options for `scale` with every dimension at its default: all group depths and workloads,
-    /// both read paths, prefetch off and on, 4 KB pages.
-    pub fn for_scale(scale: Scale, db_dir: PathBuf) -> Self {
+    /// Options running `config` with databases in `db_dir`: databases deleted when done, none
+    /// reused, progress bars shown, no command line recorded.
+    pub fn new(config: StudyConfig, db_dir: PathBuf) -> Self {
         StudyOptions {
-            scale,
-            stems: scale.stems(),
-            holders: scale.holders(),
-            group_depths: (1..=8).collect(),
-            workloads: Workload::ALL.to_vec(),
-            read_paths: vec![ReadPath::TrieWalk, ReadPath::Flat],
-            prefetch: vec![false, true],
-            page_sizes: vec![4096],
-            runs: scale.runs(),
-            mixed_read_pct: 50,
-            workers: 8,
-            seed: 7864,
+            config,
             db_dir,
             keep_databases: false,
             reuse_databases: false,
-            durability: Durability::Durable,
             progress: true,
             command: String::new(),
         }
-    }
-
-    fn validate(&self) -> Result<()> {
-        ensure!(!self.group_depths.is_empty(), "no group depths selected");
-        for g in &self.group_depths {
-            ensure!((1..=8).contains(g), "group depth {g} is outside 1..=8");
-        }
-        ensure!(!self.workloads.is_empty(), "no workloads selected");
-        ensure!(!self.read_paths.is_empty(), "no read paths selected");
-        ensure!(!self.prefetch.is_empty(), "no prefetch settings selected");
-        ensure!(!self.page_sizes.is_empty(), "no page sizes selected");
-        for p in &self.page_sizes {
-            ensure!(
-                p.is_power_of_two() && (4096..=65536).contains(p),
-                "page size {p} is not a power of two in 4096..=65536"
-            );
-        }
-        ensure!(
-            self.runs >= 2,
-            "--runs must be at least 2 (the first run is dropped)"
-        );
-        ensure!(
-            (1..=99).contains(&self.mixed_read_pct),
-            "the mixed read share must be 1..=99 percent"
-        );
-        ensure!(self.workers >= 1, "at least one prefetch worker");
-        ensure!(self.holders >= 1, "at least one ERC-20 holder");
-        Ok(())
     }
 }
 
@@ -267,18 +142,19 @@ pub fn machine(hash64_ns: f64) -> Machine {
 /// Runs the whole study and returns its results (statistics not yet computed: see
 /// [`crate::stats`]). Errors stop the study; databases built so far are deleted unless kept.
 pub fn run_study(opts: &StudyOptions) -> Result<Results> {
-    opts.validate()?;
+    let config = &opts.config;
+    config.validate()?;
     let started = std::time::SystemTime::now();
     let t_all = Instant::now();
     let hash64_ns = measure_hash64_ns();
     tracing::info!(hash64_ns, "measured one 64-byte hash");
-    let combos: Vec<(ReadPath, bool)> = opts
+    let combos: Vec<(ReadPath, bool)> = config
         .read_paths
         .iter()
-        .flat_map(|&r| opts.prefetch.iter().map(move |&p| (r, p)))
+        .flat_map(|&r| config.prefetch.iter().map(move |&p| (r, p)))
         .collect();
-    let per_db = opts.workloads.len() * combos.len() * opts.runs as usize;
-    let dbs = opts.page_sizes.len() * opts.group_depths.len();
+    let per_db = config.workloads.len() * combos.len() * config.runs as usize;
+    let dbs = config.page_sizes.len() * config.group_depths.len();
 
     let bars = MultiProgress::with_draw_target(if opts.progress {
         ProgressDrawTarget::stderr()
@@ -299,8 +175,8 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         .with_context(|| format!("creating {}", opts.db_dir.display()))?;
     let mut databases = Vec::new();
     let mut runs = Vec::new();
-    for &page_size in &opts.page_sizes {
-        for &g in &opts.group_depths {
+    for &page_size in &config.page_sizes {
+        for &g in &config.group_depths {
             let dir = opts.db_dir.join(format!("db-p{page_size}-g{g}"));
             let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
             if dir.exists() && !reuse {
@@ -311,14 +187,14 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
             let build = bars.add(ProgressBar::new_spinner());
             build.set_message(format!(
                 "g={g}: building {} random stems + contracts",
-                opts.stems
+                config.stems
             ));
             build.enable_steady_tick(Duration::from_millis(200));
             let result = (|| -> Result<()> {
                 let (mut bench, info) = if reuse {
-                    Bench::reopen(&dir, g, page_size, opts)?
+                    Bench::reopen(&dir, g, page_size, config)?
                 } else {
-                    Bench::build(&dir, g, page_size, opts)?
+                    Bench::build(&dir, g, page_size, config)?
                 };
                 build.finish_and_clear();
                 tracing::info!(
@@ -329,8 +205,8 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
                     "database built"
                 );
                 databases.push(info);
-                for &w in &opts.workloads {
-                    let sizing = bench.size(w, opts)?;
+                for &w in &config.workloads {
+                    let sizing = bench.size(w, config)?;
                     tracing::info!(workload = w.name(), ?sizing, "sized");
                     for &(rp, pf) in &combos {
                         let key = ConfigKey {
@@ -346,8 +222,8 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
                             rp.name(),
                             if pf { "on" } else { "off" }
                         ));
-                        for run in 0..opts.runs {
-                            let row = bench.measure(key, run, &sizing, opts, hash64_ns)?;
+                        for run in 0..config.runs {
+                            let row = bench.measure(key, run, &sizing, config, hash64_ns)?;
                             runs.push(row);
                             overall.inc(1);
                         }
@@ -370,27 +246,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         elapsed_s: t_all.elapsed().as_secs_f64(),
         command: opts.command.clone(),
         machine: machine(hash64_ns),
-        config: StudyConfig {
-            scale: opts.scale.name().to_string(),
-            stems: opts.stems,
-            holders: opts.holders,
-            group_depths: opts.group_depths.clone(),
-            workloads: opts.workloads.clone(),
-            read_paths: opts.read_paths.clone(),
-            prefetch: opts.prefetch.clone(),
-            page_sizes: opts.page_sizes.clone(),
-            runs: opts.runs,
-            block_gas_limit: BLOCK_GAS_LIMIT,
-            tx_gas_limit: TX_GAS_LIMIT,
-            mixed_read_pct: opts.mixed_read_pct,
-            prefetch_workers: opts.workers,
-            durability: match opts.durability {
-                Durability::Durable => "durable",
-                Durability::Relaxed => "relaxed",
-            }
-            .to_string(),
-            seed: opts.seed,
-        },
+        config: config.clone(),
         databases,
         runs,
         summaries: Vec::new(),
