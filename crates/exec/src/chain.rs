@@ -150,7 +150,10 @@ impl ChainSpec {
             // Geth writes it as a JSON number too big for an integer (5.875e+22): a float is
             // taken as its integer part (the TTD only marks the Merge, which is by block here).
             let v = &obj["terminalTotalDifficulty"];
-            let ttd = match v.as_f64().filter(|f| v.is_f64() && f.is_finite() && *f >= 0.0) {
+            let ttd = match v
+                .as_f64()
+                .filter(|f| v.is_f64() && f.is_finite() && *f >= 0.0)
+            {
                 Some(f) => U256::from(f as u128),
                 None => crate::json::json_u256(v, "chainConfig.terminalTotalDifficulty")?,
             };

@@ -1,17 +1,26 @@
 //! Importing a fixture's pre-state and executing its block through the pipeline.
 
+use crate::ChainSpec;
 use crate::ExecError;
 use crate::fixture::Fixture;
 use alloy_consensus::ReceiptEnvelope;
 use alloy_consensus::Transaction as _;
-use alloy_evm::block::{BlockExecutionResult, BlockExecutor, BlockExecutorFactory};
+use alloy_consensus::transaction::Recovered;
+use alloy_consensus::{Header, TxEnvelope};
+use alloy_eips::eip4895::Withdrawal;
+use alloy_evm::block::{
+    BlockExecutionError, BlockExecutionResult, BlockExecutor, BlockExecutorFactory,
+};
 use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
 use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutorFactory};
 use alloy_evm::{EthEvmFactory, EvmEnv, EvmFactory};
 use alloy_primitives::{Address, B256, U256};
 use bintrie_keys::{AccountState, BasicData, basic_data_key, code_hash_key, storage_slot_key};
-use bintrie_revm::{BlockChanges, BlockPlan, BlockRun, BlockState, PipelineOptions, PrefetchList};
+use bintrie_revm::{
+    BlockChanges, BlockPlan, BlockRun, BlockState, PipelineError, PipelineOptions, PrefetchList,
+};
 use revm::primitives::hardfork::SpecId;
+use revm::state::AccountInfo;
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
@@ -213,49 +222,122 @@ pub fn execute_block<S: BlockState>(
         write_stems,
         block_hashes: fx.block_hashes.iter().map(|(n, h)| (*n, *h)).collect(),
     };
+    let block = EvmBlock {
+        header,
+        transactions: fx.block.transactions.txns().map(|tx| &tx.inner).collect(),
+        withdrawals: fx.block.withdrawals.as_ref().map(|w| w.0.as_slice()),
+    };
+    let (spec, run) = run_evm_block(
+        state,
+        &fx.chain,
+        &block,
+        &plan,
+        &options.pipeline,
+        |_, _| Ok(()),
+    )
+    .map_err(|e| match e {
+        bintrie_revm::PipelineError::State(e) => ExecError::State(e),
+        bintrie_revm::PipelineError::Execute(e) => {
+            let mut reason = e.to_string();
+            if !fx.problems.is_empty() {
+                reason.push_str(&format!(
+                    " (the fixture is inconsistent: {})",
+                    fx.problems.join("; ")
+                ));
+            }
+            ExecError::Execution { number, reason }
+        }
+    })?;
+    Ok(Executed {
+        spec,
+        run: BlockRun {
+            output: run.output.0,
+            reads: run.reads,
+            writes: run.writes,
+            timings: run.timings,
+            commit: run.commit,
+        },
+    })
+}
+
+/// One block as alloy-evm's executor takes it.
+pub(crate) struct EvmBlock<'a> {
+    /// The header (the environment: number, timestamp, coinbase, fees, parent beacon root).
+    pub(crate) header: &'a Header,
+    /// The transactions, with their senders.
+    pub(crate) transactions: Vec<&'a Recovered<TxEnvelope>>,
+    /// The withdrawals (Shanghai on).
+    pub(crate) withdrawals: Option<&'a [Withdrawal]>,
+}
+
+/// Why a block was refused inside the pipeline (so nothing was committed).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Rejected {
+    /// alloy-evm refused it: an invalid transaction, a failed system call.
+    #[error(transparent)]
+    Execution(#[from] BlockExecutionError),
+    /// It executed, but a check of its result failed.
+    #[error("{0}")]
+    Check(String),
+}
+
+/// What the block changed, as [`run_evm_block`]'s `check` sees it.
+pub(crate) struct BlockEffects {
+    /// Accounts changed: `(address, at block start, now)`; `None` is absent.
+    pub(crate) accounts: Vec<(Address, Option<AccountInfo>, Option<AccountInfo>)>,
+    /// Slots written: `(address, slot)`.
+    pub(crate) slots: Vec<(Address, U256)>,
+}
+
+/// A block run by [`run_evm_block`]: alloy-evm's result and what the check returned.
+pub(crate) type EvmBlockRun<T> = BlockRun<(BlockExecutionResult<ReceiptEnvelope>, T)>;
+
+/// Runs `block` with alloy-evm's Ethereum block executor on `chain`'s rules through the
+/// pipeline. `check` sees the result and what the block changed before anything is committed;
+/// an error from it (or from the executor) rejects the block and commits nothing.
+pub(crate) fn run_evm_block<S: BlockState, T>(
+    state: &mut S,
+    chain: &ChainSpec,
+    block: &EvmBlock<'_>,
+    plan: &BlockPlan,
+    options: &PipelineOptions,
+    check: impl FnOnce(&BlockExecutionResult<ReceiptEnvelope>, &BlockEffects) -> Result<T, String>,
+) -> Result<(SpecId, EvmBlockRun<T>), PipelineError<Rejected>> {
+    let header = block.header;
     let factory = EthBlockExecutorFactory::new(
         AlloyReceiptBuilder::default(),
-        fx.chain.clone(),
+        chain.clone(),
         EthEvmFactory::default(),
     );
     let env = EvmEnv::for_eth_block(
         header,
         factory.spec(),
-        fx.chain.chain_id,
-        fx.chain.blob_params(header.timestamp),
+        chain.chain_id,
+        chain.blob_params(header.timestamp),
     );
     let spec = env.cfg_env.spec;
-    let run = state
-        .run_block(&plan, &options.pipeline, |db| {
-            let evm = factory.evm_factory().create_evm(db, env);
-            let ctx = EthBlockExecutionCtx {
-                parent_hash: header.parent_hash,
-                parent_beacon_block_root: header.parent_beacon_block_root,
-                ommers: &[],
-                withdrawals: fx
-                    .block
-                    .withdrawals
-                    .as_ref()
-                    .map(|w| Cow::Borrowed(w.0.as_slice())),
-                extra_data: header.extra_data.clone(),
-                tx_count_hint: Some(fx.block.transactions.len()),
-                slot_number: header.slot_number,
-            };
-            let executor = factory.create_executor(evm, ctx);
-            executor.execute_block(fx.block.transactions.txns().map(|tx| &tx.inner))
-        })
-        .map_err(|e| match e {
-            bintrie_revm::PipelineError::State(e) => ExecError::State(e),
-            bintrie_revm::PipelineError::Execute(e) => {
-                let mut reason = e.to_string();
-                if !fx.problems.is_empty() {
-                    reason.push_str(&format!(
-                        " (the fixture is inconsistent: {})",
-                        fx.problems.join("; ")
-                    ));
-                }
-                ExecError::Execution { number, reason }
-            }
-        })?;
-    Ok(Executed { spec, run })
+    let run = state.run_block(plan, options, |db| {
+        let evm = factory.evm_factory().create_evm(&mut *db, env);
+        let ctx = EthBlockExecutionCtx {
+            parent_hash: header.parent_hash,
+            parent_beacon_block_root: header.parent_beacon_block_root,
+            ommers: &[],
+            withdrawals: block.withdrawals.map(Cow::Borrowed),
+            extra_data: header.extra_data.clone(),
+            tx_count_hint: Some(block.transactions.len()),
+            slot_number: header.slot_number,
+        };
+        let executor = factory.create_executor(evm, ctx);
+        let result = executor.execute_block(block.transactions.iter().copied())?;
+        let effects = BlockEffects {
+            accounts: db
+                .account_changes()
+                .map(|(a, o, c)| (a, o.cloned(), c.cloned()))
+                .collect(),
+            slots: db.slot_changes().map(|(a, k, _, _)| (a, k)).collect(),
+        };
+        let checked = check(&result, &effects).map_err(Rejected::Check)?;
+        Ok::<_, Rejected>((result, checked))
+    })?;
+    Ok((spec, run))
 }

@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alloc;
+pub mod blockchain_test;
 mod chain;
 mod execute;
 pub mod fixture;

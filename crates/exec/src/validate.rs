@@ -3,7 +3,8 @@
 use crate::ExecError;
 use crate::execute::Executed;
 use crate::fixture::Fixture;
-use alloy_consensus::TxReceipt as _;
+use alloy_consensus::{Header, ReceiptEnvelope, TxReceipt as _};
+use alloy_evm::block::BlockExecutionResult;
 use alloy_primitives::{B256, Bloom, U256};
 use bintrie_revm::{BinTrieState, TrieDb};
 use bintrie_store::ReadPath;
@@ -93,51 +94,10 @@ pub fn validate(
     let header = &fx.block.header.inner;
     let result = &executed.run.output;
     let mut v = Validation::default();
-    v.check(Check::GasUsed, result.gas_used == header.gas_used, || {
-        format!(
-            "gas used: header {}, execution {}",
-            header.gas_used, result.gas_used
-        )
-    });
-    let receipts_root = alloy_consensus::proofs::calculate_receipt_root(&result.receipts);
-    v.check(
-        Check::ReceiptsRoot,
-        receipts_root == header.receipts_root,
-        || {
-            format!(
-                "receipts root: header {}, execution {receipts_root}",
-                header.receipts_root
-            )
-        },
-    );
-    let mut bloom = Bloom::ZERO;
-    for r in &result.receipts {
-        bloom.accrue_bloom(&r.bloom());
-    }
-    v.check(Check::LogsBloom, bloom == header.logs_bloom, || {
-        format!(
-            "logs bloom: header {}, execution {bloom}",
-            header.logs_bloom
-        )
-    });
-    match header.requests_hash {
-        Some(h) => {
-            let got = result.requests.requests_hash();
-            v.check(Check::RequestsHash, got == h, || {
-                format!("requests hash: header {h}, execution {got}")
-            });
-        }
-        None if executed.spec >= SpecId::PRAGUE => v.check(Check::RequestsHash, false, || {
+    check_result(&mut v, header, result);
+    if header.requests_hash.is_none() && executed.spec >= SpecId::PRAGUE {
+        v.check(Check::RequestsHash, false, || {
             "requests hash: missing `requestsHash` in the header of a Prague block".into()
-        }),
-        None => {}
-    }
-    if let Some(b) = header.blob_gas_used {
-        v.check(Check::BlobGasUsed, b == result.blob_gas_used, || {
-            format!(
-                "blob gas used: header {b}, execution {}",
-                result.blob_gas_used
-            )
         });
     }
     if let Some(expected) = &fx.expected {
@@ -182,4 +142,55 @@ pub fn validate(
     v.checks.push((Check::Fixture, fx.problems.is_empty()));
     v.findings.extend(fx.problems.iter().cloned());
     Ok(v)
+}
+
+/// Checks an execution `result` against its `header`: gas used, receipts root, logs bloom, the
+/// requests hash (when the header has one) and blob gas used (when it has one); each check and
+/// each difference goes into `out`.
+pub(crate) fn check_result(
+    out: &mut Validation,
+    header: &Header,
+    result: &BlockExecutionResult<ReceiptEnvelope>,
+) {
+    out.check(Check::GasUsed, result.gas_used == header.gas_used, || {
+        format!(
+            "gas used: header {}, execution {}",
+            header.gas_used, result.gas_used
+        )
+    });
+    let receipts_root = alloy_consensus::proofs::calculate_receipt_root(&result.receipts);
+    out.check(
+        Check::ReceiptsRoot,
+        receipts_root == header.receipts_root,
+        || {
+            format!(
+                "receipts root: header {}, execution {receipts_root}",
+                header.receipts_root
+            )
+        },
+    );
+    let mut bloom = Bloom::ZERO;
+    for r in &result.receipts {
+        bloom.accrue_bloom(&r.bloom());
+    }
+    out.check(Check::LogsBloom, bloom == header.logs_bloom, || {
+        format!(
+            "logs bloom: header {}, execution {bloom}",
+            header.logs_bloom
+        )
+    });
+    if let Some(h) = header.requests_hash {
+        let got = result.requests.requests_hash();
+        out.check(Check::RequestsHash, got == h, || {
+            format!("requests hash: header {h}, execution {got}")
+        });
+    }
+    if let Some(b) = header.blob_gas_used {
+        out.check(Check::BlobGasUsed, b == result.blob_gas_used, || {
+            format!(
+                "blob gas used: header {b}, execution {}",
+                result.blob_gas_used
+            )
+        });
+    }
 }

@@ -305,6 +305,25 @@ impl<B: StateBackend> BlockDb<B> {
         Ok(reads)
     }
 
+    /// The accounts the block changed so far, as revm committed them: each with its state at
+    /// block start and now (`None`: absent, or deleted), in no particular order. Code is not
+    /// included (`AccountInfo::code` is `None`).
+    pub fn account_changes(
+        &self,
+    ) -> impl Iterator<Item = (Address, Option<&AccountInfo>, Option<&AccountInfo>)> {
+        self.accounts
+            .iter()
+            .map(|(a, ch)| (*a, ch.original.as_ref(), ch.current.as_ref()))
+    }
+
+    /// The storage slots the block wrote so far: `(address, slot, value at block start, value
+    /// now)`, in no particular order (a slot written back to its start value is included).
+    pub fn slot_changes(&self) -> impl Iterator<Item = (Address, U256, U256, U256)> + '_ {
+        self.storage
+            .iter()
+            .map(|((a, k), ch)| (*a, *k, ch.original, ch.current))
+    }
+
     /// The block's tree writes with geth's semantics (SPEC §4): an account whose balance,
     /// nonce or code changed writes BASIC_DATA and CODE_HASH; new code writes all its chunks; a
     /// deleted account zeroes BASIC_DATA and CODE_HASH only; a slot writes its value when it

@@ -1,0 +1,141 @@
+//! Consensus checks of a post-merge block that do not need its state: the header against its
+//! parent's, and the body against the header's roots.
+
+use crate::ChainSpec;
+use alloy_consensus::{Block, EMPTY_OMMER_ROOT_HASH, Header, Transaction as _, TxEnvelope, proofs};
+use alloy_eips::eip1559::BaseFeeParams;
+use alloy_eips::eip4844::DATA_GAS_PER_BLOB;
+use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{B64, U256};
+
+/// The lowest gas limit a block may have.
+const MIN_GAS_LIMIT: u64 = 5000;
+/// The highest gas limit a block may have (EIP-1985).
+const MAX_GAS_LIMIT: u64 = i64::MAX as u64;
+
+/// Checks `block` against `parent` (the last block accepted) under `chain`'s rules: number,
+/// parent hash, timestamp, gas limit bounds, gas used, extra data, proof-of-work fields zero
+/// (post-merge), no ommers, base fee, the fork fields (withdrawals root, blob gas, parent beacon
+/// root, requests hash) present exactly when their fork is on, excess blob gas, and the
+/// transactions and withdrawals roots. Returns the first rule broken.
+pub(crate) fn check_block(
+    chain: &ChainSpec,
+    parent: &Header,
+    block: &Block<TxEnvelope>,
+) -> Result<(), String> {
+    let h = &block.header;
+    let parent_hash = parent.hash_slow();
+    if h.parent_hash != parent_hash {
+        return Err(format!(
+            "unknown parent: parent hash {} is not the last block's {parent_hash}",
+            h.parent_hash
+        ));
+    }
+    if h.number != parent.number + 1 {
+        return Err(format!(
+            "block number {} does not follow its parent's {}",
+            h.number, parent.number
+        ));
+    }
+    if h.timestamp <= parent.timestamp {
+        return Err(format!(
+            "timestamp {} is not after its parent's {}",
+            h.timestamp, parent.timestamp
+        ));
+    }
+    if h.gas_limit > MAX_GAS_LIMIT {
+        return Err(format!("gas limit {} is over 2^63 - 1", h.gas_limit));
+    }
+    if h.gas_used > h.gas_limit {
+        return Err(format!(
+            "gas used {} is over the gas limit {}",
+            h.gas_used, h.gas_limit
+        ));
+    }
+    let bound = parent.gas_limit / 1024;
+    if h.gas_limit.abs_diff(parent.gas_limit) >= bound || h.gas_limit < MIN_GAS_LIMIT {
+        return Err(format!(
+            "gas limit {} is not within the parent's {} ± {bound} (and at least {MIN_GAS_LIMIT})",
+            h.gas_limit, parent.gas_limit
+        ));
+    }
+    if h.extra_data.len() > 32 {
+        return Err(format!(
+            "extra data of {} bytes (at most 32)",
+            h.extra_data.len()
+        ));
+    }
+    if h.difficulty != U256::ZERO || h.nonce != B64::ZERO {
+        return Err("difficulty or nonce is not zero after the Merge".into());
+    }
+    if h.ommers_hash != EMPTY_OMMER_ROOT_HASH || !block.body.ommers.is_empty() {
+        return Err("uncles after the Merge".into());
+    }
+    let base_fee = parent.next_block_base_fee(BaseFeeParams::ethereum());
+    if h.base_fee_per_gas != base_fee {
+        return Err(format!(
+            "base fee {:?}, expected {base_fee:?} from the parent",
+            h.base_fee_per_gas
+        ));
+    }
+    let tx_root = proofs::calculate_transaction_root(&block.body.transactions);
+    if h.transactions_root != tx_root {
+        return Err(format!(
+            "transactions root {} does not match the transactions ({tx_root})",
+            h.transactions_root
+        ));
+    }
+    let shanghai = chain.is_shanghai_active_at_timestamp(h.timestamp);
+    match (&block.body.withdrawals, h.withdrawals_root, shanghai) {
+        (Some(w), Some(root), true) => {
+            let got = proofs::calculate_withdrawals_root(w);
+            if got != root {
+                return Err(format!(
+                    "withdrawals root {root} does not match the withdrawals ({got})"
+                ));
+            }
+        }
+        (None, None, false) => {}
+        _ => return Err("withdrawals present before Shanghai or missing after it".into()),
+    }
+    let cancun = chain.is_cancun_active_at_timestamp(h.timestamp);
+    if cancun != (h.blob_gas_used.is_some() && h.excess_blob_gas.is_some())
+        || cancun != h.parent_beacon_block_root.is_some()
+    {
+        return Err(
+            "blob gas fields or parent beacon root present before Cancun or missing \
+                    after it"
+                .into(),
+        );
+    }
+    if let (Some(used), Some(params)) = (h.blob_gas_used, chain.blob_params(h.timestamp)) {
+        let blobs: u64 = block
+            .body
+            .transactions
+            .iter()
+            .filter_map(|t| t.blob_versioned_hashes())
+            .map(|v| v.len() as u64)
+            .sum();
+        if used != blobs * DATA_GAS_PER_BLOB || used > params.max_blob_gas_per_block() {
+            return Err(format!(
+                "blob gas used {used}: the transactions carry {blobs} blobs (at most {} gas)",
+                params.max_blob_gas_per_block()
+            ));
+        }
+        let parent_params = chain.blob_params(parent.timestamp).unwrap_or(params);
+        let expected = parent
+            .next_block_excess_blob_gas(parent_params)
+            .unwrap_or(0);
+        if h.excess_blob_gas != Some(expected) {
+            return Err(format!(
+                "excess blob gas {:?}, expected {expected} from the parent",
+                h.excess_blob_gas
+            ));
+        }
+    }
+    let prague = chain.is_prague_active_at_timestamp(h.timestamp);
+    if prague != h.requests_hash.is_some() {
+        return Err("requests hash present before Prague or missing after it".into());
+    }
+    Ok(())
+}
