@@ -9,6 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod db;
+mod eftest;
 mod exec;
 
 mod proof;
@@ -71,6 +72,20 @@ enum Command {
     /// execution, trie update, commit), Mgas/s over their total, keys read and written, store
     /// reads and read amplification, and the new root.
     Exec(exec::ExecArgs),
+    /// Run Ethereum's blockchain tests (ethereum/tests `BlockchainTests`) on the binary-trie
+    /// state.
+    ///
+    /// Each test runs on a fresh in-memory state: `pre` is imported, every block goes through
+    /// the block pipeline (RLP, the header against its parent, the transactions and
+    /// withdrawals roots, execution with alloy-evm under the test's network, then gas used,
+    /// receipts root, logs bloom and blob gas against the header, all before the commit), a
+    /// block with `expectException` must be rejected and leave the state as it was, and after
+    /// the last block every account and slot of `postState` is read back; slots and accounts
+    /// that are touched but not listed must read as zero / absent. The Merkle-Patricia
+    /// `stateRoot`s are not comparable and are not checked. Networks before the Merge, balances
+    /// of 2^128 or more (EIP-7864 stores 16 bytes) and creations onto storage-only accounts
+    /// (EIP-7610) are skipped with the reason. Exit status 1 when any test fails.
+    BlockchainTest(eftest::BlockchainTestArgs),
     /// The whole-system group-depth study (what `cargo xtask bench` runs).
     ///
     /// For each page size and group depth: build a database of random state plus an ERC-20 and
@@ -118,6 +133,7 @@ fn main() {
         Command::Prove(args) => proof::cmd_prove(args),
         Command::VerifyProof(args) => proof::cmd_verify_proof(args),
         Command::Exec(args) => exec::cmd_exec(args),
+        Command::BlockchainTest(args) => eftest::cmd_blockchain_test(args),
         Command::Bench(args) => bench::cmd_bench(*args),
     };
     if let Err(e) = result {

@@ -1,0 +1,125 @@
+//! `bintrie blockchain-test`: Ethereum's blockchain tests on the binary-trie state.
+
+use anyhow::{Context, Result, bail};
+use bintrie_exec::blockchain_test::{
+    Status, Summary, TestOptions, TestResult, run_files, test_files,
+};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `bintrie blockchain-test`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct BlockchainTestArgs {
+    /// Test files (`.json`, `.json.gz`) or directories, searched recursively, e.g.
+    /// `../shared/fixtures/ethereum-tests/BlockchainTests`.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Print one JSON object instead of the summary: `{"passed", "failed", "skipped",
+    /// "results": [{"file", "name", "status", "reason"}]}`.
+    #[arg(long)]
+    json: bool,
+    /// Tests run in parallel (default: the number of CPUs).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Binary levels per stored node of each test's state (1..=8); the root does not depend
+    /// on it.
+    #[arg(long, short = 'g', default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
+    group_depth: u8,
+    /// Run only the tests whose name matches this regular expression.
+    #[arg(long)]
+    filter: Option<String>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Runs `bintrie blockchain-test`; exit status 1 (an error) when any test fails.
+pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
+    let filter = args
+        .filter
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--filter")?;
+    let files = test_files(&args.paths)?;
+    if files.is_empty() {
+        bail!("no .json or .json.gz test files under the given paths");
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let bar = if args.no_progress {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} {spinner} {pos} tests ({per_sec}) of {len} files: {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_length(files.len() as u64);
+        bar
+    };
+    let counts = std::sync::Mutex::new(Summary::default());
+    let options = TestOptions::default().with_group_depth(args.group_depth);
+    let selected = |name: &str| filter.as_ref().is_none_or(|f| f.is_match(name));
+    let done = |r: &TestResult| {
+        let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
+        match r.outcome.status {
+            Status::Passed => c.passed += 1,
+            Status::Failed => c.failed += 1,
+            Status::Skipped => c.skipped += 1,
+        }
+        bar.inc(1);
+        bar.set_message(format!(
+            "{} passed, {} failed, {} skipped",
+            c.passed, c.failed, c.skipped
+        ));
+    };
+    let results = run_files(&files, &options, jobs, &selected, &done);
+    bar.finish_and_clear();
+    let summary = Summary::of(&results);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let json = serde_json::json!({
+            "passed": summary.passed,
+            "failed": summary.failed,
+            "skipped": summary.skipped,
+            "results": results,
+        });
+        serde_json::to_writer(&mut out, &json).context("writing output")?;
+        writeln!(out).context("writing output")?;
+    } else {
+        for r in results
+            .iter()
+            .filter(|r| r.outcome.status != Status::Passed)
+        {
+            writeln!(
+                out,
+                "{:?} {} {}: {}",
+                r.outcome.status,
+                r.file.display(),
+                r.name,
+                r.outcome.reason.as_deref().unwrap_or("")
+            )
+            .context("writing output")?;
+        }
+        writeln!(
+            out,
+            "{} passed, {} failed, {} skipped ({} files)",
+            summary.passed,
+            summary.failed,
+            summary.skipped,
+            files.len()
+        )
+        .context("writing output")?;
+    }
+    out.flush().context("writing output")?;
+    if summary.failed > 0 {
+        bail!("{} of {} tests failed", summary.failed, results.len());
+    }
+    Ok(())
+}
