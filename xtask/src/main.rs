@@ -22,6 +22,11 @@ Commands:
              the recorded mainnet blocks, cold (page cache evicted before each run), in three
              modes: no cache, cache, cache + prefetch; medians over N runs (default 5) of the
              state-read time, the block total and the read amplification
+  ef-tests [PATH...] [bintrie blockchain-test options]
+             Ethereum's blockchain tests (all 2,648 files, ~1 minute on 2 cores) on the
+             binary-trie state: `bintrie blockchain-test` in a release build; PATH defaults to
+             $BINTRIE_ETHEREUM_TESTS or ../shared/fixtures/ethereum-tests (the default test suite
+             runs a fixed sample of them)
   bench [--scale smoke|small|study] [--group-depths 1-8] [--workloads ...] [--runs N] ...
              the whole-system group-depth study: `bintrie bench` in a release build (see
              `cargo xtask bench --help`); the report goes to target/bench/<timestamp>/. The
@@ -228,6 +233,33 @@ fn main() -> Result<()> {
         Some("exec-bench") => {
             ensure_system_deps()?;
             exec_bench(&args[1..])
+        }
+        Some("ef-tests") => {
+            ensure_system_deps()?;
+            let mut a = vec![
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "bintrie",
+                "--",
+                "blockchain-test",
+            ];
+            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            // No path given (only options): the shared copy of the tests.
+            let default_dir = std::env::var("BINTRIE_ETHEREUM_TESTS")
+                .unwrap_or_else(|_| "../shared/fixtures/ethereum-tests".to_string());
+            if rest.iter().all(|x| x.starts_with('-')) {
+                if !std::path::Path::new(&default_dir).is_dir() {
+                    bail!(
+                        "Ethereum's blockchain tests not found at {default_dir}: give a PATH or \
+                         set BINTRIE_ETHEREUM_TESTS"
+                    );
+                }
+                a.push(&default_dir);
+            }
+            a.extend(rest);
+            cargo(&a)
         }
         Some("bench") => {
             ensure_system_deps()?;

@@ -80,3 +80,23 @@ pub(crate) fn edited(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> P
     std::fs::write(&out, serde_json::to_vec(&j).unwrap()).unwrap();
     out
 }
+
+/// Ethereum's blockchain tests: `$BINTRIE_ETHEREUM_TESTS`, else
+/// `../shared/fixtures/ethereum-tests` next to the repository; fails the test saying so when
+/// neither exists.
+pub(crate) fn ethereum_tests_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("BINTRIE_ETHEREUM_TESTS") {
+        return PathBuf::from(d);
+    }
+    let d = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/ethereum-tests"
+    ));
+    assert!(
+        d.is_dir(),
+        "Ethereum's blockchain tests not found: set BINTRIE_ETHEREUM_TESTS or provide \
+         ../shared/fixtures/ethereum-tests next to the repository (looked at {})",
+        d.display()
+    );
+    d
+}

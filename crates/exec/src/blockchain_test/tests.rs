@@ -1,1 +1,208 @@
+//! The runner against real tests (from `$BINTRIE_ETHEREUM_TESTS` or
+//! `../shared/fixtures/ethereum-tests`), and against the same tests tampered with: every kind
+//! of check must be able to fail.
 
+use super::*;
+
+fn tests_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("BINTRIE_ETHEREUM_TESTS") {
+        return PathBuf::from(d);
+    }
+    let d = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/ethereum-tests"
+    ));
+    assert!(
+        d.is_dir(),
+        "Ethereum's blockchain tests not found: set BINTRIE_ETHEREUM_TESTS or provide \
+         ../shared/fixtures/ethereum-tests next to the repository (looked at {})",
+        d.display()
+    );
+    d
+}
+
+/// The one test of a file under `BlockchainTests/`.
+fn one(rel: &str) -> BlockchainTest {
+    let path = tests_dir().join("BlockchainTests").join(rel);
+    let mut tests = load_file(&path).unwrap();
+    assert_eq!(tests.len(), 1, "{rel}");
+    tests.pop().unwrap().1.unwrap()
+}
+
+fn run(t: &BlockchainTest) -> TestOutcome {
+    run_test(t, &TestOptions::default())
+}
+
+fn failed_with(outcome: &TestOutcome, needle: &str) {
+    assert_eq!(outcome.status, Status::Failed, "{outcome:?}");
+    let reason = outcome.reason.as_deref().unwrap_or("");
+    assert!(reason.contains(needle), "{needle:?} not in {reason:?}");
+}
+
+const VALID: &str = "ValidBlocks/bcStateTests/simpleSuicide.json.gz";
+const MULTI_BLOCK: &str = "ValidBlocks/bcValidBlockTest/SimpleTx3LowS.json.gz";
+const INVALID: &str = "InvalidBlocks/bcInvalidHeaderTest/wrongTimestamp.json.gz";
+
+#[test]
+fn real_tests_pass_at_every_group_depth() {
+    for rel in [VALID, MULTI_BLOCK, INVALID] {
+        let t = one(rel);
+        for g in [1, 5, 8] {
+            let outcome = run_test(&t, &TestOptions::default().with_group_depth(g));
+            assert_eq!(outcome, TestOutcome::passed(), "{rel} at group depth {g}");
+        }
+    }
+}
+
+#[test]
+fn a_wrong_post_value_fails() {
+    let mut t = one(VALID);
+    let post = t.post.as_mut().unwrap();
+    let (a, acct) = post.iter_mut().find(|(_, a)| !a.balance.is_zero()).unwrap();
+    let a = *a;
+    acct.balance += U256::from(1);
+    failed_with(&run(&t), &format!("account {a}: balance"));
+
+    // A slot the test does not list must read as zero: listing it with a value fails.
+    let mut t = one(VALID);
+    let post = t.post.as_mut().unwrap();
+    let acct = post.values_mut().next().unwrap();
+    acct.storage.push((U256::from(0xdead), U256::from(1)));
+    failed_with(&run(&t), "slot 0xdead");
+
+    // An account the test does not list must be absent.
+    let mut t = one(VALID);
+    let post = t.post.as_mut().unwrap();
+    let (a, _) = post
+        .iter()
+        .find(|(_, s)| !s.balance.is_zero())
+        .map(|(a, s)| (*a, s.clone()))
+        .unwrap();
+    post.remove(&a);
+    failed_with(&run(&t), &format!("account {a} must be absent"));
+}
+
+#[test]
+fn a_valid_block_marked_invalid_and_an_invalid_block_unmarked_fail() {
+    let mut t = one(VALID);
+    t.blocks[0].expect_exception = Some("TransactionException.X".into());
+    failed_with(&run(&t), "was accepted but must be rejected");
+
+    let mut t = one(INVALID);
+    let i = t
+        .blocks
+        .iter()
+        .position(|b| b.expect_exception.is_some())
+        .unwrap();
+    t.blocks[i].expect_exception = None;
+    failed_with(&run(&t), &format!("block {i} was rejected: timestamp"));
+}
+
+#[test]
+fn a_wrong_head_or_a_damaged_block_fails() {
+    let mut t = one(MULTI_BLOCK);
+    t.last_block_hash = B256::repeat_byte(7);
+    failed_with(&run(&t), "the head is");
+
+    let mut t = one(VALID);
+    let n = t.blocks[0].rlp.len();
+    t.blocks[0].rlp.truncate(n - 1);
+    failed_with(&run(&t), "block 0: bad RLP");
+}
+
+#[test]
+fn gas_and_receipts_are_checked_before_the_commit() {
+    // Rewriting a header field changes the block hash, so the block is re-encoded: the
+    // consensus checks still pass, the result checks must not.
+    let mut t = one(VALID);
+    let mut block = decode_exact::<Block<TxEnvelope>>(&t.blocks[0].rlp).unwrap();
+    block.header.gas_used += 1;
+    t.blocks[0].rlp = alloy_rlp::encode(&block);
+    t.last_block_hash = block.header.hash_slow();
+    failed_with(&run(&t), "gas used: header");
+
+    let mut t = one(VALID);
+    let mut block = decode_exact::<Block<TxEnvelope>>(&t.blocks[0].rlp).unwrap();
+    block.header.receipts_root = B256::repeat_byte(1);
+    t.blocks[0].rlp = alloy_rlp::encode(&block);
+    t.last_block_hash = block.header.hash_slow();
+    failed_with(&run(&t), "receipts root: header");
+}
+
+#[test]
+fn unsupported_and_unrepresentable_tests_are_skipped_with_the_reason() {
+    let mut t = one(VALID);
+    t.network = "London".into();
+    let o = run(&t);
+    assert_eq!(o.status, Status::Skipped);
+    assert!(o.reason.unwrap().contains("proof-of-work"));
+
+    let mut t = one(VALID);
+    let acct = t.pre.values_mut().next().unwrap();
+    acct.balance = U256::from(1) << 128;
+    let o = run(&t);
+    assert_eq!(o.status, Status::Skipped);
+    assert!(o.reason.unwrap().contains("16-byte balance"));
+}
+
+#[test]
+fn malformed_tests_are_errors_not_panics() {
+    let good: Value = {
+        let path = tests_dir().join("BlockchainTests").join(VALID);
+        let raw = std::fs::read(&path).unwrap();
+        let j: Value =
+            serde_json::from_reader(flate2::read::GzDecoder::new(raw.as_slice())).unwrap();
+        j.as_object().unwrap().values().next().unwrap().clone()
+    };
+    assert!(parse_test("t", &good).is_ok());
+    for (field, bad) in [
+        ("network", Value::from(5)),
+        ("genesisRLP", Value::from("0xzz")),
+        ("genesisRLP", Value::from("0x01")),
+        ("blocks", Value::from("x")),
+        ("pre", Value::from(1)),
+        ("postState", Value::from(1)),
+        ("lastblockhash", Value::from("0x12")),
+    ] {
+        let mut t = good.clone();
+        t[field] = bad;
+        let e = format!("{:#}", parse_test("t", &t).unwrap_err());
+        assert!(e.contains(field), "{field}: {e}");
+    }
+    let mut t = good.clone();
+    t.as_object_mut().unwrap().remove("pre");
+    assert!(format!("{:#}", parse_test("t", &t).unwrap_err()).contains("`pre` is missing"));
+    let mut t = good;
+    let acct = t["pre"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .next()
+        .unwrap();
+    acct["nonce"] = Value::from("0x10000000000000000");
+    assert!(format!("{:#}", parse_test("t", &t).unwrap_err()).contains("nonce"));
+}
+
+#[test]
+fn files_are_found_recursively_and_bad_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/a.json"), "{}").unwrap();
+    std::fs::write(dir.path().join("b.json.gz"), "not gzip").unwrap();
+    std::fs::write(dir.path().join("c.txt"), "").unwrap();
+    let files = test_files(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(
+        load_file(&dir.path().join("sub/a.json"))
+            .unwrap()
+            .is_empty()
+    );
+    let e = format!(
+        "{:#}",
+        load_file(&dir.path().join("b.json.gz")).unwrap_err()
+    );
+    assert!(e.contains("b.json.gz"), "{e}");
+    assert!(test_files(&[dir.path().join("missing")]).is_err());
+    let results = run_files(&files, &TestOptions::default(), 2, &|_| true, &|_| {});
+    assert_eq!(Summary::of(&results).failed, 1, "{results:?}");
+}
