@@ -6,7 +6,7 @@ use bintrie_exec::kv;
 use bintrie_keys::TreeKey;
 use bintrie_store::{ReadPath, StateStore, StoreOptions};
 use bintrie_trie::Trie;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 /// Read path names for `get`: the two store paths, or the verified walk.
@@ -45,21 +45,11 @@ pub(crate) struct ImportArgs {
 }
 
 pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
-    let reader: Box<dyn BufRead> = if args.input == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(BufReader::new(
-            std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?,
-        ))
-    };
-    let source = if args.input == "-" {
-        "<stdin>".to_string()
-    } else {
-        args.input.clone()
-    };
+    let (reader, source) = kv::open_input(&args.input)?;
     let mut lines = kv::kv_lines(reader, &source);
+    let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
     // The first batch is parsed before the database is opened: bad input never creates one.
-    let first = next_batch(&mut lines, args.batch)?;
+    let first = lines.next_batch(batch)?;
     // `create_dir` succeeds for exactly one process: only the one that made the directory may
     // remove it again.
     let created_dir = std::fs::create_dir(&args.db).is_ok();
@@ -77,7 +67,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
         },
     )
     .with_context(|| format!("opening {}", args.db.display()));
-    let result = store.and_then(|store| import_into(store, first, &mut lines, args.batch));
+    let result = store.and_then(|store| import_into(store, first, &mut lines, batch));
     if let Err(e) = &result
         && created_dir
     {
@@ -96,43 +86,16 @@ fn remove_if_empty(dir: &std::path::Path, error: &anyhow::Error) {
             Some(bintrie_store::StoreError::Conflict { .. })
         )
     });
-    if conflict {
-        return;
+    if !conflict {
+        bintrie_store::remove_if_empty(dir);
     }
-    let empty = match StateStore::open_read_only(dir) {
-        Ok(store) => store.meta().block == 0,
-        // Not even a database (the open itself failed): only our own files can be in it.
-        Err(_) => {
-            !dir.join("mdbx.dat").exists() || std::fs::read_dir(dir).is_ok_and(|rd| rd.count() <= 2)
-        }
-    };
-    if empty {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
-
-/// Up to `batch` entries from `lines`.
-fn next_batch(
-    lines: &mut impl Iterator<Item = Result<(usize, Option<(TreeKey, [u8; 32])>)>>,
-    batch: u64,
-) -> Result<Vec<(TreeKey, [u8; 32])>> {
-    let mut out = Vec::new();
-    for item in lines.by_ref() {
-        if let (_, Some(kv)) = item? {
-            out.push(kv);
-            if out.len() as u64 >= batch {
-                break;
-            }
-        }
-    }
-    Ok(out)
 }
 
 fn import_into(
     store: StateStore,
     first: Vec<(TreeKey, [u8; 32])>,
-    lines: &mut impl Iterator<Item = Result<(usize, Option<(TreeKey, [u8; 32])>)>>,
-    batch_size: u64,
+    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    batch_size: usize,
 ) -> Result<()> {
     let meta = store.meta();
     let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
@@ -161,7 +124,7 @@ fn import_into(
         )
         .and_then(|()| out.flush())
         .context("writing output")?;
-        batch = next_batch(lines, batch_size)?;
+        batch = lines.next_batch(batch_size)?;
     }
     Ok(())
 }

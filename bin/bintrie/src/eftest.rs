@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use bintrie_exec::blockchain_test::{
-    Status, Summary, TestOptions, TestResult, run_files, test_files,
+    Report, Status, Summary, TestOptions, TestResult, run_files, test_files,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -68,29 +68,20 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
     let selected = |name: &str| filter.as_ref().is_none_or(|f| f.is_match(name));
     let done = |r: &TestResult| {
         let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
-        match r.outcome.status {
-            Status::Passed => c.passed += 1,
-            Status::Failed => c.failed += 1,
-            Status::Skipped => c.skipped += 1,
-        }
+        c.add(r.outcome.status);
         bar.inc(1);
-        bar.set_message(format!(
-            "{} passed, {} failed, {} skipped",
-            c.passed, c.failed, c.skipped
-        ));
+        bar.set_message(c.to_string());
     };
     let results = run_files(&files, &options, jobs, &selected, &done);
     bar.finish_and_clear();
     let summary = Summary::of(&results);
     let mut out = std::io::stdout().lock();
     if args.json {
-        let json = serde_json::json!({
-            "passed": summary.passed,
-            "failed": summary.failed,
-            "skipped": summary.skipped,
-            "results": results,
-        });
-        serde_json::to_writer(&mut out, &json).context("writing output")?;
+        let report = Report {
+            summary,
+            results: &results,
+        };
+        serde_json::to_writer(&mut out, &report).context("writing output")?;
         writeln!(out).context("writing output")?;
     } else {
         for r in results
@@ -107,15 +98,7 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
             )
             .context("writing output")?;
         }
-        writeln!(
-            out,
-            "{} passed, {} failed, {} skipped ({} files)",
-            summary.passed,
-            summary.failed,
-            summary.skipped,
-            files.len()
-        )
-        .context("writing output")?;
+        writeln!(out, "{summary} ({} files)", files.len()).context("writing output")?;
     }
     out.flush().context("writing output")?;
     if summary.failed > 0 {

@@ -19,7 +19,7 @@ use bintrie_exec::kv;
 use bintrie_keys::TreeKey;
 use bintrie_trie::{MemoryStore, Trie};
 use clap::{Parser, Subcommand};
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use tracing::info;
 
@@ -153,12 +153,9 @@ fn cmd_root(args: RootArgs) -> Result<()> {
         let json: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
-    } else if args.input == "-" {
-        kv::read_kv_lines(BufReader::new(std::io::stdin().lock()), "<stdin>")?
     } else {
-        let f =
-            std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input))?;
-        kv::read_kv_lines(BufReader::new(f), &args.input)?
+        let (reader, source) = kv::open_input(&args.input)?;
+        kv::read_kv_lines(reader, &source)?
     };
     let entries = writes.len();
     info!(entries, group_depth = args.group_depth, "building tree");
@@ -170,7 +167,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
     let (blobs, bytes) = (store.len(), store.total_bytes());
     let stems = store
         .iter()
-        .filter(|(_, b)| b.first() == Some(&0x01))
+        .filter(|(_, b)| b.first() == Some(&bintrie_node::STEM_TAG))
         .count();
     let mut reloaded: Trie<MemoryStore> = Trie::open(store, args.group_depth, built)?;
     let root = reloaded.verify().context("re-hashing the committed tree")?;

@@ -67,7 +67,13 @@ fn bad_arguments_are_refused_with_a_message() {
         &["bench", "--scale", "huge"][..],
         &["bench", "--group-depths", "0-9"],
         &["bench", "--workloads", "erc20_transfer"],
+        &["bench", "--workloads", "erc20_balanceof,nope"],
+        &["bench", "--workloads", "erc20-balanceof"],
         &["bench", "--read-paths", "mpt"],
+        &["bench", "--read-paths", "trie_walk"],
+        &["bench", "--prefetch", "yes"],
+        &["bench", "--durability", "fsync"],
+        &["bench", "--page-sizes", "4k"],
         &["bench", "--runs", "1", "--scale", "smoke"],
         &["bench", "--page-sizes", "3000", "--scale", "smoke"],
     ] {

@@ -134,6 +134,34 @@ impl<R: BufRead> Iterator for KvLines<R> {
 
 impl<R: BufRead> std::iter::FusedIterator for KvLines<R> {}
 
+impl<R: BufRead> KvLines<R> {
+    /// The next up to `n` entries (fewer only at the end of input; empty when it is over).
+    /// An error ends the iteration, as for single lines.
+    pub fn next_batch(&mut self, n: usize) -> Result<Vec<(TreeKey, [u8; 32])>> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            match self.next() {
+                None => break,
+                Some(item) => out.extend(item?.1),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Opens `input` for [`kv_lines`]: `-` is stdin (named `<stdin>` in errors), anything else a
+/// file path (its name). Errors name the file that cannot be opened.
+pub fn open_input(input: &str) -> Result<(Box<dyn BufRead>, String)> {
+    if input == "-" {
+        return Ok((
+            Box::new(std::io::BufReader::new(std::io::stdin())),
+            "<stdin>".to_string(),
+        ));
+    }
+    let f = std::fs::File::open(input).with_context(|| format!("opening {input}"))?;
+    Ok((Box::new(std::io::BufReader::new(f)), input.to_string()))
+}
+
 /// Reads `KEY VALUE` lines (see [`kv_lines`]). Returns the writes in input order (a later
 /// write to the same key wins when applied).
 pub fn read_kv_lines(reader: impl BufRead, source: &str) -> Result<Vec<(TreeKey, [u8; 32])>> {
@@ -157,6 +185,27 @@ mod tests {
 
     fn word(n: u8) -> String {
         format!("{n:064x}")
+    }
+
+    #[test]
+    fn batches_split_the_entries_and_skip_comments() {
+        let text = format!(
+            "{} {}\n# c\n\n{} {}\n{} {}\n",
+            word(1),
+            word(2),
+            word(3),
+            word(4),
+            word(5),
+            word(6)
+        );
+        let mut lines = kv_lines(BufReader::new(text.as_bytes()), "t");
+        assert_eq!(lines.next_batch(2).unwrap().len(), 2);
+        assert_eq!(lines.next_batch(2).unwrap().len(), 1);
+        assert!(lines.next_batch(2).unwrap().is_empty());
+        let bad = format!("{} {}\nnope\n", word(1), word(2));
+        let mut lines = kv_lines(BufReader::new(bad.as_bytes()), "t");
+        assert!(format!("{:#}", lines.next_batch(5).unwrap_err()).contains("t:2"));
+        assert!(open_input("/nonexistent/x").is_err());
     }
 
     #[test]

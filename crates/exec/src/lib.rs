@@ -7,7 +7,7 @@
 //!   hashes BLOCKHASH may ask for, the keys it touches and (when recorded) its post values.
 //! - [`import_pre_state`] writes a fixture's pre-state into an empty [`BinTrieState`](bintrie_revm::BinTrieState).
 //! - [`execute_block`] runs the block with alloy-evm's Ethereum block executor through the
-//!   block pipeline ([`BinTrieState::run_block`](bintrie_revm::BinTrieState::run_block): prefetch, execution, trie update, commit).
+//!   block pipeline ([`BlockState::run_block`](bintrie_revm::BlockState::run_block): prefetch, execution, trie update, commit).
 //! - [`validate`] checks the result against the header and the fixture's post values and
 //!   returns typed [`Check`]s with a description of every difference.
 //!

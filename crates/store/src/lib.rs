@@ -32,6 +32,7 @@ pub(crate) use error::map_err;
 pub use evict::evict_page_cache;
 pub use meta::Meta;
 pub(crate) use meta::{put_meta, read_meta};
+pub use open::remove_if_empty;
 pub use options::{Durability, StoreOptions};
 pub use reader::{ReadPath, ReadStats, Reader};
 pub use shape::Shape;

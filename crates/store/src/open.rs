@@ -299,3 +299,20 @@ impl StateStore {
         self.inner.read_only
     }
 }
+
+/// Removes `dir` when it holds nothing worth keeping: a database with no committed block (block
+/// 0, empty root), or no database at all but at most MDBX's own two files (a creation that
+/// failed half-way). Anything else stays. Returns whether it was removed. For a command that
+/// created `dir` and failed before committing: it leaves nothing behind.
+pub fn remove_if_empty(dir: &std::path::Path) -> bool {
+    let empty = match StateStore::open_read_only(dir) {
+        Ok(store) => {
+            let meta = store.meta();
+            meta.block == 0 && meta.root == [0; 32]
+        }
+        Err(_) => {
+            !dir.join("mdbx.dat").exists() || std::fs::read_dir(dir).is_ok_and(|rd| rd.count() <= 2)
+        }
+    };
+    empty && std::fs::remove_dir_all(dir).is_ok()
+}

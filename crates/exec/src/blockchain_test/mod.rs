@@ -21,27 +21,24 @@
 //! networks the executor does not support, are skipped with the reason: see [`Status`].
 
 mod header;
+mod parse;
 mod runner;
 
-pub use runner::{Summary, TestResult, run_files};
+use parse::decode_exact;
+pub use parse::{load_file, parse_test, test_files};
+pub use runner::{Report, Summary, TestResult, run_files};
 
 use crate::ChainSpec;
 use crate::execute::{BlockEffects, EvmBlock, Rejected, run_evm_block};
-use crate::json::{json_hex_bytes, json_u256};
 use alloy_consensus::transaction::SignerRecoverable;
 use alloy_consensus::{Block, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, U256, keccak256};
-use alloy_rlp::Decodable;
-use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::AccountState;
 use bintrie_revm::{
     BlockChanges, BlockPlan, MemoryState, PipelineError, PipelineOptions, StateError,
 };
 use revm::database_interface::DatabaseRef;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::path::{Path, PathBuf};
 
 /// One blockchain test, parsed.
 #[derive(Clone, Debug)]
@@ -118,170 +115,6 @@ impl TestOutcome {
             reason: Some(reason.into()),
         }
     }
-}
-
-/// Every `.json` and `.json.gz` file under `paths` (files as given, directories recursively),
-/// sorted. Errors name a path that does not exist or cannot be listed.
-pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let entries =
-            std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
-        for entry in entries {
-            let path = entry
-                .with_context(|| format!("listing {}", dir.display()))?
-                .path();
-            if path.is_dir() {
-                walk(&path, out)?;
-            } else if is_test_file(&path) {
-                out.push(path);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).with_context(|| format!("{}", p.display()))?;
-        if meta.is_dir() {
-            walk(p, &mut out)?;
-        } else {
-            out.push(p.clone());
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
-fn is_test_file(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name.ends_with(".json") || name.ends_with(".json.gz")
-}
-
-/// The largest test file read, uncompressed (the largest in `ethereum/tests` is ~50 MB).
-const MAX_FILE_BYTES: u64 = 512 << 20;
-
-/// Reads a test file (gzipped when it starts with the gzip magic) into its tests, by name, in
-/// file order. Errors name the file and what is wrong with it; a test that does not parse is
-/// returned as an error in its place, so the file's other tests still run.
-pub fn load_file(path: &Path) -> Result<Vec<(String, Result<BlockchainTest>)>> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut text = Vec::new();
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::GzDecoder::new(raw.as_slice())
-            .take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut text)
-            .with_context(|| format!("{}: not valid gzip", path.display()))?;
-    } else {
-        text = raw;
-    }
-    if text.len() as u64 > MAX_FILE_BYTES {
-        bail!("{}: over {MAX_FILE_BYTES} bytes", path.display());
-    }
-    let json: Value =
-        serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-    let obj = json
-        .as_object()
-        .ok_or_else(|| anyhow!("{}: not an object of test name -> test", path.display()))?;
-    Ok(obj
-        .iter()
-        .map(|(name, t)| (name.clone(), parse_test(name, t)))
-        .collect())
-}
-
-/// Parses one test. Errors name the field.
-pub fn parse_test(name: &str, t: &Value) -> Result<BlockchainTest> {
-    let field = |f: &str| t.get(f).ok_or_else(|| anyhow!("`{f}` is missing"));
-    let network = field("network")?
-        .as_str()
-        .ok_or_else(|| anyhow!("`network` is not a string"))?
-        .to_string();
-    let genesis_rlp = json_hex_bytes(field("genesisRLP")?, "genesisRLP")?;
-    let genesis = decode_exact::<Block<TxEnvelope>>(&genesis_rlp)
-        .map_err(|e| anyhow!("genesisRLP: {e}"))?
-        .header;
-    let blocks = field("blocks")?
-        .as_array()
-        .ok_or_else(|| anyhow!("`blocks` is not an array"))?
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            Ok(TestBlock {
-                rlp: json_hex_bytes(
-                    b.get("rlp")
-                        .ok_or_else(|| anyhow!("blocks[{i}].rlp is missing"))?,
-                    &format!("blocks[{i}].rlp"),
-                )?,
-                expect_exception: b
-                    .get("expectException")
-                    .map(|e| e.as_str().unwrap_or("(not a string)").to_string()),
-            })
-        })
-        .collect::<Result<_>>()?;
-    let post = match t.get("postState") {
-        Some(p) => Some(accounts(p, "postState")?),
-        None => None,
-    };
-    let last = field("lastblockhash")?
-        .as_str()
-        .ok_or_else(|| anyhow!("`lastblockhash` is not a string"))?;
-    Ok(BlockchainTest {
-        name: name.to_string(),
-        network,
-        pre: accounts(field("pre")?, "pre")?,
-        genesis,
-        blocks,
-        post,
-        last_block_hash: last
-            .parse()
-            .map_err(|e| anyhow!("lastblockhash: not a 32-byte hash: {e}"))?,
-    })
-}
-
-/// `address -> {balance, nonce, code, storage}`, zero slots dropped.
-fn accounts(v: &Value, at: &str) -> Result<BTreeMap<Address, AccountState>> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| anyhow!("`{at}` is not an object of address -> account"))?;
-    let mut out = BTreeMap::new();
-    for (a, acct) in obj {
-        let aat = format!("{at}.{a}");
-        let address: Address = a
-            .parse()
-            .map_err(|e| anyhow!("{aat}: not a 20-byte address: {e}"))?;
-        let get = |f: &str| acct.get(f).ok_or_else(|| anyhow!("{aat}.{f} is missing"));
-        let nonce = json_u256(get("nonce")?, &format!("{aat}.nonce"))?;
-        let mut storage = Vec::new();
-        let slots = get("storage")?
-            .as_object()
-            .ok_or_else(|| anyhow!("{aat}.storage is not an object"))?;
-        for (k, val) in slots {
-            let sat = format!("{aat}.storage.{k}");
-            let value = json_u256(val, &sat)?;
-            if !value.is_zero() {
-                storage.push((json_u256(&Value::String(k.clone()), &sat)?, value));
-            }
-        }
-        let state = AccountState {
-            nonce: u64::try_from(nonce).map_err(|_| anyhow!("{aat}.nonce: over 64 bits"))?,
-            balance: json_u256(get("balance")?, &format!("{aat}.balance"))?,
-            code: json_hex_bytes(get("code")?, &format!("{aat}.code"))?,
-            storage,
-        };
-        if out.insert(address, state).is_some() {
-            bail!("{aat}: the address is given twice");
-        }
-    }
-    Ok(out)
-}
-
-/// Decodes `T` from all of `bytes`: trailing bytes are an error.
-fn decode_exact<T: Decodable>(bytes: &[u8]) -> Result<T, String> {
-    let mut buf = bytes;
-    let v = T::decode(&mut buf).map_err(|e| format!("bad RLP: {e}"))?;
-    if !buf.is_empty() {
-        return Err(format!("{} bytes after the RLP item", buf.len()));
-    }
-    Ok(v)
 }
 
 /// How [`run_test`] runs.

@@ -17,6 +17,17 @@ pub struct TestResult {
     pub outcome: TestOutcome,
 }
 
+/// A whole run as JSON (`bintrie blockchain-test --json`): `{"passed", "failed", "skipped",
+/// "results": [{"file", "name", "status", "reason"}]}`.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Report<'a> {
+    /// The counts.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Every result.
+    pub results: &'a [TestResult],
+}
+
 /// Counts of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Summary {
@@ -28,18 +39,34 @@ pub struct Summary {
     pub skipped: usize,
 }
 
+impl std::fmt::Display for Summary {
+    /// `N passed, N failed, N skipped`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        )
+    }
+}
+
 impl Summary {
     /// The counts of `results`.
     pub fn of(results: &[TestResult]) -> Self {
         let mut s = Summary::default();
         for r in results {
-            match r.outcome.status {
-                Status::Passed => s.passed += 1,
-                Status::Failed => s.failed += 1,
-                Status::Skipped => s.skipped += 1,
-            }
+            s.add(r.outcome.status);
         }
         s
+    }
+
+    /// Counts one more test that ended with `status`.
+    pub fn add(&mut self, status: Status) {
+        match status {
+            Status::Passed => self.passed += 1,
+            Status::Failed => self.failed += 1,
+            Status::Skipped => self.skipped += 1,
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! of check must be able to fail.
 
 use super::*;
+use serde_json::Value;
+use std::path::PathBuf;
 
 fn tests_dir() -> PathBuf {
     if let Ok(d) = std::env::var("BINTRIE_ETHEREUM_TESTS") {

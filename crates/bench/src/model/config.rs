@@ -1,0 +1,187 @@
+//! What a study measures ([`StudyConfig`]), its preset sizes ([`Scale`]) and the group-depth
+//! list syntax.
+
+use super::{Durability, ReadPath, Workload};
+use anyhow::{Context as _, ensure};
+use serde::{Deserialize, Serialize};
+
+/// Block gas limit of every measured block (STUDY.md): [`StudyConfig::for_scale`]'s.
+pub const BLOCK_GAS_LIMIT: u64 = 100_000_000;
+/// Gas limit of the one benchmark transaction per block, 2^24 (EIP-7825's cap):
+/// [`StudyConfig::for_scale`]'s.
+pub const TX_GAS_LIMIT: u64 = 1 << 24;
+
+/// The preset sizes of a study, named `smoke`, `small` and `study` on the command line and in
+/// `results.json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Scale {
+    /// Every workload and group depth on a tiny state, 3 runs: a check that the whole pipeline
+    /// works (minutes).
+    Smoke,
+    /// 1M stems, 10 runs: a quick look at the trends.
+    Small,
+    /// 16M stems, 10 runs: the study.
+    Study,
+}
+
+impl Scale {
+    /// The scale's name: `smoke`, `small` or `study`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Smoke => "smoke",
+            Scale::Small => "small",
+            Scale::Study => "study",
+        }
+    }
+
+    /// Random stems per database.
+    pub fn stems(self) -> u64 {
+        match self {
+            Scale::Smoke => 20_000,
+            Scale::Small => 1_000_000,
+            Scale::Study => 16_000_000,
+        }
+    }
+
+    /// ERC-20 holders.
+    pub fn holders(self) -> u64 {
+        match self {
+            Scale::Smoke => 2_000,
+            Scale::Small => 100_000,
+            Scale::Study => 1_000_000,
+        }
+    }
+
+    /// Runs per configuration, the dropped first run included.
+    pub fn runs(self) -> u32 {
+        match self {
+            Scale::Smoke => 3,
+            Scale::Small | Scale::Study => 10,
+        }
+    }
+}
+
+/// What a study measures and how: the runner's input, recorded as is in `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StudyConfig {
+    /// The preset the sizes started from (`stems`, `holders` and `runs` may override it).
+    pub scale: Scale,
+    /// Random stems written into each database before the workload contracts.
+    pub stems: u64,
+    /// ERC-20 holders with a balance (at least 1).
+    pub holders: u64,
+    /// Group depths measured, each 1..=8.
+    pub group_depths: Vec<u8>,
+    /// Workloads measured.
+    pub workloads: Vec<Workload>,
+    /// Read paths measured.
+    pub read_paths: Vec<ReadPath>,
+    /// Prefetch settings measured (off is `false`).
+    pub prefetch: Vec<bool>,
+    /// MDBX page sizes measured (powers of two, 4096..=65536).
+    pub page_sizes: Vec<u32>,
+    /// Runs per configuration, including the dropped first run (at least 2).
+    pub runs: u32,
+    /// Block gas limit of every measured block.
+    pub block_gas_limit: u64,
+    /// Gas limit of the one benchmark transaction per block (at most `block_gas_limit`); the
+    /// workload loops are sized to fill 95% of it.
+    pub tx_gas_limit: u64,
+    /// Percent of the mixed workload's gas spent on the balanceOf loop (1..=99).
+    pub mixed_read_pct: u32,
+    /// Prefetch worker threads (at least 1).
+    pub prefetch_workers: usize,
+    /// MDBX durability of every commit: `Durable` (fsync per block) or `Relaxed` (MDBX
+    /// SAFE_NOSYNC: atomic and consistent, but the last blocks may be lost on a system crash).
+    pub durability: Durability,
+    /// Seed of the random state and the per-run keys.
+    pub seed: u64,
+}
+
+impl StudyConfig {
+    /// The configuration of `scale` with every dimension at its default: all group depths and
+    /// workloads, both read paths, prefetch off and on, 4 KB pages, [`BLOCK_GAS_LIMIT`],
+    /// [`TX_GAS_LIMIT`], a 50% mixed read share, 8 prefetch workers, durable commits, seed 7864.
+    pub fn for_scale(scale: Scale) -> Self {
+        StudyConfig {
+            scale,
+            stems: scale.stems(),
+            holders: scale.holders(),
+            group_depths: (1..=8).collect(),
+            workloads: Workload::ALL.to_vec(),
+            read_paths: ReadPath::ALL.to_vec(),
+            prefetch: vec![false, true],
+            page_sizes: vec![4096],
+            runs: scale.runs(),
+            block_gas_limit: BLOCK_GAS_LIMIT,
+            tx_gas_limit: TX_GAS_LIMIT,
+            mixed_read_pct: 50,
+            prefetch_workers: 8,
+            durability: Durability::Durable,
+            seed: 7864,
+        }
+    }
+
+    /// Checks the bounds the field docs state and that no dimension is empty; the error names
+    /// the first violation.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        ensure!(!self.group_depths.is_empty(), "no group depths selected");
+        for g in &self.group_depths {
+            ensure!((1..=8).contains(g), "group depth {g} is outside 1..=8");
+        }
+        ensure!(!self.workloads.is_empty(), "no workloads selected");
+        ensure!(!self.read_paths.is_empty(), "no read paths selected");
+        ensure!(!self.prefetch.is_empty(), "no prefetch settings selected");
+        ensure!(!self.page_sizes.is_empty(), "no page sizes selected");
+        for p in &self.page_sizes {
+            ensure!(
+                p.is_power_of_two() && (4096..=65536).contains(p),
+                "page size {p} is not a power of two in 4096..=65536"
+            );
+        }
+        ensure!(
+            self.runs >= 2,
+            "--runs must be at least 2 (the first run is dropped)"
+        );
+        ensure!(
+            self.tx_gas_limit <= self.block_gas_limit,
+            "the transaction gas limit {} exceeds the block gas limit {}",
+            self.tx_gas_limit,
+            self.block_gas_limit
+        );
+        ensure!(
+            (1..=99).contains(&self.mixed_read_pct),
+            "the mixed read share must be 1..=99 percent"
+        );
+        ensure!(self.prefetch_workers >= 1, "at least one prefetch worker");
+        ensure!(self.holders >= 1, "at least one ERC-20 holder");
+        Ok(())
+    }
+}
+
+/// Parses a list of group depths: `1,5,6`, `1-8` or a mix (`1-3,6`). The result is sorted and
+/// free of duplicates; an error names a part that is not a number or range within 1..=8, or an
+/// empty list.
+pub fn parse_group_depths(s: &str) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let bound = |x: &str| -> anyhow::Result<u8> {
+            x.trim()
+                .parse()
+                .with_context(|| format!("bad group depth `{part}`"))
+        };
+        let (a, b) = (bound(a)?, bound(b)?);
+        ensure!(
+            a <= b && a >= 1 && b <= 8,
+            "group depths must be within 1..=8 (got `{part}`)"
+        );
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    ensure!(!out.is_empty(), "no group depths given");
+    Ok(out)
+}
