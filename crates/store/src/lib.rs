@@ -24,6 +24,7 @@ mod options;
 mod preload;
 mod reader;
 mod shape;
+mod sort;
 mod verify;
 mod write;
 
@@ -36,6 +37,7 @@ pub use open::remove_if_empty;
 pub use options::{Durability, StoreOptions};
 pub use reader::{ReadPath, ReadStats, Reader};
 pub use shape::Shape;
+pub use sort::{ExternalSort, SortedWrites, stems_of};
 pub use verify::VerifyReport;
 
 use bintrie_keys::Stem;
