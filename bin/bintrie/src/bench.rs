@@ -82,6 +82,10 @@ pub(crate) struct BenchArgs {
     /// last blocks can be lost on a system crash (what a client with a write buffer accepts).
     #[arg(long, value_enum, default_value_t = Durability::Durable)]
     durability: Durability,
+    /// Memory for building each database, in MiB: the state is sorted in runs of this size
+    /// (spilled to temporary files beside the database) and streamed into it.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..))]
+    memory_budget: u64,
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -125,6 +129,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 keep_databases: args.keep_databases || args.reuse_databases,
                 reuse_databases: args.reuse_databases,
                 progress: !args.no_progress,
+                memory_budget: usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
                 ..StudyOptions::new(config, db_dir)
             })?

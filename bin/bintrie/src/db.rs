@@ -42,6 +42,15 @@ pub(crate) struct ImportArgs {
     /// page size). An existing database keeps the page size it was created with.
     #[arg(long)]
     page_size: Option<usize>,
+    /// Build a new (or empty) database from the whole input as block 1, for inputs of any
+    /// size: the lines are sorted in runs of --memory-budget (spilled to temporary files beside
+    /// the database, then merged; a later line for the same key wins) and streamed into the
+    /// database, so memory stays bounded. Checks free disk first for a file input.
+    #[arg(long, conflicts_with = "batch")]
+    bulk: bool,
+    /// Memory for --bulk's sort, in MiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..), requires = "bulk")]
+    memory_budget: u64,
 }
 
 pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
@@ -67,7 +76,14 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
         },
     )
     .with_context(|| format!("opening {}", args.db.display()));
-    let result = store.and_then(|store| import_into(store, first, &mut lines, batch));
+    let result = store.and_then(|store| {
+        if args.bulk {
+            let budget = usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX);
+            bulk_import(store, &args, first, &mut lines, budget)
+        } else {
+            import_into(store, first, &mut lines, batch)
+        }
+    });
     if let Err(e) = &result
         && created_dir
     {
@@ -89,6 +105,72 @@ fn remove_if_empty(dir: &std::path::Path, error: &anyhow::Error) {
     if !conflict {
         bintrie_store::remove_if_empty(dir);
     }
+}
+
+/// Disk one input line needs in a bulk import: its sort record (72 bytes) and its share of the
+/// database (a random key is mostly a stem of its own: ~400 bytes with its group blobs).
+const BULK_BYTES_PER_LINE: u64 = 480;
+
+/// `import --bulk`: every line through the external sort, then the streaming build as block 1.
+fn bulk_import(
+    mut store: StateStore,
+    args: &ImportArgs,
+    first: Vec<(TreeKey, [u8; 32])>,
+    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    budget: usize,
+) -> Result<()> {
+    if args.input != "-" {
+        // A line is at least 129 bytes (two words and a space).
+        let size = std::fs::metadata(&args.input).map_or(0, |m| m.len());
+        let need = size / 129 * BULK_BYTES_PER_LINE;
+        if let Some(free) = bintrie_store::free_bytes(&args.db)
+            && free < need
+        {
+            bail!(
+                "{} holds up to {} lines, which need about {:.1} GB free in {} (sort runs and \
+                 database); {:.1} GB are free",
+                args.input,
+                size / 129,
+                need as f64 / 1e9,
+                args.db.display(),
+                free as f64 / 1e9
+            );
+        }
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} {pos} ({per_sec}), {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(format!("sorting lines in {} MiB runs:", budget >> 20));
+    let mut sorter = bintrie_store::ExternalSort::new(&args.db, budget);
+    let mut batch = first;
+    while !batch.is_empty() {
+        for (k, v) in batch {
+            sorter.push(k, v)?;
+        }
+        bar.set_position(sorter.len());
+        batch = lines.next_batch(1 << 16)?;
+    }
+    let entries = sorter.len();
+    bar.set_message("stems placed:");
+    bar.set_position(0);
+    let root = store.build_sorted(
+        bintrie_store::stems_of(sorter.finish()?),
+        &[],
+        1,
+        64 << 20,
+        &mut |n| bar.set_position(n),
+    )?;
+    bar.finish_and_clear();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "committed block 1 entries {entries} root {}",
+        hex0x(root)
+    )
+    .and_then(|()| out.flush())
+    .context("writing output")
 }
 
 fn import_into(

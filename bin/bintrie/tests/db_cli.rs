@@ -192,3 +192,61 @@ fn crash_safety_under_kill_9() {
         "only {mid_run_kills} kills landed mid-run"
     );
 }
+
+/// `import --bulk` (external sort in the smallest budget, so runs spill, then the streaming
+/// build) gives the root `root` computes, a later line for a key winning; it refuses a
+/// database that already holds blocks and leaves only the database's files behind.
+#[test]
+fn bulk_import_sorts_in_a_budget_and_matches_root() {
+    let dir = tempfile::tempdir().unwrap();
+    // 300,000 lines (> one 16 MiB run of ~216k writes), the last 1,000 rewriting earlier keys.
+    let mut text = input(299_000, 9);
+    let rewrites: String = text
+        .lines()
+        .take(1000)
+        .map(|l| format!("{} {}\n", &l[..64], "11".repeat(32)))
+        .collect();
+    text.push_str(&rewrites);
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, &text).unwrap();
+    let f = file.to_str().unwrap();
+    let db = dir.path().join("db");
+    let d = db.to_str().unwrap();
+    let out = run_ok(bin().args([
+        "import",
+        "--db",
+        d,
+        "-i",
+        f,
+        "--bulk",
+        "--memory-budget",
+        "16",
+        "-g",
+        "4",
+    ]));
+    let want = run_ok(bin().args(["root", "-i", f]));
+    assert_eq!(
+        out.trim(),
+        format!("committed block 1 entries 300000 root {}", want.trim())
+    );
+    let verify = run_ok(bin().args(["verify", "--db", d, "--no-progress"]));
+    assert!(verify.contains(want.trim()), "{verify}");
+    assert_eq!(
+        std::fs::read_dir(&db).unwrap().count(),
+        2,
+        "sort runs left behind"
+    );
+
+    let again = bin()
+        .args(["import", "--db", d, "-i", f, "--bulk"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("empty database"), "{err}");
+    let budget_alone = bin()
+        .args(["import", "--db", d, "-i", f, "--memory-budget", "64"])
+        .output()
+        .unwrap();
+    assert_eq!(budget_alone.status.code(), Some(2), "clap refuses it");
+}

@@ -39,6 +39,7 @@ pub use reader::{ReadPath, ReadStats, Reader};
 pub use shape::Shape;
 pub use sort::{ExternalSort, SortedWrites, stems_of};
 pub use verify::VerifyReport;
+pub use write::free_bytes;
 
 use bintrie_keys::Stem;
 use bintrie_node::{Hash32, PathKey, StemValues, ZERO_HASH, split_stem_blob};

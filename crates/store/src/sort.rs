@@ -130,7 +130,7 @@ impl ExternalSort {
 
 /// Sorts by key, then input order, and keeps only the last write of each key.
 fn sort_last_wins(v: &mut Vec<Entry>) {
-    v.sort_unstable_by(|a, b| (a.0, a.2).cmp(&(b.0, b.2)));
+    v.sort_unstable_by_key(|e| (e.0, e.2));
     // `dedup_by` keeps the first of equal neighbours: walk from the back instead.
     v.reverse();
     v.dedup_by(|later, earlier| later.0 == earlier.0);
@@ -154,12 +154,15 @@ impl RunReader {
     }
 }
 
+/// The next write of one run in the merge: (key, seq, value, run), smallest key first, then
+/// earliest.
+type Head = (TreeKey, u64, [u8; 32], usize);
+
 enum Inner {
     Memory(std::vec::IntoIter<Entry>),
     Merge {
         readers: Vec<RunReader>,
-        /// The head of each run: (key, seq, value, run).
-        heap: BinaryHeap<Reverse<(TreeKey, u64, [u8; 32], usize)>>,
+        heap: BinaryHeap<Reverse<Head>>,
     },
 }
 

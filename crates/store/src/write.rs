@@ -327,8 +327,9 @@ impl NodeBatch {
     }
 }
 
-/// Bytes available to an unprivileged writer on the filesystem holding `dir`.
-fn free_bytes(dir: &FsPath) -> Option<u64> {
+/// Bytes available to an unprivileged writer on the filesystem holding `dir` (`None` when it
+/// cannot be asked, e.g. `dir` does not exist).
+pub fn free_bytes(dir: &FsPath) -> Option<u64> {
     let st = rustix::fs::statvfs(dir).ok()?;
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }

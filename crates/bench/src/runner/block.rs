@@ -26,6 +26,8 @@ impl Bench {
         g: u8,
         page_size: u32,
         config: &StudyConfig,
+        memory_budget: usize,
+        progress: &dyn Fn(u64),
     ) -> Result<(Bench, DatabaseInfo)> {
         let t = Instant::now();
         let store_options = StoreOptions {
@@ -34,15 +36,9 @@ impl Bench {
             durability: config.durability,
             ..Default::default()
         };
-        let mut state = BinTrieState::open(dir, &store_options)
-            .with_context(|| format!("creating the database in {}", dir.display()))?;
-        let mut writes = random_entries(config.stems, config.seed)?;
-        let mut code = Vec::new();
-        for (address, acct) in workload_accounts(config.holders) {
-            writes.extend(account_entries(&address, &acct)?);
-            code.push((keccak256(&acct.code), acct.code));
-        }
-        state.import_entries(writes, code, 1)?;
+        build_database(dir, &store_options, config, memory_budget, progress)?;
+        let state = BinTrieState::open(dir, &store_options)
+            .with_context(|| format!("reopening {}", dir.display()))?;
         Self::with_state(dir, state, store_options, page_size, t.elapsed(), config)
     }
 

@@ -20,7 +20,7 @@ use bintrie_node::{Sha256Hasher, TreeHasher};
 use bintrie_revm::{
     BinTrieState, BlockDbOptions, BlockPlan, BlockState as _, PipelineOptions, PrefetchList,
 };
-use bintrie_store::{StoreOptions, evict_page_cache};
+use bintrie_store::{ExternalSort, StateStore, StoreOptions, evict_page_cache, stems_of};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -37,7 +37,7 @@ mod block;
 mod state;
 
 use block::Bench;
-pub use state::{Sizing, random_entries, workload_accounts};
+pub use state::{Sizing, build_database, random_state, workload_accounts};
 
 /// Share of the transaction gas limit the loops are sized to use (the rest is headroom).
 const GAS_FILL: f64 = 0.95;
@@ -72,6 +72,10 @@ pub struct StudyOptions {
     pub reuse_databases: bool,
     /// Show progress bars on stderr.
     pub progress: bool,
+    /// Memory for building a database, in bytes: the state's writes are sorted in runs of at
+    /// most this size, spilled to temporary files in the database's directory and merged
+    /// into the streaming build, so building takes about this much memory at any state size.
+    pub memory_budget: usize,
     /// The command line, for the report.
     pub command: String,
 }
@@ -86,10 +90,14 @@ impl StudyOptions {
             keep_databases: false,
             reuse_databases: false,
             progress: true,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             command: String::new(),
         }
     }
 }
+
+/// The default [`StudyOptions::memory_budget`]: 256 MiB.
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 
 /// Nanoseconds per 64-byte node hash on this machine (median of 5 timed batches).
 pub fn measure_hash64_ns() -> f64 {
@@ -185,16 +193,26 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
             }
             overall.set_message(format!("building g={g} page={page_size}"));
             let build = bars.add(ProgressBar::new_spinner());
+            build.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} {msg}: {pos} stems placed ({per_sec}), {elapsed}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
             build.set_message(format!(
-                "g={g}: building {} random stems + contracts",
-                config.stems
+                "g={g}: building {} random stems + contracts (sorting in {} MiB, then \
+                 streaming)",
+                config.stems,
+                opts.memory_budget >> 20
             ));
             build.enable_steady_tick(Duration::from_millis(200));
             let result = (|| -> Result<()> {
                 let (mut bench, info) = if reuse {
                     Bench::reopen(&dir, g, page_size, config)?
                 } else {
-                    Bench::build(&dir, g, page_size, config)?
+                    Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
+                        build.set_position(n)
+                    })?
                 };
                 build.finish_and_clear();
                 tracing::info!(
