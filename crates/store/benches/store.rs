@@ -1,7 +1,8 @@
 //! Store benchmark (a plain harness: each measurement is one large, single-shot operation).
 //!
-//! For each group depth: build a database of N random stems with the bulk load and compare with
-//! building the same tree in memory; then random point reads of existing stems, warm (page cache
+//! For each group depth: build a database of N random stems with the bulk load, and with the
+//! external sort + streaming build (bounded memory), and compare both with building the same
+//! tree in memory; then random point reads of existing stems, warm (page cache
 //! hot) and cold (database evicted from the OS page cache, environment reopened), by the flat
 //! table and by the trie walk: time, lookups and bytes per read.
 //!
@@ -11,7 +12,9 @@
 //! ```
 
 use bintrie_keys::TreeKey;
-use bintrie_store::{Durability, ReadPath, StateStore, StoreOptions, evict_page_cache};
+use bintrie_store::{
+    Durability, ExternalSort, ReadPath, StateStore, StoreOptions, evict_page_cache, stems_of,
+};
 use bintrie_trie::{MemoryStore, Trie};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::path::Path;
@@ -88,8 +91,11 @@ fn main() {
         .collect();
 
     println!("# store benchmark: {n} random stems, {reads} random point reads\n");
-    println!("| g | build in memory (s) | build + bulk load to MDBX (s) | ratio | blobs | MB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| g | build in memory (s) | build + bulk load to MDBX (s) | ratio | external sort + \
+         streaming build (s) | ratio | blobs | MB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     let mut read_rows = Vec::new();
     for &g in &groups {
         let t = Instant::now();
@@ -127,11 +133,37 @@ fn main() {
         );
         assert_eq!(stats.root, root);
         drop(trie);
+
+        // The bounded-memory path: the same (unsorted) writes through the external sort
+        // (256 MiB runs) into the streaming build.
+        let dir_s = base.join(format!("g{g}-streamed"));
+        let _ = std::fs::remove_dir_all(&dir_s);
+        let t = Instant::now();
+        let mut store = open(&dir_s, g);
+        let mut sorter = ExternalSort::new(&dir_s, 256 << 20);
+        for (k, v) in &entries {
+            sorter.push(*k, *v).expect("sort");
+        }
+        let streamed = store
+            .build_sorted(
+                stems_of(sorter.finish().expect("merge")),
+                &[],
+                1,
+                64 << 20,
+                &mut |_| {},
+            )
+            .expect("streaming build");
+        let t_stream = t.elapsed();
+        assert_eq!(streamed, root);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir_s);
         println!(
-            "| {g} | {:.2} | {:.2} | {:.2} | {} | {:.0} |",
+            "| {g} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.0} |",
             t_mem.as_secs_f64(),
             t_db.as_secs_f64(),
             t_db.as_secs_f64() / t_mem.as_secs_f64(),
+            t_stream.as_secs_f64(),
+            t_stream.as_secs_f64() / t_mem.as_secs_f64(),
             stats.blobs,
             stats.bytes as f64 / 1e6
         );
