@@ -197,9 +197,7 @@ fn main() -> Result<()> {
         Some("deps") => ensure_system_deps(),
         Some("run") => {
             ensure_system_deps()?;
-            let mut a = vec!["run", "--release", "--quiet", "-p", "bintrie", "--"];
-            a.extend(args[1..].iter().map(String::as_str));
-            cargo(&a)
+            run_bintrie(&[], &args[1..])
         }
         Some("test" | "ci") => {
             ensure_system_deps()?;
@@ -236,45 +234,27 @@ fn main() -> Result<()> {
         }
         Some("ef-tests") => {
             ensure_system_deps()?;
-            let mut a = vec![
-                "run",
-                "--release",
-                "--quiet",
-                "-p",
-                "bintrie",
-                "--",
-                "blockchain-test",
-            ];
-            let rest: Vec<&str> = args[1..].iter().map(String::as_str).collect();
-            // No path given (only options): the shared copy of the tests.
+            let rest = &args[1..];
+            // No test path among the arguments (only options and their values): the shared
+            // copy of the tests.
             let default_dir = std::env::var("BINTRIE_ETHEREUM_TESTS")
                 .unwrap_or_else(|_| "../shared/fixtures/ethereum-tests".to_string());
-            if rest.iter().all(|x| x.starts_with('-')) {
+            let mut with_dir = rest.to_vec();
+            if !rest.iter().any(|x| std::path::Path::new(x).exists()) {
                 if !std::path::Path::new(&default_dir).is_dir() {
                     bail!(
                         "Ethereum's blockchain tests not found at {default_dir}: give a PATH or \
                          set BINTRIE_ETHEREUM_TESTS"
                     );
                 }
-                a.push(&default_dir);
+                with_dir.push(default_dir);
             }
-            a.extend(rest);
-            cargo(&a)
+            run_bintrie(&["blockchain-test"], &with_dir)
         }
         Some("bench") => {
             ensure_system_deps()?;
             // The study is the binary's `bench` command, built with the release profile.
-            let mut a = vec![
-                "run",
-                "--release",
-                "--quiet",
-                "-p",
-                "bintrie",
-                "--",
-                "bench",
-            ];
-            a.extend(args[1..].iter().map(String::as_str));
-            cargo(&a)
+            run_bintrie(&["bench"], &args[1..])
         }
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
@@ -282,6 +262,14 @@ fn main() -> Result<()> {
         }
         Some(other) => bail!("unknown command {other:?}\n\n{HELP}"),
     }
+}
+
+/// `bintrie COMMAND… ARGS…` from a release build (`cargo run --release`).
+fn run_bintrie(command: &[&str], args: &[String]) -> Result<()> {
+    let mut a = vec!["run", "--release", "--quiet", "-p", "bintrie", "--"];
+    a.extend_from_slice(command);
+    a.extend(args.iter().map(String::as_str));
+    cargo(&a)
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -219,9 +219,15 @@ impl ChainSpec {
     }
 }
 
-/// Mainnet's schedule for a fixture that names only a chain id (from its transactions): an
-/// error for another id, whose schedule the fixture does not give.
-pub(crate) fn mainnet_by_id(chain_id: u64) -> Result<ChainSpec> {
+/// Mainnet's schedule for a fixture block that names only a chain id (in its transactions;
+/// none means mainnet): an error for another id, whose schedule the fixture does not give.
+pub(crate) fn mainnet_of(block: &alloy_rpc_types_eth::Block) -> Result<ChainSpec> {
+    use alloy_consensus::Transaction as _;
+    let chain_id = block
+        .transactions
+        .txns()
+        .find_map(|t| t.inner.chain_id())
+        .unwrap_or(1);
     if chain_id != 1 {
         bail!(
             "chain id {chain_id}: the fixture gives no fork schedule (`chainConfig`), and only \

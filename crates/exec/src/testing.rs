@@ -1,5 +1,6 @@
-//! Proptest strategies for the parsers' never-panic tests (feature `testing`): JSON trees and
-//! strings near the hex and number syntax.
+//! Test support (feature `testing`): proptest strategies for the parsers' never-panic tests
+//! (JSON trees, strings near the hex and number syntax), and where Ethereum's blockchain tests
+//! are.
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -52,4 +53,24 @@ pub fn arb_key() -> impl Strategy<Value = String> {
         "(0[xX])?[0-9a-fA-F]{40}",
         arb_hexish(),
     ]
+}
+
+/// Ethereum's blockchain tests: `$BINTRIE_ETHEREUM_TESTS`, else
+/// `../shared/fixtures/ethereum-tests` next to the repository. Panics saying so when neither
+/// exists (a test that needs them fails with that message).
+pub fn ethereum_tests_dir() -> std::path::PathBuf {
+    if let Ok(d) = std::env::var("BINTRIE_ETHEREUM_TESTS") {
+        return d.into();
+    }
+    let d = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/ethereum-tests"
+    ));
+    assert!(
+        d.is_dir(),
+        "Ethereum's blockchain tests not found: set BINTRIE_ETHEREUM_TESTS or provide \
+         ../shared/fixtures/ethereum-tests next to the repository (looked at {})",
+        d.display()
+    );
+    d
 }

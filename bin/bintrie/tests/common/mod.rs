@@ -81,22 +81,6 @@ pub(crate) fn edited(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> P
     out
 }
 
-/// Ethereum's blockchain tests: `$BINTRIE_ETHEREUM_TESTS`, else
-/// `../shared/fixtures/ethereum-tests` next to the repository; fails the test saying so when
-/// neither exists.
-pub(crate) fn ethereum_tests_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("BINTRIE_ETHEREUM_TESTS") {
-        return PathBuf::from(d);
-    }
-    let d = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/ethereum-tests"
-    ));
-    assert!(
-        d.is_dir(),
-        "Ethereum's blockchain tests not found: set BINTRIE_ETHEREUM_TESTS or provide \
-         ../shared/fixtures/ethereum-tests next to the repository (looked at {})",
-        d.display()
-    );
-    d
-}
+/// Where Ethereum's blockchain tests are (the exec crate's rule).
+#[allow(unused_imports)]
+pub(crate) use bintrie_exec::testing::ethereum_tests_dir;

@@ -4,24 +4,8 @@
 
 use super::*;
 use serde_json::Value;
-use std::path::PathBuf;
 
-fn tests_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("BINTRIE_ETHEREUM_TESTS") {
-        return PathBuf::from(d);
-    }
-    let d = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/ethereum-tests"
-    ));
-    assert!(
-        d.is_dir(),
-        "Ethereum's blockchain tests not found: set BINTRIE_ETHEREUM_TESTS or provide \
-         ../shared/fixtures/ethereum-tests next to the repository (looked at {})",
-        d.display()
-    );
-    d
-}
+use crate::testing::ethereum_tests_dir as tests_dir;
 
 /// The one test of a file under `BlockchainTests/`.
 fn one(rel: &str) -> BlockchainTest {
