@@ -84,7 +84,7 @@ pub(crate) struct BenchArgs {
     durability: Durability,
     /// Memory for building each database, in MiB: the state is sorted in runs of this size
     /// (spilled to temporary files beside the database) and streamed into it.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..))]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
     memory_budget: u64,
     /// No progress bars.
     #[arg(long)]

@@ -49,7 +49,7 @@ pub(crate) struct ImportArgs {
     #[arg(long, conflicts_with = "batch")]
     bulk: bool,
     /// Memory for --bulk's sort, in MiB.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..), requires = "bulk")]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24), requires = "bulk")]
     memory_budget: u64,
 }
 

@@ -249,4 +249,19 @@ fn bulk_import_sorts_in_a_budget_and_matches_root() {
         .output()
         .unwrap();
     assert_eq!(budget_alone.status.code(), Some(2), "clap refuses it");
+    // A budget that would overflow when turned into bytes is refused, never wrapped.
+    let huge = bin()
+        .args([
+            "import",
+            "--db",
+            d,
+            "-i",
+            f,
+            "--bulk",
+            "--memory-budget",
+            "18446744073709551615",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(huge.status.code(), Some(2));
 }

@@ -293,7 +293,8 @@ pub(crate) struct BlockEffects {
 pub(crate) type EvmBlockRun<T> = BlockRun<(BlockExecutionResult<ReceiptEnvelope>, T)>;
 
 /// Runs `block` with alloy-evm's Ethereum block executor on `chain`'s rules through the
-/// pipeline. `check` sees the result and what the block changed before anything is committed;
+/// pipeline. `check` sees the result and can ask what the block changed, before anything is
+/// committed;
 /// an error from it (or from the executor) rejects the block and commits nothing.
 pub(crate) fn run_evm_block<S: BlockState, T>(
     state: &mut S,
@@ -301,7 +302,10 @@ pub(crate) fn run_evm_block<S: BlockState, T>(
     block: &EvmBlock<'_>,
     plan: &BlockPlan,
     options: &PipelineOptions,
-    check: impl FnOnce(&BlockExecutionResult<ReceiptEnvelope>, &BlockEffects) -> Result<T, String>,
+    check: impl FnOnce(
+        &BlockExecutionResult<ReceiptEnvelope>,
+        &dyn Fn() -> BlockEffects,
+    ) -> Result<T, String>,
 ) -> Result<(SpecId, EvmBlockRun<T>), PipelineError<Rejected>> {
     let header = block.header;
     let factory = EthBlockExecutorFactory::new(
@@ -329,7 +333,9 @@ pub(crate) fn run_evm_block<S: BlockState, T>(
         };
         let executor = factory.create_executor(evm, ctx);
         let result = executor.execute_block(block.transactions.iter().copied())?;
-        let effects = BlockEffects {
+        // Collected only when the check asks: `bintrie exec` does not.
+        let db = &*db;
+        let effects = || BlockEffects {
             accounts: db
                 .account_changes()
                 .map(|(a, o, c)| (a, o.cloned(), c.cloned()))

@@ -52,8 +52,11 @@ impl ExternalSort {
     /// Adds one write. Spills a sorted run when the buffer is full; errors are the temporary
     /// file's (a full disk: [`StoreError::DiskFull`]).
     pub fn push(&mut self, key: TreeKey, value: [u8; 32]) -> Result<(), StoreError> {
-        if self.buffer.capacity() == 0 {
-            self.buffer.reserve_exact(self.capacity);
+        if self.buffer.len() == self.buffer.capacity() {
+            // Grow in steps of at most 2^20 writes, never past the budget: memory follows the
+            // input, and an absurd budget is never allocated up front.
+            let room = (self.capacity - self.buffer.len()).min(1 << 20);
+            self.buffer.reserve_exact(room);
         }
         self.buffer.push((key, value, self.next_seq));
         self.next_seq += 1;

@@ -403,7 +403,7 @@ impl<'c> ChainRun<'c> {
             &plan,
             &options,
             |result, fx| {
-                let effects = effects(fx);
+                let effects = effects(&fx());
                 // Before this block's own slots count: a constructor's writes are not storage
                 // the account had before it was created.
                 collision = effects.2.iter().copied().find(|a| self.had_storage(a));
@@ -441,7 +441,14 @@ impl<'c> ChainRun<'c> {
 
     /// True when `a` had storage (in `pre`, or written by an earlier block).
     fn had_storage(&self, a: &Address) -> bool {
-        self.slots.iter().any(|(s, _)| s == a)
+        self.slots_of(a).next().is_some()
+    }
+
+    /// The slots of `a` in `pre` or written by a block.
+    fn slots_of(&self, a: &Address) -> impl Iterator<Item = &U256> {
+        self.slots
+            .range((*a, U256::ZERO)..=(*a, U256::MAX))
+            .map(|(_, k)| k)
     }
 
     /// A failure, unless an EIP-7610 creation explains it: then a skip naming it.
@@ -521,10 +528,9 @@ fn check_post(
         }
         let listed: BTreeMap<U256, U256> = want.storage.iter().copied().collect();
         let unlisted = run
-            .slots
-            .iter()
-            .filter(|(sa, k)| sa == a && !listed.contains_key(k))
-            .map(|(_, k)| (*k, U256::ZERO));
+            .slots_of(a)
+            .filter(|k| !listed.contains_key(k))
+            .map(|k| (*k, U256::ZERO));
         for (k, v) in listed.iter().map(|(k, v)| (*k, *v)).chain(unlisted) {
             let got = db.storage_ref(*a, k)?;
             if got != v {

@@ -56,7 +56,11 @@ const MAX_FILE_BYTES: u64 = 512 << 20;
 /// file order. Errors name the file and what is wrong with it; a test that does not parse is
 /// returned as an error in its place, so the file's other tests still run.
 pub fn load_file(path: &Path) -> Result<Vec<(String, Result<BlockchainTest>)>> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    // Bounded reads: neither a huge file nor a gzip bomb is read whole.
+    let mut raw = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut raw))
+        .with_context(|| format!("reading {}", path.display()))?;
     let mut text = Vec::new();
     if raw.starts_with(&[0x1f, 0x8b]) {
         flate2::read::GzDecoder::new(raw.as_slice())

@@ -192,3 +192,20 @@ fn files_are_found_recursively_and_bad_files_are_named() {
     let results = run_files(&files, &TestOptions::default(), 2, &|_| true, &|_| {});
     assert_eq!(Summary::of(&results).failed, 1, "{results:?}");
 }
+
+#[test]
+fn empty_truncated_and_non_object_files_are_named_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(tests_dir().join("BlockchainTests").join(VALID)).unwrap();
+    for (name, bytes) in [
+        ("empty.json", Vec::new()),
+        ("truncated.json.gz", good[..good.len() / 2].to_vec()),
+        ("array.json", b"[1, 2]".to_vec()),
+        ("utf8.json", "{\"é\": ".as_bytes().to_vec()),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let e = format!("{:#}", load_file(&path).unwrap_err());
+        assert!(e.contains(name), "{name}: {e}");
+    }
+}
