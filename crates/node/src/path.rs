@@ -154,6 +154,18 @@ impl PathKey {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
+
+    /// The key holding exactly `bytes` (at most 32), without checking that some path encodes
+    /// to it: equal to [`Path::to_key`]'s result for the same bytes, so it finds that key in a
+    /// map. `None` when `bytes` is longer than any key. Use [`Path::from_key`] to validate.
+    pub fn from_bytes(bytes: &[u8]) -> Option<PathKey> {
+        let mut key = PathKey {
+            bytes: [0u8; STEM_LEN + 1],
+            len: u8::try_from(bytes.len()).ok()?,
+        };
+        key.bytes.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(key)
+    }
 }
 
 impl AsRef<[u8]> for PathKey {

@@ -71,6 +71,13 @@ pub enum StoreError {
         /// Its root, hex.
         expected_root: String,
     },
+    /// Another writer holds the database, and one of the two buffers its writes (a buffered
+    /// writer must be the only writer). Nothing was written.
+    #[error(
+        "{0} is being written by another writer, and a writer with a write buffer must be the \
+         only one; wait for it to finish"
+    )]
+    Locked(PathBuf),
     /// A write was attempted through a store opened read-only.
     #[error("the database was opened read-only")]
     ReadOnly,

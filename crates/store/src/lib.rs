@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+mod buffer;
 mod error;
 mod evict;
 mod meta;
@@ -28,6 +29,7 @@ mod sort;
 mod verify;
 mod write;
 
+pub use buffer::BufferOptions;
 pub use error::StoreError;
 pub(crate) use error::map_err;
 pub use evict::evict_page_cache;
@@ -96,6 +98,14 @@ pub(crate) struct Inner {
     /// root of the snapshot they were read from; [`NodeStore::get_node`] takes from here first,
     /// and only while its own root is that one. Cleared by every commit.
     pub(crate) warm: std::sync::Mutex<WarmSet>,
+    /// Committed blocks not yet flushed to MDBX (always empty without a write buffer, except
+    /// in a read-only open, which replays the journal here). Readers take it before their MDBX
+    /// snapshot; see the `buffer` module for the invariants.
+    pub(crate) overlay: std::sync::RwLock<Arc<buffer::Overlay>>,
+    /// A writer's journal (locked: exclusive with a write buffer, shared without).
+    pub(crate) journal: std::sync::Mutex<Option<buffer::Journal>>,
+    /// How this handle was opened.
+    pub(crate) options: StoreOptions,
 }
 
 /// Preloaded node blobs and the root of the snapshot they were read at.
@@ -141,20 +151,62 @@ impl StateStore {
     }
 
     /// Calls `f(key, blob)` for every stored node in key order, in one read transaction.
+    /// Buffered blocks included.
     pub fn for_each_node(&self, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
-        let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
-        let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
-        let mut cursor = txn.cursor(&nodes).map_err(map_err)?;
-        for item in cursor.iter_start::<std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>>() {
-            let (k, v) = item.map_err(map_err)?;
-            f(&k, &v);
-        }
-        Ok(())
+        self.reader()?.for_each(T_NODES, |k, v| {
+            f(k, v);
+            Ok(())
+        })
     }
 
     /// Number of entries in (nodes, stems, code), in one snapshot.
     pub fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         self.reader()?.counts()
+    }
+
+    /// The block a power loss cannot take back: every committed block with
+    /// [`Durability::Durable`], the last flushed one with [`Durability::Flush`]; `None` with
+    /// [`Durability::Relaxed`] (MDBX syncs only when it must) and for read-only handles (the
+    /// writer's durability is unknown to them). A process crash loses no committed block in
+    /// any mode.
+    pub fn durable_block(&self) -> Option<u64> {
+        if self.inner.read_only {
+            return None;
+        }
+        match self.inner.options.durability {
+            Durability::Durable => Some(self.meta.block),
+            Durability::Flush => Some(self.flushed_meta().map_or(0, |m| m.block)),
+            Durability::Relaxed => None,
+        }
+    }
+
+    /// The block MDBX holds (the last flush); blocks after it are in the write buffer and the
+    /// journal.
+    pub fn flushed_block(&self) -> u64 {
+        self.flushed_meta().map_or(0, |m| m.block)
+    }
+
+    /// Blocks committed since the last flush.
+    pub fn buffered_blocks(&self) -> u64 {
+        self.overlay().blocks
+    }
+
+    /// The write buffer's options (`None`: every block is its own MDBX transaction).
+    pub fn buffer_options(&self) -> Option<BufferOptions> {
+        self.inner.options.buffer
+    }
+
+    pub(crate) fn flushed_meta(&self) -> Option<Meta> {
+        self.overlay().flushed
+    }
+
+    /// The overlay as it is now (readers hold on to it).
+    pub(crate) fn overlay(&self) -> Arc<buffer::Overlay> {
+        self.inner
+            .overlay
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Size of the data file in bytes.

@@ -34,6 +34,12 @@ impl DirLock {
     }
 }
 
+/// What a reopened handle keeps: its write buffer and its (locked) journal.
+pub(crate) struct Kept {
+    overlay: Arc<buffer::Overlay>,
+    journal: buffer::Journal,
+}
+
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
 /// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
 /// being created). Never creates, formats or writes the data file.
@@ -121,8 +127,28 @@ impl StateStore {
     ///   format, else [`StoreError::NotADatabase`] and nothing is written (MDBX would otherwise
     ///   format a short file over). An existing database keeps its group depth: asking for
     ///   another is [`StoreError::GroupDepthMismatch`].
+    ///
+    /// A writer replays the blocks its journal holds past MDBX's last flush (a writer with a
+    /// write buffer that was killed) and flushes them before it returns; a read-only open
+    /// replays them in memory.
     pub fn open(dir: impl AsRef<FsPath>, options: &StoreOptions) -> Result<Self, StoreError> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::open_with(dir.as_ref(), options, None)
+    }
+
+    /// `open`, keeping the write buffer and journal of a handle being reopened (`kept`).
+    pub(crate) fn open_with(
+        dir: &FsPath,
+        options: &StoreOptions,
+        kept: Option<Kept>,
+    ) -> Result<Self, StoreError> {
+        let dir = dir.to_path_buf();
+        if let Some(b) = &options.buffer
+            && b.max_blocks == 0
+        {
+            return Err(StoreError::Options(
+                "a write buffer holds at least 1 block".into(),
+            ));
+        }
         let data = dir.join("mdbx.dat");
         let exists = match std::fs::symlink_metadata(&data) {
             Ok(_) => true,
@@ -152,12 +178,24 @@ impl StateStore {
                 reason: "an MDBX environment without tables: a database still being created".into(),
             })?;
             check_depth(&meta)?;
+            // Blocks a writer committed but has not flushed: replayed in memory (a journal
+            // being appended to is read up to its last whole record).
+            let mut overlay = buffer::Overlay::empty(Some(meta));
+            if let Some(bytes) = buffer::read_journal(&dir) {
+                for rec in buffer::replay(&bytes, meta)? {
+                    overlay.apply(&rec);
+                }
+            }
+            let meta = overlay.current().unwrap_or(meta);
             return Ok(StateStore {
                 inner: Arc::new(Inner {
                     db,
                     dir,
                     read_only: true,
                     warm: Default::default(),
+                    overlay: std::sync::RwLock::new(Arc::new(overlay)),
+                    journal: Default::default(),
+                    options: options.clone(),
                 }),
                 meta,
             });
@@ -180,6 +218,16 @@ impl StateStore {
                 Err(e) => return Err(e),
             }
         }
+        // The journal's lock before MDBX opens for writing: a buffered writer must be alone (and MDBX would refuse a
+        // second open in this process with a less helpful error).
+        let opened_journal = match &kept {
+            None => Some(buffer::Journal::open(
+                &dir,
+                options.buffer.is_some(),
+                options.durability == Durability::Durable,
+            )?),
+            Some(_) => None,
+        };
         let page_size = match options.page_size {
             None => None,
             Some(p) if p.is_power_of_two() && (4096..=65536).contains(&p) => Some(PageSize::Set(p)),
@@ -209,7 +257,7 @@ impl StateStore {
             )
         };
         let db = match options.durability {
-            Durability::Durable => open(SyncMode::Durable),
+            Durability::Durable | Durability::Flush => open(SyncMode::Durable),
             // The first process to open an environment sets its durability for all who join,
             // and a reader that got there first holds it durable: a relaxed writer then joins
             // durable (never weaker than asked) rather than fail.
@@ -240,6 +288,9 @@ impl StateStore {
             dir,
             read_only: false,
             warm: Default::default(),
+            overlay: Default::default(),
+            journal: Default::default(),
+            options: options.clone(),
         });
         let meta = {
             let txn = inner.db.begin_rw_txn().map_err(map_err)?;
@@ -280,7 +331,95 @@ impl StateStore {
             txn.commit().map_err(map_err)?;
             meta
         };
-        Ok(StateStore { inner, meta })
+        let mut store = StateStore { inner, meta };
+        match (kept, opened_journal) {
+            (Some(kept), _) => {
+                // A reopened handle: MDBX must be where its buffer left it.
+                if kept.overlay.flushed != Some(meta) {
+                    return Err(store.conflict(kept.overlay.flushed));
+                }
+                store.meta = kept.overlay.current().unwrap_or(meta);
+                *store
+                    .inner
+                    .overlay
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = kept.overlay;
+                *store.journal() = Some(kept.journal);
+            }
+            (None, Some((journal, bytes))) => {
+                let mut overlay = buffer::Overlay::empty(Some(meta));
+                for rec in buffer::replay(&bytes, meta)? {
+                    overlay.apply(&rec);
+                }
+                *store.journal() = Some(journal);
+                if !overlay.is_empty() {
+                    tracing::info!(
+                        blocks = overlay.blocks,
+                        to = overlay.meta.map_or(0, |m| m.block),
+                        "replaying the write journal (a writer was stopped before its flush)"
+                    );
+                    store.meta = overlay.current().unwrap_or(meta);
+                    *store
+                        .inner
+                        .overlay
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(overlay);
+                    store.flush()?;
+                } else {
+                    *store
+                        .inner
+                        .overlay
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(overlay);
+                    if !bytes.is_empty() {
+                        store.journal().as_mut().map(|j| j.clear()).transpose()?;
+                    }
+                }
+            }
+            // Not reached: a journal is opened whenever none is kept.
+            (None, None) => {}
+        }
+        Ok(store)
+    }
+
+    /// Closes the environment (its memory map), calls `between` with the directory (to evict
+    /// it from the page cache, say), and opens it again with the same options — keeping the
+    /// write buffer and the journal's lock, as a running node keeps its buffer. Fails when
+    /// other clones of this handle are alive (they hold the environment open).
+    pub fn reopen(
+        self,
+        between: impl FnOnce(&FsPath) -> std::io::Result<()>,
+    ) -> Result<StateStore, StoreError> {
+        let inner = Arc::try_unwrap(self.inner).map_err(|_| {
+            StoreError::Options("reopen: other handles to this store are still open".into())
+        })?;
+        let Inner {
+            db,
+            dir,
+            overlay,
+            journal,
+            options,
+            ..
+        } = inner;
+        drop(db);
+        let overlay = overlay
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let journal = journal
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        between(&dir)?;
+        match journal {
+            Some(journal) => Self::open_with(&dir, &options, Some(Kept { overlay, journal })),
+            None => Self::open_with(&dir, &options, None),
+        }
+    }
+
+    pub(crate) fn journal(&self) -> std::sync::MutexGuard<'_, Option<buffer::Journal>> {
+        self.inner
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Opens an existing database read-only: `open` with [`StoreOptions::read_only`].
@@ -311,7 +450,16 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
             meta.block == 0 && meta.root == [0; 32]
         }
         Err(_) => {
-            !dir.join("mdbx.dat").exists() || std::fs::read_dir(dir).is_ok_and(|rd| rd.count() <= 2)
+            // MDBX's two files and an empty journal, nothing else.
+            !dir.join("mdbx.dat").exists()
+                || std::fs::read_dir(dir).is_ok_and(|rd| {
+                    rd.flatten().all(|e| {
+                        let name = e.file_name();
+                        name == "mdbx.dat"
+                            || name == "mdbx.lck"
+                            || (name == buffer::JOURNAL && e.metadata().is_ok_and(|m| m.len() == 0))
+                    })
+                })
         }
     };
     empty && std::fs::remove_dir_all(dir).is_ok()

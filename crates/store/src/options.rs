@@ -10,9 +10,14 @@
 )]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Durability {
-    /// fsync on every commit: a committed block survives a power loss.
+    /// Every committed block survives a power loss: fsync on every commit (with a write buffer,
+    /// an fdatasync of the journal; the flush to MDBX is synced too).
     #[default]
     Durable,
+    /// Sync on flush: a committed block survives a process crash; a power loss rolls back to
+    /// the last flush, never to a torn state. Without a write buffer every block is a flush
+    /// (the same as `durable`).
+    Flush,
     /// No fsync (MDBX `SAFE_NOSYNC`): a committed block survives a process crash, and an OS crash
     /// rolls back to some earlier committed block, never to a torn one. For benchmarks.
     Relaxed,
@@ -23,6 +28,7 @@ impl Durability {
     pub fn name(self) -> &'static str {
         match self {
             Durability::Durable => "durable",
+            Durability::Flush => "flush",
             Durability::Relaxed => "relaxed",
         }
     }
@@ -38,6 +44,10 @@ pub struct StoreOptions {
     pub page_size: Option<usize>,
     /// Commit durability.
     pub durability: Durability,
+    /// Hold committed blocks in memory (journaled) and write them to MDBX many at a time
+    /// (`None`, the default: every block is its own MDBX transaction). A buffered writer
+    /// excludes every other writer of the database ([`StoreError::Locked`](crate::StoreError::Locked)).
+    pub buffer: Option<crate::BufferOptions>,
     /// Largest the data file may grow, bytes (default 1 TiB). A commit that does not fit fails
     /// with [`StoreError::MapFull`](crate::StoreError::MapFull) and leaves the database at its last block.
     pub max_size: Option<usize>,
@@ -58,6 +68,7 @@ impl Default for StoreOptions {
             group_depth: None,
             page_size: None,
             durability: Durability::Durable,
+            buffer: None,
             max_size: None,
             growth_step: None,
             create: true,

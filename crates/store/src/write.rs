@@ -4,15 +4,23 @@
 use crate::*;
 
 impl StateStore {
-    /// Writes one block in one transaction: the commit's blobs and removals, the flat stem table
-    /// for every stem blob in it, `code` (hash -> bytecode), and the meta (root, `block`). Either
-    /// all of it becomes visible or none.
+    /// Commits one block: the commit's blobs and removals, the flat stem table for every stem
+    /// blob in it, `code` (hash -> bytecode), and the meta (root, `block`). Either all of it
+    /// becomes visible or none; readers opened after it returns see it.
+    ///
+    /// Without a write buffer this is one MDBX transaction. With one
+    /// ([`StoreOptions::buffer`]) the block is appended to the journal (fdatasync'd when
+    /// [`Durability::Durable`]) and added to the buffer; a full buffer is first flushed
+    /// ([`StateStore::flush`]), inside this call.
     pub fn write_block(
         &mut self,
         commit: &CommitSet,
         block: u64,
         code: &[(Hash32, Vec<u8>)],
     ) -> Result<(), StoreError> {
+        if let Some(options) = self.inner.options.buffer {
+            return self.buffer_block(options, commit, block, code);
+        }
         self.block_txn(block, |txn, t| {
             for key in commit.removed() {
                 txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
@@ -31,6 +39,118 @@ impl StateStore {
             }
             Ok(commit.root)
         })
+    }
+
+    fn buffer_block(
+        &mut self,
+        options: BufferOptions,
+        commit: &CommitSet,
+        block: u64,
+        code: &[(Hash32, Vec<u8>)],
+    ) -> Result<(), StoreError> {
+        if self.inner.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let full = {
+            let o = self.overlay();
+            o.blocks >= options.max_blocks || o.bytes >= options.max_bytes
+        };
+        if full {
+            self.flush()?;
+        }
+        let record = buffer::Record {
+            base: (self.meta.block, self.meta.root),
+            meta: Meta {
+                root: commit.root,
+                block,
+                ..self.meta
+            },
+            removed: commit.removed().to_vec(),
+            nodes: commit.nodes().map(|(k, b)| (*k, b.to_vec())).collect(),
+            code: code.to_vec(),
+        };
+        let bytes = record.encode();
+        let mut overlay = self
+            .inner
+            .overlay
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The buffer must be at the block this handle builds on (another handle of this
+        // process may have committed since).
+        let at = overlay.current();
+        if at.map_or((0, ZERO_HASH), |m| (m.block, m.root)) != record.base {
+            return Err(self.conflict(at));
+        }
+        let appended = match self.journal().as_mut() {
+            Some(journal) => journal.append(&bytes),
+            None => Err(StoreError::Options(
+                "this handle has no write journal".into(),
+            )),
+        };
+        appended.map_err(|e| self.disk_full_or(e))?;
+        if Arc::strong_count(&overlay) > 1 {
+            tracing::debug!("a reader holds the write buffer: copying it for this block");
+        }
+        Arc::make_mut(&mut overlay).apply(&record);
+        drop(overlay);
+        self.meta = record.meta;
+        self.warm().blobs.clear();
+        Ok(())
+    }
+
+    /// Writes the write buffer to MDBX in one transaction (sorted puts, the newest meta) and
+    /// empties it and the journal. Nothing to do without a buffer or with an empty one. On an
+    /// error nothing changes: the blocks stay buffered and journaled. Call it before handing
+    /// the database to another program; an unflushed journal is replayed by the next open.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        let overlay = self.overlay();
+        let Some(meta) = overlay.meta else {
+            return Ok(());
+        };
+        let t = std::time::Instant::now();
+        let base = overlay.flushed;
+        self.write_txn_at(base, |txn, t| {
+            let mut nodes: Vec<(&PathKey, &Option<Vec<u8>>)> = overlay.nodes.iter().collect();
+            nodes.sort_unstable_by_key(|e| *e.0);
+            let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
+            for (key, blob) in nodes {
+                match blob {
+                    Some(blob) => cursor
+                        .put(key.as_bytes(), blob, WriteFlags::UPSERT)
+                        .map_err(map_err)?,
+                    None => {
+                        txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
+                    }
+                }
+            }
+            let mut stems: Vec<_> = overlay.stems.iter().collect();
+            stems.sort_unstable_by_key(|e| *e.0);
+            let mut cursor = txn.cursor(&t.stems).map_err(map_err)?;
+            for (stem, flat) in stems {
+                cursor
+                    .put(stem, flat, WriteFlags::UPSERT)
+                    .map_err(map_err)?;
+            }
+            let mut code: Vec<_> = overlay.code.iter().collect();
+            code.sort_unstable_by_key(|e| *e.0);
+            for (hash, bytecode) in code {
+                txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
+                    .map_err(map_err)?;
+            }
+            Ok(Some(meta))
+        })?;
+        // MDBX holds the blocks now; a journal left full (an error here) is skipped by the
+        // next open's chain check.
+        if let Some(journal) = self.journal().as_mut() {
+            journal.clear()?;
+        }
+        tracing::debug!(
+            blocks = overlay.blocks,
+            bytes = overlay.bytes,
+            time = ?t.elapsed(),
+            "write buffer flushed"
+        );
+        Ok(())
     }
 
     /// One write transaction for block `block`: `body` writes the tables and returns the new
@@ -77,6 +197,21 @@ impl StateStore {
         &mut self,
         body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Option<Meta>, StoreError>,
     ) -> Result<(), StoreError> {
+        if !self.overlay().is_empty() {
+            // Direct writes build on MDBX, which is behind a non-empty buffer.
+            self.flush()?;
+        }
+        let base = Some(self.meta);
+        self.write_txn_at(base, body)
+    }
+
+    /// `write_txn` refusing unless MDBX's meta is `base` (`None`: a database without a
+    /// block yet, as this handle's meta at block 0 allows).
+    fn write_txn_at(
+        &mut self,
+        base: Option<Meta>,
+        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Option<Meta>, StoreError>,
+    ) -> Result<(), StoreError> {
         if self.inner.read_only {
             return Err(StoreError::ReadOnly);
         }
@@ -89,7 +224,11 @@ impl StateStore {
         };
         // MDBX serialises write transactions; this one must also build on the block this
         // handle last saw.
-        self.check_base(read_meta(&txn, &tables.meta)?)?;
+        let stored = read_meta(&txn, &tables.meta)?;
+        let key = |m: Option<Meta>| m.map_or((0, ZERO_HASH), |m| (m.block, m.root));
+        if key(stored) != key(base) {
+            return Err(self.conflict(stored));
+        }
         let t = std::time::Instant::now();
         let meta = body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
         let body_time = t.elapsed();
@@ -100,6 +239,17 @@ impl StateStore {
         txn.commit().map_err(|e| self.disk_full_or(map_err(e)))?;
         tracing::debug!(?body_time, commit_time = ?t.elapsed(), "write transaction");
         if let Some(meta) = meta {
+            // MDBX is at `meta` now: the buffer (whose blocks it holds, for a flush) restarts.
+            *self
+                .inner
+                .overlay
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Arc::new(buffer::Overlay::empty(Some(meta)));
+        }
+        if let Some(meta) = meta
+            && meta != self.meta
+        {
             self.meta = meta;
             // Preloaded blobs belong to the previous block's tree.
             self.warm().blobs.clear();

@@ -1,0 +1,496 @@
+//! The write buffer: committed blocks held in memory above MDBX, journaled, and flushed to MDBX
+//! many blocks at a time.
+//!
+//! ```text
+//!  write_block ─ journal append (+ fdatasync when durable) ─ overlay ──(full)── flush: one MDBX txn
+//!  readers     ─ overlay ─ MDBX snapshot
+//! ```
+//!
+//! Invariants:
+//! - the overlay holds exactly the blocks after MDBX's meta (`flushed`) up to the newest
+//!   committed block, coalesced (the last write of a key wins; `None` = removed);
+//! - every block in the overlay is in the journal, in order, each record naming the block it
+//!   builds on; a flush writes the whole overlay in one MDBX transaction, then empties the
+//!   journal. A crash at any instant leaves MDBX at some flushed block and the journal holding
+//!   the blocks after it (or stale ones before it, which the chain check skips), so an open
+//!   replays exactly the committed blocks.
+//! - a reader takes the overlay first and its MDBX snapshot second: a flush in between only
+//!   writes into MDBX what that overlay already holds, so the view is the same.
+
+use crate::*;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+
+/// When the write buffer is flushed to MDBX. A block is flushed with the buffer once the buffer
+/// holds `max_blocks` blocks or `max_bytes` bytes of blobs, whichever comes first; the flush
+/// runs at the start of the next commit (timed in that block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferOptions {
+    /// Blocks held before a flush (at least 1).
+    pub max_blocks: u64,
+    /// Bytes of blobs, flat stems and code held before a flush.
+    pub max_bytes: usize,
+}
+
+impl Default for BufferOptions {
+    /// 8 blocks or 256 MiB (geth's dirty-node buffer is 64-256 MB; reth persists every ~7
+    /// blocks).
+    fn default() -> Self {
+        BufferOptions {
+            max_blocks: 8,
+            max_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Blocks committed but not yet flushed to MDBX, coalesced.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Overlay {
+    /// MDBX's meta when the overlay was started (`None`: a database with no meta yet).
+    pub(crate) flushed: Option<Meta>,
+    /// The newest block in the overlay (`None`: the overlay is empty).
+    pub(crate) meta: Option<Meta>,
+    pub(crate) nodes: HashMap<PathKey, Option<Vec<u8>>>,
+    pub(crate) stems: HashMap<Stem, Vec<u8>>,
+    pub(crate) code: HashMap<Hash32, Vec<u8>>,
+    pub(crate) blocks: u64,
+    pub(crate) bytes: usize,
+}
+
+impl Overlay {
+    pub(crate) fn empty(flushed: Option<Meta>) -> Self {
+        Overlay {
+            flushed,
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.meta.is_none()
+    }
+
+    /// Adds one block: its blobs, removals, flat stems and code, and its meta.
+    pub(crate) fn apply(&mut self, rec: &Record) {
+        for key in &rec.removed {
+            if let Some(Some(old)) = self.nodes.insert(*key, None) {
+                self.bytes -= old.len();
+            }
+        }
+        for (key, blob) in &rec.nodes {
+            if let Some((stem, flat)) = split_stem_blob(blob)
+                && let Ok(stem) = Stem::try_from(stem)
+            {
+                self.bytes += flat.len();
+                if let Some(old) = self.stems.insert(stem, flat.to_vec()) {
+                    self.bytes -= old.len();
+                }
+            }
+            self.bytes += blob.len();
+            if let Some(Some(old)) = self.nodes.insert(*key, Some(blob.clone())) {
+                self.bytes -= old.len();
+            }
+        }
+        for (hash, bytecode) in &rec.code {
+            if !self.code.contains_key(hash) {
+                self.bytes += bytecode.len();
+                self.code.insert(*hash, bytecode.clone());
+            }
+        }
+        self.meta = Some(rec.meta);
+        self.blocks += 1;
+    }
+
+    /// The newest meta: the overlay's newest block, else the flushed one.
+    pub(crate) fn current(&self) -> Option<Meta> {
+        self.meta.or(self.flushed)
+    }
+
+    /// A node lookup: `Some(answer)` when the overlay decides it.
+    pub(crate) fn node(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        let key = PathKey::from_bytes(key)?;
+        self.nodes.get(&key).map(|v| v.as_deref())
+    }
+}
+
+/// One committed block as the journal holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Record {
+    /// The block and root it builds on.
+    pub(crate) base: (u64, Hash32),
+    /// The block's meta.
+    pub(crate) meta: Meta,
+    pub(crate) removed: Vec<PathKey>,
+    pub(crate) nodes: Vec<(PathKey, Vec<u8>)>,
+    pub(crate) code: Vec<(Hash32, Vec<u8>)>,
+}
+
+const MAGIC: [u8; 4] = *b"BTJ1";
+const HEADER: usize = 12;
+/// The journal file, beside `mdbx.dat`.
+pub(crate) const JOURNAL: &str = "journal";
+
+impl Record {
+    /// header (magic, payload length u32 LE, CRC-32 of the payload) + payload.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut p =
+            Vec::with_capacity(128 + self.nodes.iter().map(|(_, b)| b.len() + 40).sum::<usize>());
+        p.extend_from_slice(&self.base.0.to_le_bytes());
+        p.extend_from_slice(&self.base.1);
+        p.extend_from_slice(&self.meta.block.to_le_bytes());
+        p.extend_from_slice(&self.meta.root);
+        p.extend_from_slice(&(self.removed.len() as u32).to_le_bytes());
+        for key in &self.removed {
+            put_bytes8(&mut p, key.as_bytes());
+        }
+        p.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
+        for (key, blob) in &self.nodes {
+            put_bytes8(&mut p, key.as_bytes());
+            p.extend_from_slice(&(blob.len() as u32).to_le_bytes());
+            p.extend_from_slice(blob);
+        }
+        p.extend_from_slice(&(self.code.len() as u32).to_le_bytes());
+        for (hash, code) in &self.code {
+            p.extend_from_slice(hash);
+            p.extend_from_slice(&(code.len() as u32).to_le_bytes());
+            p.extend_from_slice(code);
+        }
+        let mut out = Vec::with_capacity(HEADER + p.len());
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+        out.extend_from_slice(&p);
+        out
+    }
+
+    /// Decodes the payload of a record whose checksum matched; `meta` supplies the fields the
+    /// journal does not repeat (group depth, format, page size).
+    fn decode(p: &[u8], meta: Meta) -> Option<Record> {
+        let mut r = Cursor(p);
+        let base = (r.u64()?, r.hash()?);
+        let block = r.u64()?;
+        let root = r.hash()?;
+        let removed = (0..r.u32()?)
+            .map(|_| valid_key(r.bytes8()?))
+            .collect::<Option<Vec<_>>>()?;
+        let nodes = (0..r.u32()?)
+            .map(|_| {
+                let key = valid_key(r.bytes8()?)?;
+                let len = r.u32()? as usize;
+                Some((key, r.take(len)?.to_vec()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let code = (0..r.u32()?)
+            .map(|_| {
+                let hash = r.hash()?;
+                let len = r.u32()? as usize;
+                Some((hash, r.take(len)?.to_vec()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        r.0.is_empty().then_some(Record {
+            base,
+            meta: Meta {
+                block,
+                root,
+                ..meta
+            },
+            removed,
+            nodes,
+            code,
+        })
+    }
+}
+
+/// A node key as [`bintrie_node::Path::to_key`] writes it, or `None`.
+fn valid_key(b: &[u8]) -> Option<PathKey> {
+    bintrie_node::Path::from_key(b).ok().map(|p| p.to_key())
+}
+
+fn put_bytes8(p: &mut Vec<u8>, b: &[u8]) {
+    p.push(b.len() as u8);
+    p.extend_from_slice(b);
+}
+
+/// Reads little-endian fields off a slice; `None` past its end.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn hash(&mut self) -> Option<Hash32> {
+        self.take(32)?.try_into().ok()
+    }
+    fn bytes8(&mut self) -> Option<&'a [u8]> {
+        let n = *self.take(1)?.first()? as usize;
+        self.take(n)
+    }
+}
+
+/// The records of a journal that chain from `flushed`, in order. Records before the chain (a
+/// journal not yet emptied after its flush) are skipped; a torn last record (a commit that
+/// never returned) is ignored; a damaged record with more after it, or a record that breaks
+/// the chain, is [`StoreError::Corrupt`].
+pub(crate) fn replay(bytes: &[u8], flushed: Meta) -> Result<Vec<Record>, StoreError> {
+    let mut at = 0usize;
+    let mut out: Vec<Record> = Vec::new();
+    let mut tip = (flushed.block, flushed.root);
+    let corrupt = |at: usize, what: &str| {
+        StoreError::Corrupt(format!(
+            "the write journal is damaged at byte {at} ({what}); the blocks after the last \
+             flush cannot be recovered: move the `{JOURNAL}` file away to open the database at \
+             block {} (its last flush)",
+            flushed.block
+        ))
+    };
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        if rest.len() < HEADER {
+            tracing::warn!(
+                at,
+                "the write journal ends in a torn record (a commit that never returned): ignored"
+            );
+            break;
+        }
+        if rest[..4] != MAGIC {
+            return Err(corrupt(at, "no record header"));
+        }
+        let len = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
+        let Some(payload) = rest.get(HEADER..HEADER + len) else {
+            tracing::warn!(
+                at,
+                "the write journal ends in a torn record (a commit that never returned): ignored"
+            );
+            break;
+        };
+        let last = HEADER + len == rest.len();
+        if crc32fast::hash(payload) != crc {
+            if last {
+                tracing::warn!(
+                    at,
+                    "the write journal's last record does not check (a commit that never returned): ignored"
+                );
+                break;
+            }
+            return Err(corrupt(at, "checksum mismatch"));
+        }
+        let rec =
+            Record::decode(payload, flushed).ok_or_else(|| corrupt(at, "malformed record"))?;
+        at += HEADER + len;
+        if rec.base == tip {
+            tip = (rec.meta.block, rec.meta.root);
+            out.push(rec);
+        } else if !out.is_empty() {
+            return Err(corrupt(
+                at,
+                "a record that does not build on the one before",
+            ));
+        }
+        // Else: a record from before the last flush (the journal was not emptied yet).
+    }
+    Ok(out)
+}
+
+/// The open journal of a writer, locked against other buffered writers.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    file: std::fs::File,
+    len: u64,
+    sync: bool,
+    /// Set when a failed append could not be taken back: later appends would be unreachable.
+    broken: bool,
+}
+
+impl Journal {
+    /// Opens (creating) the journal in `dir` and locks it: exclusively for a buffered writer,
+    /// shared for an unbuffered one, so that a buffered writer never shares a database with
+    /// another writer. Returns it with its current contents.
+    pub(crate) fn open(
+        dir: &FsPath,
+        exclusive: bool,
+        sync: bool,
+    ) -> Result<(Journal, Vec<u8>), StoreError> {
+        let path = dir.join(JOURNAL);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let locked = if exclusive {
+            file.try_lock()
+        } else {
+            file.try_lock_shared()
+        };
+        match locked {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked(dir.to_path_buf()));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                tracing::debug!(error = %e, "journal opened without a lock");
+            }
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok((
+            Journal {
+                file,
+                len: bytes.len() as u64,
+                sync,
+                broken: false,
+            },
+            bytes,
+        ))
+    }
+
+    /// Appends one record (fdatasync'd when the journal syncs). On an error the journal is cut
+    /// back to its previous length, as if the append never happened.
+    pub(crate) fn append(&mut self, record: &[u8]) -> Result<(), StoreError> {
+        if self.broken {
+            return Err(StoreError::Corrupt(
+                "the write journal could not be repaired after a failed append; reopen the \
+                 database"
+                    .into(),
+            ));
+        }
+        let written = (|| {
+            self.file.seek(SeekFrom::Start(self.len))?;
+            self.file.write_all(record)?;
+            if self.sync {
+                self.file.sync_data()?;
+            }
+            Ok::<(), std::io::Error>(())
+        })();
+        match written {
+            Ok(()) => {
+                self.len += record.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                if self.file.set_len(self.len).is_err() {
+                    self.broken = true;
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Empties the journal after a flush.
+    pub(crate) fn clear(&mut self) -> Result<(), StoreError> {
+        self.file.set_len(0)?;
+        self.len = 0;
+        self.broken = false;
+        Ok(())
+    }
+}
+
+/// Reads the journal of `dir` for a read-only open: `None` when there is none (or it cannot be
+/// read: a reader without access sees the last flushed block).
+pub(crate) fn read_journal(dir: &FsPath) -> Option<Vec<u8>> {
+    std::fs::read(dir.join(JOURNAL)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(block: u64, root: u8) -> Meta {
+        Meta {
+            root: [root; 32],
+            block,
+            group_depth: 5,
+            format: FORMAT_VERSION,
+            page_size: 4096,
+        }
+    }
+
+    fn record(base: Meta, next: Meta, n: u8) -> Record {
+        let key = bintrie_node::Path::from_stem_prefix(&[n; 31], 8).to_key();
+        Record {
+            base: (base.block, base.root),
+            meta: next,
+            removed: vec![bintrie_node::Path::from_stem_prefix(&[n; 31], 3).to_key()],
+            nodes: vec![(key, vec![n; 70])],
+            code: vec![([n; 32], vec![1, 2, 3])],
+        }
+    }
+
+    fn journal(records: &[Record]) -> Vec<u8> {
+        records.iter().flat_map(Record::encode).collect()
+    }
+
+    #[test]
+    fn records_round_trip_and_chain_from_the_flushed_block() {
+        let (m0, m1, m2, m3) = (meta(0, 0), meta(1, 1), meta(2, 2), meta(3, 3));
+        let recs = [record(m0, m1, 1), record(m1, m2, 2), record(m2, m3, 3)];
+        let bytes = journal(&recs);
+        assert_eq!(replay(&bytes, m0).unwrap(), recs);
+        // Flushed at block 2 but the journal not yet emptied: only block 3 replays.
+        assert_eq!(replay(&bytes, m2).unwrap(), recs[2..]);
+        // Flushed at block 3: nothing.
+        assert!(replay(&bytes, m3).unwrap().is_empty());
+        // A journal from another history: nothing chains.
+        assert!(replay(&bytes, meta(1, 9)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_torn_tail_is_ignored_and_damage_before_it_is_an_error() {
+        let (m0, m1, m2) = (meta(0, 0), meta(1, 1), meta(2, 2));
+        let recs = [record(m0, m1, 1), record(m1, m2, 2)];
+        let bytes = journal(&recs);
+        for cut in [
+            bytes.len() - 1,
+            bytes.len() - 50,
+            recs[0].encode().len() + 5,
+        ] {
+            assert_eq!(
+                replay(&bytes[..cut], m0).unwrap(),
+                recs[..1],
+                "cut at {cut}"
+            );
+        }
+        // A flipped byte in the last record: a commit that never returned.
+        let mut last = bytes.clone();
+        *last.last_mut().unwrap() ^= 1;
+        assert_eq!(replay(&last, m0).unwrap(), recs[..1]);
+        // A flipped byte in the first record with another after it: damage, refused.
+        let mut first = bytes.clone();
+        first[HEADER + 3] ^= 1;
+        let err = replay(&first, m0).unwrap_err().to_string();
+        assert!(err.contains("journal is damaged"), "{err}");
+        // A broken chain after a good start.
+        let bad = journal(&[record(m0, m1, 1), record(m2, meta(3, 3), 3)]);
+        assert!(replay(&bad, m0).is_err());
+    }
+
+    #[test]
+    fn the_overlay_coalesces_and_counts_bytes() {
+        let (m0, m1, m2) = (meta(0, 0), meta(1, 1), meta(2, 2));
+        let mut o = Overlay::empty(Some(m0));
+        let a = record(m0, m1, 1);
+        o.apply(&a);
+        let after_one = o.bytes;
+        // The same key again replaces, it does not add.
+        let mut b = record(m1, m2, 1);
+        b.removed.clear();
+        o.apply(&b);
+        assert_eq!(o.bytes, after_one);
+        assert_eq!(o.blocks, 2);
+        assert_eq!(o.current(), Some(m2));
+        let key = a.nodes[0].0;
+        assert_eq!(o.node(key.as_bytes()), Some(Some(&[1u8; 70][..])));
+        assert_eq!(o.node(a.removed[0].as_bytes()), Some(None));
+    }
+}
