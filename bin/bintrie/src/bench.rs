@@ -77,11 +77,20 @@ pub(crate) struct BenchArgs {
     /// building new ones (for iterating on the engine; not for reported studies).
     #[arg(long, requires = "db_dir")]
     reuse_databases: bool,
-    /// `durable`: every block's commit is fsynced (the default: crash-safe per block).
-    /// `relaxed`: MDBX SAFE_NOSYNC, commits stay atomic and the database consistent, but the
-    /// last blocks can be lost on a system crash (what a client with a write buffer accepts).
+    /// `durable`: every committed block survives a power loss (the default; an fsync per
+    /// block, of the journal when --buffer-blocks is set). `flush`: synced at each flush only.
+    /// `relaxed`: no fsync (MDBX SAFE_NOSYNC); commits stay atomic and the database
+    /// consistent, but the last blocks can be lost on a system crash.
     #[arg(long, value_enum, default_value_t = Durability::Durable)]
     durability: Durability,
+    /// Consecutive blocks per run on the same state: the page cache is evicted before every
+    /// block, the write buffer survives between them; rows stay one per block.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    blocks_per_run: u32,
+    /// Blocks the write buffer holds before a flush to MDBX (timed in the block that
+    /// triggers it); 0: no buffer. Default: --blocks-per-run when it is above 1, else 0.
+    #[arg(long)]
+    buffer_blocks: Option<u64>,
     /// Memory for building each database, in MiB: the state is sorted in runs of this size
     /// (spilled to temporary files beside the database) and streamed into it.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
@@ -122,6 +131,12 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 prefetch_workers: args.workers,
                 durability: args.durability,
                 seed: args.seed,
+                blocks_per_run: args.blocks_per_run,
+                buffer_blocks: args.buffer_blocks.unwrap_or(if args.blocks_per_run > 1 {
+                    u64::from(args.blocks_per_run)
+                } else {
+                    0
+                }),
                 ..StudyConfig::for_scale(scale)
             };
             let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));

@@ -34,10 +34,8 @@ pub(crate) struct ImportArgs {
     /// Lines per committed block.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     batch: u64,
-    /// Skip fsync on commit (a process crash still keeps the last block; an OS crash may lose
-    /// recent blocks but never tears one).
-    #[arg(long)]
-    relaxed: bool,
+    #[command(flatten)]
+    write: crate::durability::WriteArgs,
     /// MDBX page size of a new database: a power of two from 4096 to 65536 (default: the OS
     /// page size). An existing database keeps the page size it was created with.
     #[arg(long)]
@@ -64,16 +62,14 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     let created_dir = std::fs::create_dir(&args.db).is_ok();
     let store = StateStore::open(
         &args.db,
-        &StoreOptions {
-            group_depth: args.group_depth,
-            page_size: args.page_size,
-            durability: if args.relaxed {
-                bintrie_store::Durability::Relaxed
-            } else {
-                bintrie_store::Durability::Durable
+        &args.write.apply(
+            StoreOptions {
+                group_depth: args.group_depth,
+                page_size: args.page_size,
+                ..Default::default()
             },
-            ..Default::default()
-        },
+            IMPORT_BUFFER_BLOCKS,
+        ),
     )
     .with_context(|| format!("opening {}", args.db.display()));
     let result = store.and_then(|store| {
@@ -92,6 +88,9 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     result
 }
 
+/// Blocks `import` commits between MDBX syncs unless --buffer-blocks says otherwise.
+const IMPORT_BUFFER_BLOCKS: u64 = 8;
+
 /// Removes a database directory this import created when the import failed before any block
 /// was committed to it (by anyone): a failed import leaves nothing behind. A conflict means
 /// another writer is using it, so it stays.
@@ -99,7 +98,9 @@ fn remove_if_empty(dir: &std::path::Path, error: &anyhow::Error) {
     let conflict = error.chain().any(|c| {
         matches!(
             c.downcast_ref::<bintrie_store::StoreError>(),
-            Some(bintrie_store::StoreError::Conflict { .. })
+            Some(
+                bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_)
+            )
         )
     });
     if !conflict {
@@ -201,12 +202,21 @@ fn import_into(
             .with_context(|| format!("committing block {block}; {}", at_last()))?;
         writeln!(
             out,
-            "committed block {block} entries {entries} root {}",
-            hex0x(stats.root)
+            "committed block {block} entries {entries} root {}; {}",
+            hex0x(stats.root),
+            crate::durability::durable_note(trie.store())
         )
         .and_then(|()| out.flush())
         .context("writing output")?;
         batch = lines.next_batch(batch_size)?;
+    }
+    if trie.store().buffered_blocks() > 0 {
+        trie.store_mut()
+            .flush()
+            .context("syncing the last blocks (they stay in the journal and replay on the next open)")?;
+        writeln!(out, "{}", crate::durability::durable_note(trie.store()))
+            .and_then(|()| out.flush())
+            .context("writing output")?;
     }
     Ok(())
 }
@@ -233,6 +243,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
     let meta = shape.meta;
     let (min, mean, max) = shape.depth_summary();
     let (groups, stems, codes, size) = (shape.groups, shape.stems, shape.code, shape.file_bytes);
+    let journaled = store.journaled_blocks();
     let mut out = std::io::stdout().lock();
     if args.json {
         let hist: serde_json::Map<String, serde_json::Value> = shape
@@ -254,6 +265,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             "code": codes,
             "db_bytes": size,
             "stem_depth": {"min": min, "mean": mean, "max": max, "histogram": hist},
+            "journaled_blocks": journaled,
         });
         writeln!(out, "{j}")
     } else {
@@ -267,6 +279,14 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             meta.group_depth,
             meta.page_size,
         )
+        .and_then(|()| match (journaled.first(), journaled.last()) {
+            (Some(a), Some(b)) => writeln!(
+                out,
+                "journal      blocks {a}..={b} committed but not yet synced (a power loss \
+                 takes MDBX back before them; the next writer replays them)"
+            ),
+            _ => writeln!(out, "journal      empty"),
+        })
     }
     .and_then(|()| out.flush())
     .context("writing output")?;

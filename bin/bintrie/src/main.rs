@@ -9,6 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod db;
+mod durability;
 mod eftest;
 mod exec;
 

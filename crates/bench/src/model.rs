@@ -108,6 +108,9 @@ pub struct RunRow {
     pub key: ConfigKey,
     /// Run index, 0-based; run 0 is the warm-up the statistics drop.
     pub run: u32,
+    /// The block's place in its run, 0-based (always 0 with one block per run).
+    #[serde(default)]
+    pub block_in_run: u32,
     /// False for dropped runs.
     pub kept: bool,
     /// Gas used by the block's one transaction.
@@ -128,6 +131,11 @@ pub struct RunRow {
     pub trie_warm_ms: f64,
     /// Serializing dirty nodes and the MDBX write transaction (durable).
     pub commit_ms: f64,
+    /// Writing out the data file's dirty pages before this block's eviction, ms (outside the
+    /// block's total): the device writes earlier commits left to the OS (with a write buffer,
+    /// everything since its last sync); about 0 when every commit syncs.
+    #[serde(default)]
+    pub writeback_ms: f64,
     /// Gas / total time, in millions of gas per second.
     pub mgas_s: f64,
     /// Store lookups made for state reads (node and stem blobs on the trie path, one per key on
@@ -305,6 +313,17 @@ pub struct Summary {
     /// Each metric's summary (keyed by [`Metric::name`] in `results.json`); metrics no kept run
     /// had are absent.
     pub metrics: BTreeMap<Metric, MetricSummary>,
+    /// Sum of the kept blocks' totals (flushes included) over the slots they wrote, ms; absent
+    /// when they wrote none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amortized_ms_per_written_slot: Option<f64>,
+    /// [`Summary::amortized_ms_per_written_slot`] with the kept blocks' writeback added: what
+    /// the writes cost the device, whenever it did them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amortized_with_writeback_ms_per_written_slot: Option<f64>,
+    /// The slowest kept block's total, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_total_ms: Option<f64>,
 }
 
 /// Which baseline a [`Comparison`] tests against (`adjacent` or `vs_gd1` in `results.json`).

@@ -173,7 +173,17 @@ pub fn summarize(rows: &[RunRow]) -> Vec<Summary> {
                     ))
                 })
                 .collect();
-            Summary { key, metrics }
+            let written: u64 = group.iter().map(|r| r.slots_written).sum();
+            let total: f64 = group.iter().map(|r| r.total_ms).sum();
+            let writeback: f64 = group.iter().map(|r| r.writeback_ms).sum();
+            Summary {
+                key,
+                metrics,
+                amortized_ms_per_written_slot: (written > 0).then(|| total / written as f64),
+                amortized_with_writeback_ms_per_written_slot: (written > 0)
+                    .then(|| (total + writeback) / written as f64),
+                worst_total_ms: group.iter().map(|r| r.total_ms).reduce(f64::max),
+            }
         })
         .collect()
 }

@@ -37,6 +37,27 @@ impl BinTrieState {
         self.trie.store()
     }
 
+    /// The trie's store, giving up the trie (its in-memory nodes are dropped).
+    pub fn into_store(self) -> StateStore {
+        self.trie.into_store()
+    }
+
+    /// Writes the store's write buffer to MDBX ([`StateStore::flush`]): call it before handing
+    /// the database to another program. Nothing to do without a buffer.
+    pub fn flush(&mut self) -> Result<(), StateError> {
+        Ok(self.trie.store_mut().flush()?)
+    }
+
+    /// Closes the database, calls `between` (to evict it from the page cache, say), and opens
+    /// it again with empty caches and a fresh trie, keeping the store's write buffer
+    /// ([`StateStore::reopen`]).
+    pub fn reopen(
+        self,
+        between: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<Self, StateError> {
+        Self::from_store(self.into_store().reopen(between)?)
+    }
+
     /// The root of the last committed block.
     pub fn root(&self) -> B256 {
         B256::from(self.store().meta().root)

@@ -1,24 +1,30 @@
-//! The write buffer: committed blocks held in memory above MDBX, journaled, and flushed to MDBX
+//! The write buffer: blocks committed to MDBX without an fsync, each journaled, and synced
 //! many blocks at a time.
 //!
 //! ```text
-//!  write_block ─ journal append (+ fdatasync when durable) ─ overlay ──(full)── flush: one MDBX txn
-//!  readers     ─ overlay ─ MDBX snapshot
+//!  write_block ─ journal append (+ fdatasync when durable) ─ MDBX txn (no fsync)
+//!  every N blocks or B bytes ─ flush: MDBX fsync (mdbx_env_sync), then the journal emptied
 //! ```
 //!
+//! Why this shape (measured in docs/study/writes.md): a durable MDBX commit of one block
+//! writes ~3,500 scattered 4 KB pages and waits for all of them (an fsync of random pages,
+//! 100-160 ms at study scale); the journal append is one sequential write and one fdatasync.
+//! Holding the blocks in memory and writing them to MDBX in one later transaction was tried
+//! first: its flush must fault back every leaf page the blocks touch (on a node whose state
+//! is larger than memory, or in the study, which evicts the cache before every block), which
+//! cost more than it saved. Writing each block into MDBX while its pages are hot and
+//! deferring only the sync keeps the reads where they are cheapest.
+//!
 //! Invariants:
-//! - the overlay holds exactly the blocks after MDBX's meta (`flushed`) up to the newest
-//!   committed block, coalesced (the last write of a key wins; `None` = removed);
-//! - every block in the overlay is in the journal, in order, each record naming the block it
-//!   builds on; a flush writes the whole overlay in one MDBX transaction, then empties the
-//!   journal. A crash at any instant leaves MDBX at some flushed block and the journal holding
-//!   the blocks after it (or stale ones before it, which the chain check skips), so an open
-//!   replays exactly the committed blocks.
-//! - a reader takes the overlay first and its MDBX snapshot second: a flush in between only
-//!   writes into MDBX what that overlay already holds, so the view is the same.
+//! - the journal holds, in order, every block committed since MDBX's last sync (each record
+//!   naming the block it builds on), and perhaps older ones before them;
+//! - a record is appended before its block's MDBX transaction; if the transaction fails the
+//!   record is cut off again, so the journal never holds a block that was not committed;
+//! - after a process crash MDBX holds every committed block (its unsynced commits are in the
+//!   page cache); after a power loss MDBX rolls back to its last sync, never to a torn state,
+//!   and the next writer's open replays the journal's blocks after it.
 
 use crate::*;
-use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 
 /// When the write buffer is flushed to MDBX. A block is flushed with the buffer once the buffer
@@ -43,73 +49,15 @@ impl Default for BufferOptions {
     }
 }
 
-/// Blocks committed but not yet flushed to MDBX, coalesced.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Overlay {
-    /// MDBX's meta when the overlay was started (`None`: a database with no meta yet).
-    pub(crate) flushed: Option<Meta>,
-    /// The newest block in the overlay (`None`: the overlay is empty).
-    pub(crate) meta: Option<Meta>,
-    pub(crate) nodes: HashMap<PathKey, Option<Vec<u8>>>,
-    pub(crate) stems: HashMap<Stem, Vec<u8>>,
-    pub(crate) code: HashMap<Hash32, Vec<u8>>,
+/// What a buffered writer has committed since its last sync.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pending {
+    /// MDBX's meta at the last sync (what a power loss rolls back to before the replay).
+    pub(crate) synced: Option<Meta>,
+    /// Blocks committed since.
     pub(crate) blocks: u64,
+    /// Bytes of blobs and code committed since.
     pub(crate) bytes: usize,
-}
-
-impl Overlay {
-    pub(crate) fn empty(flushed: Option<Meta>) -> Self {
-        Overlay {
-            flushed,
-            ..Default::default()
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.meta.is_none()
-    }
-
-    /// Adds one block: its blobs, removals, flat stems and code, and its meta.
-    pub(crate) fn apply(&mut self, rec: &Record) {
-        for key in &rec.removed {
-            if let Some(Some(old)) = self.nodes.insert(*key, None) {
-                self.bytes -= old.len();
-            }
-        }
-        for (key, blob) in &rec.nodes {
-            if let Some((stem, flat)) = split_stem_blob(blob)
-                && let Ok(stem) = Stem::try_from(stem)
-            {
-                self.bytes += flat.len();
-                if let Some(old) = self.stems.insert(stem, flat.to_vec()) {
-                    self.bytes -= old.len();
-                }
-            }
-            self.bytes += blob.len();
-            if let Some(Some(old)) = self.nodes.insert(*key, Some(blob.clone())) {
-                self.bytes -= old.len();
-            }
-        }
-        for (hash, bytecode) in &rec.code {
-            if !self.code.contains_key(hash) {
-                self.bytes += bytecode.len();
-                self.code.insert(*hash, bytecode.clone());
-            }
-        }
-        self.meta = Some(rec.meta);
-        self.blocks += 1;
-    }
-
-    /// The newest meta: the overlay's newest block, else the flushed one.
-    pub(crate) fn current(&self) -> Option<Meta> {
-        self.meta.or(self.flushed)
-    }
-
-    /// A node lookup: `Some(answer)` when the overlay decides it.
-    pub(crate) fn node(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        let key = PathKey::from_bytes(key)?;
-        self.nodes.get(&key).map(|v| v.as_deref())
-    }
 }
 
 /// One committed block as the journal holds it.
@@ -302,6 +250,30 @@ pub(crate) fn replay(bytes: &[u8], flushed: Meta) -> Result<Vec<Record>, StoreEr
     Ok(out)
 }
 
+/// The block numbers of the whole records at the start of a journal, in order (damage or a
+/// torn tail ends the list).
+pub(crate) fn journaled_blocks(bytes: &[u8]) -> Vec<u64> {
+    let mut at = 0usize;
+    let mut out = Vec::new();
+    while let Some(rest) = bytes.get(at..)
+        && rest.len() >= HEADER
+        && rest[..4] == MAGIC
+    {
+        let len = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
+        let Some(payload) = rest.get(HEADER..HEADER + len) else {
+            break;
+        };
+        // The block number follows the base (8 + 32 bytes).
+        if crc32fast::hash(payload) != crc || payload.len() < 48 {
+            break;
+        }
+        out.push(u64::from_le_bytes(payload[40..48].try_into().expect("8 bytes")));
+        at += HEADER + len;
+    }
+    out
+}
+
 /// The open journal of a writer, locked against other buffered writers.
 #[derive(Debug)]
 pub(crate) struct Journal {
@@ -387,6 +359,23 @@ impl Journal {
         }
     }
 
+    /// Takes back the last append (its block's transaction failed): the journal is cut back to
+    /// `len`, its length before. If even that fails, later appends are refused.
+    pub(crate) fn cut(&mut self, len: u64) {
+        match self.file.set_len(len) {
+            Ok(()) => self.len = len,
+            Err(e) => {
+                tracing::error!(error = %e, "the write journal could not be cut back");
+                self.broken = true;
+            }
+        }
+    }
+
+    /// Bytes in the journal.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
     /// Empties the journal after a flush.
     pub(crate) fn clear(&mut self) -> Result<(), StoreError> {
         self.file.set_len(0)?;
@@ -397,7 +386,7 @@ impl Journal {
 }
 
 /// Reads the journal of `dir` for a read-only open: `None` when there is none (or it cannot be
-/// read: a reader without access sees the last flushed block).
+/// read).
 pub(crate) fn read_journal(dir: &FsPath) -> Option<Vec<u8>> {
     std::fs::read(dir.join(JOURNAL)).ok()
 }
@@ -473,24 +462,5 @@ mod tests {
         // A broken chain after a good start.
         let bad = journal(&[record(m0, m1, 1), record(m2, meta(3, 3), 3)]);
         assert!(replay(&bad, m0).is_err());
-    }
-
-    #[test]
-    fn the_overlay_coalesces_and_counts_bytes() {
-        let (m0, m1, m2) = (meta(0, 0), meta(1, 1), meta(2, 2));
-        let mut o = Overlay::empty(Some(m0));
-        let a = record(m0, m1, 1);
-        o.apply(&a);
-        let after_one = o.bytes;
-        // The same key again replaces, it does not add.
-        let mut b = record(m1, m2, 1);
-        b.removed.clear();
-        o.apply(&b);
-        assert_eq!(o.bytes, after_one);
-        assert_eq!(o.blocks, 2);
-        assert_eq!(o.current(), Some(m2));
-        let key = a.nodes[0].0;
-        assert_eq!(o.node(key.as_bytes()), Some(Some(&[1u8; 70][..])));
-        assert_eq!(o.node(a.removed[0].as_bytes()), Some(None));
     }
 }

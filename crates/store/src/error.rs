@@ -33,14 +33,14 @@ pub enum StoreError {
     /// No database at the path and `create` was false (or the store was opened read-only).
     #[error("no bintrie database at {0}")]
     NotFound(PathBuf),
-    /// The database was not closed cleanly (a writer with relaxed durability was killed
-    /// mid-commit): MDBX must roll it back to its last durable commit, which only an open for
+    /// The database was not closed cleanly (a writer with relaxed durability or a write buffer
+    /// was killed between syncs): MDBX must roll it back to its last durable commit, which only an open for
     /// writing does. Read-only opens refuse it; the next open for writing recovers it.
     #[error(
-        "{0} was not closed cleanly (a writer was killed while committing with relaxed \
-         durability) and must be rolled back to its last durable block, which only a writer \
-         does: open it for writing once (`bintrie import --db DIR -i /dev/null` does only \
-         that), then read it"
+        "{0} was not closed cleanly (a writer that commits without an MDBX sync, relaxed or \
+         with a write buffer, was killed) and must be synced or rolled back by a writer first: \
+         open it for writing once (`bintrie import --db DIR -i /dev/null` does only that, \
+         replaying its journal if it has one), then read it"
     )]
     NeedsRecovery(PathBuf),
     /// A file exists at the path but is not a bintrie database (not MDBX, truncated, or an

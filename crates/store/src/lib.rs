@@ -83,7 +83,7 @@ pub(crate) type MapKind = NoWriteMap;
 pub(crate) type RwTxn<'db> = libmdbx::Transaction<'db, libmdbx::RW, MapKind>;
 
 /// The tables, opened in one write transaction.
-struct Tables<'txn> {
+pub(crate) struct Tables<'txn> {
     nodes: libmdbx::Table<'txn>,
     stems: libmdbx::Table<'txn>,
     code: libmdbx::Table<'txn>,
@@ -98,10 +98,8 @@ pub(crate) struct Inner {
     /// root of the snapshot they were read from; [`NodeStore::get_node`] takes from here first,
     /// and only while its own root is that one. Cleared by every commit.
     pub(crate) warm: std::sync::Mutex<WarmSet>,
-    /// Committed blocks not yet flushed to MDBX (always empty without a write buffer, except
-    /// in a read-only open, which replays the journal here). Readers take it before their MDBX
-    /// snapshot; see the `buffer` module for the invariants.
-    pub(crate) overlay: std::sync::RwLock<Arc<buffer::Overlay>>,
+    /// What a buffered writer committed since its last sync.
+    pub(crate) pending: std::sync::Mutex<buffer::Pending>,
     /// A writer's journal (locked: exclusive with a write buffer, shared without).
     pub(crate) journal: std::sync::Mutex<Option<buffer::Journal>>,
     /// How this handle was opened.
@@ -151,7 +149,6 @@ impl StateStore {
     }
 
     /// Calls `f(key, blob)` for every stored node in key order, in one read transaction.
-    /// Buffered blocks included.
     pub fn for_each_node(&self, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
         self.reader()?.for_each(T_NODES, |k, v| {
             f(k, v);
@@ -180,15 +177,24 @@ impl StateStore {
         }
     }
 
-    /// The block MDBX holds (the last flush); blocks after it are in the write buffer and the
-    /// journal.
+    /// The block of the last flush (MDBX's last sync): a power loss rolls MDBX back to it, and
+    /// the journal holds the blocks after it.
     pub fn flushed_block(&self) -> u64 {
         self.flushed_meta().map_or(0, |m| m.block)
     }
 
+    /// The blocks the write journal holds now (committed since the writer's last flush, not
+    /// yet synced in MDBX; or, after a power loss, waiting to be replayed by the next writer),
+    /// read from the file: also for read-only handles, beside a running writer.
+    pub fn journaled_blocks(&self) -> Vec<u64> {
+        buffer::read_journal(&self.inner.dir)
+            .map(|b| buffer::journaled_blocks(&b))
+            .unwrap_or_default()
+    }
+
     /// Blocks committed since the last flush.
     pub fn buffered_blocks(&self) -> u64 {
-        self.overlay().blocks
+        self.pending().blocks
     }
 
     /// The write buffer's options (`None`: every block is its own MDBX transaction).
@@ -197,16 +203,14 @@ impl StateStore {
     }
 
     pub(crate) fn flushed_meta(&self) -> Option<Meta> {
-        self.overlay().flushed
+        self.pending().synced
     }
 
-    /// The overlay as it is now (readers hold on to it).
-    pub(crate) fn overlay(&self) -> Arc<buffer::Overlay> {
+    pub(crate) fn pending(&self) -> std::sync::MutexGuard<'_, buffer::Pending> {
         self.inner
-            .overlay
-            .read()
+            .pending
+            .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
     }
 
     /// Size of the data file in bytes.

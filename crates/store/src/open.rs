@@ -36,7 +36,8 @@ impl DirLock {
 
 /// What a reopened handle keeps: its write buffer and its (locked) journal.
 pub(crate) struct Kept {
-    overlay: Arc<buffer::Overlay>,
+    meta: Meta,
+    pending: buffer::Pending,
     journal: buffer::Journal,
 }
 
@@ -178,22 +179,26 @@ impl StateStore {
                 reason: "an MDBX environment without tables: a database still being created".into(),
             })?;
             check_depth(&meta)?;
-            // Blocks a writer committed but has not flushed: replayed in memory (a journal
-            // being appended to is read up to its last whole record).
-            let mut overlay = buffer::Overlay::empty(Some(meta));
-            if let Some(bytes) = buffer::read_journal(&dir) {
-                for rec in buffer::replay(&bytes, meta)? {
-                    overlay.apply(&rec);
-                }
+            // After a power loss MDBX is back at its last sync and the journal holds the
+            // blocks after it; only a writer replays them.
+            if let Some(bytes) = buffer::read_journal(&dir)
+                && let Ok(records) = buffer::replay(&bytes, meta)
+                && let Some(last) = records.last()
+            {
+                tracing::warn!(
+                    at = meta.block,
+                    journaled = last.meta.block,
+                    "the database's write journal holds blocks past its last sync (a writer \
+                     lost power before its flush): open it for writing once to replay them"
+                );
             }
-            let meta = overlay.current().unwrap_or(meta);
             return Ok(StateStore {
                 inner: Arc::new(Inner {
                     db,
                     dir,
                     read_only: true,
                     warm: Default::default(),
-                    overlay: std::sync::RwLock::new(Arc::new(overlay)),
+                    pending: Default::default(),
                     journal: Default::default(),
                     options: options.clone(),
                 }),
@@ -256,7 +261,13 @@ impl StateStore {
                 },
             )
         };
-        let db = match options.durability {
+        // A buffered writer commits without an fsync and syncs at its flushes; its journal
+        // makes every block as durable as its options say.
+        let durability = match options.buffer {
+            Some(_) => Durability::Relaxed,
+            None => options.durability,
+        };
+        let db = match durability {
             Durability::Durable | Durability::Flush => open(SyncMode::Durable),
             // The first process to open an environment sets its durability for all who join,
             // and a reader that got there first holds it durable: a relaxed writer then joins
@@ -288,7 +299,7 @@ impl StateStore {
             dir,
             read_only: false,
             warm: Default::default(),
-            overlay: Default::default(),
+            pending: Default::default(),
             journal: Default::default(),
             options: options.clone(),
         });
@@ -334,46 +345,37 @@ impl StateStore {
         let mut store = StateStore { inner, meta };
         match (kept, opened_journal) {
             (Some(kept), _) => {
-                // A reopened handle: MDBX must be where its buffer left it.
-                if kept.overlay.flushed != Some(meta) {
-                    return Err(store.conflict(kept.overlay.flushed));
+                // A reopened handle: MDBX must be where it left it.
+                if (kept.meta.block, kept.meta.root) != (meta.block, meta.root) {
+                    store.meta = kept.meta;
+                    return Err(store.conflict(Some(meta)));
                 }
-                store.meta = kept.overlay.current().unwrap_or(meta);
-                *store
-                    .inner
-                    .overlay
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = kept.overlay;
+                *store.pending() = kept.pending;
                 *store.journal() = Some(kept.journal);
             }
             (None, Some((journal, bytes))) => {
-                let mut overlay = buffer::Overlay::empty(Some(meta));
-                for rec in buffer::replay(&bytes, meta)? {
-                    overlay.apply(&rec);
-                }
                 *store.journal() = Some(journal);
-                if !overlay.is_empty() {
+                let records = buffer::replay(&bytes, meta)?;
+                if let Some(last) = records.last() {
                     tracing::info!(
-                        blocks = overlay.blocks,
-                        to = overlay.meta.map_or(0, |m| m.block),
-                        "replaying the write journal (a writer was stopped before its flush)"
+                        from = meta.block,
+                        to = last.meta.block,
+                        "replaying the write journal (a buffered writer lost its unsynced blocks)"
                     );
-                    store.meta = overlay.current().unwrap_or(meta);
-                    *store
-                        .inner
-                        .overlay
-                        .write()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(overlay);
-                    store.flush()?;
-                } else {
-                    *store
-                        .inner
-                        .overlay
-                        .write()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(overlay);
-                    if !bytes.is_empty() {
-                        store.journal().as_mut().map(|j| j.clear()).transpose()?;
-                    }
+                    let last = last.meta;
+                    store.write_txn(|txn, t| {
+                        for rec in &records {
+                            crate::write::write_record(txn, t, rec)?;
+                        }
+                        Ok(Some(last))
+                    })?;
+                }
+                store.pending().synced = Some(store.meta);
+                if !bytes.is_empty() {
+                    // What the journal holds must be synced in MDBX before it goes (the
+                    // blocks a buffered writer committed and did not flush, or replayed ones).
+                    store.inner.db.sync(true).map_err(map_err)?;
+                    store.journal().as_mut().map(|j| j.clear()).transpose()?;
                 }
             }
             // Not reached: a journal is opened whenever none is kept.
@@ -390,19 +392,20 @@ impl StateStore {
         self,
         between: impl FnOnce(&FsPath) -> std::io::Result<()>,
     ) -> Result<StateStore, StoreError> {
+        let meta = self.meta;
         let inner = Arc::try_unwrap(self.inner).map_err(|_| {
             StoreError::Options("reopen: other handles to this store are still open".into())
         })?;
         let Inner {
             db,
             dir,
-            overlay,
+            pending,
             journal,
             options,
             ..
         } = inner;
         drop(db);
-        let overlay = overlay
+        let pending = pending
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let journal = journal
@@ -410,7 +413,11 @@ impl StateStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         between(&dir)?;
         match journal {
-            Some(journal) => Self::open_with(&dir, &options, Some(Kept { overlay, journal })),
+            Some(journal) => Self::open_with(&dir, &options, Some(Kept {
+                    meta,
+                    pending,
+                    journal,
+                }),),
             None => Self::open_with(&dir, &options, None),
         }
     }

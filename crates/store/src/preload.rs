@@ -107,11 +107,6 @@ impl NodeStore for StateStore {
                 return Ok(Some(blob));
             }
         }
-        // The buffer before the snapshot (see `Reader::new`).
-        let overlay = self.overlay();
-        if let Some(answer) = overlay.node(key.as_bytes()) {
-            return Ok(answer.map(<[u8]>::to_vec));
-        }
         let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
         let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
         txn.get(&nodes, key.as_bytes()).map_err(map_err)
@@ -120,9 +115,6 @@ impl NodeStore for StateStore {
     /// A blob that does not fit the tree this handle builds on is another writer's, not
     /// damage, when the database has moved on since this handle's meta: say so (`Conflict`).
     fn explain_mismatch(&self) -> Option<StoreError> {
-        if let Some(meta) = self.overlay().meta {
-            return self.check_base(Some(meta)).err();
-        }
         let txn = self.inner.db.begin_ro_txn().ok()?;
         let meta = txn.open_table(Some(T_META)).ok()?;
         self.check_base(read_meta(&txn, &meta).ok()?).err()

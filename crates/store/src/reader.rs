@@ -57,8 +57,6 @@ pub struct ReadStats {
 /// One MDBX read transaction: a consistent snapshot of the last block committed before it
 /// began. Not shared between threads: give each worker its own.
 pub struct Reader<'db> {
-    /// Blocks committed above MDBX (the write buffer), taken before `txn`.
-    overlay: std::sync::Arc<crate::buffer::Overlay>,
     txn: Transaction<'db, RO, MapKind>,
     nodes: Table<'db>,
     stems: Table<'db>,
@@ -94,12 +92,8 @@ impl<'db> Reader<'db> {
                 .ok_or_else(|| StoreError::Corrupt(format!("table {} did not reopen", NAMES[i])))
         };
         let (nodes, stems, code, meta_t) = (take(0)?, take(1)?, take(2)?, take(3)?);
-        // The buffer first, then the snapshot: a flush in between writes into MDBX only what
-        // this buffer holds already.
-        let overlay = store.overlay();
         let txn = store.inner.db.begin_ro_txn().map_err(map_err)?;
         Ok(Reader {
-            overlay,
             txn,
             nodes,
             stems,
@@ -109,22 +103,6 @@ impl<'db> Reader<'db> {
             lookups: Cell::new(0),
             bytes: Cell::new(0),
         })
-    }
-
-    /// A node blob: the write buffer's answer if it has one (not counted as a lookup), else
-    /// MDBX's.
-    fn node(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.overlay.node(key) {
-            Some(answer) => Ok(answer.map(<[u8]>::to_vec)),
-            None => self.get(&self.nodes, key),
-        }
-    }
-
-    fn flat(&self, stem: &Stem) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.overlay.stems.get(stem) {
-            Some(flat) => Ok(Some(flat.clone())),
-            None => self.get(&self.stems, stem),
-        }
     }
 
     fn get(&self, table: &Table<'db>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -146,9 +124,6 @@ impl<'db> Reader<'db> {
 
     /// The root this snapshot holds.
     pub fn root(&self) -> Result<[u8; 32], StoreError> {
-        if let Some(meta) = self.overlay.meta {
-            return Ok(meta.root);
-        }
         let v: Option<Vec<u8>> = self.txn.get(&self.meta_t, b"root").map_err(map_err)?;
         let v = v.ok_or_else(|| StoreError::Corrupt("meta root missing".into()))?;
         v.try_into()
@@ -157,9 +132,6 @@ impl<'db> Reader<'db> {
 
     /// The block number this snapshot holds.
     pub fn block(&self) -> Result<u64, StoreError> {
-        if let Some(meta) = self.overlay.meta {
-            return Ok(meta.block);
-        }
         let v: Option<Vec<u8>> = self.txn.get(&self.meta_t, b"block").map_err(map_err)?;
         let v = v.ok_or_else(|| StoreError::Corrupt("meta block missing".into()))?;
         let arr: [u8; 8] = v
@@ -173,38 +145,17 @@ impl<'db> Reader<'db> {
         let n = |t: &Table<'db>| -> Result<u64, StoreError> {
             Ok(self.txn.table_stat(t).map_err(map_err)?.entries() as u64)
         };
-        let (mut nodes, mut stems, mut code) = (n(&self.nodes)?, n(&self.stems)?, n(&self.code)?);
-        // The write buffer's entries: new keys add, removed ones subtract.
-        let on_disk = |t: &Table<'db>, k: &[u8]| -> Result<bool, StoreError> {
-            Ok(self.txn.get::<()>(t, k).map_err(map_err)?.is_some())
-        };
-        for (key, blob) in &self.overlay.nodes {
-            match (on_disk(&self.nodes, key.as_bytes())?, blob.is_some()) {
-                (false, true) => nodes += 1,
-                (true, false) => nodes -= 1,
-                _ => {}
-            }
-        }
-        for stem in self.overlay.stems.keys() {
-            stems += u64::from(!on_disk(&self.stems, stem)?);
-        }
-        for hash in self.overlay.code.keys() {
-            code += u64::from(!on_disk(&self.code, hash)?);
-        }
-        Ok((nodes, stems, code))
+        Ok((n(&self.nodes)?, n(&self.stems)?, n(&self.code)?))
     }
 
     /// The blob at a node path key.
     pub fn get_node(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.node(key)
+        self.get(&self.nodes, key)
     }
 
     /// Bytecode by code hash.
     pub fn get_code(&self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.overlay.code.get(hash) {
-            Some(code) => Ok(Some(code.clone())),
-            None => self.get(&self.code, hash),
-        }
+        self.get(&self.code, hash)
     }
 
     /// The values of `stem`, by the chosen read path.
@@ -218,7 +169,7 @@ impl<'db> Reader<'db> {
     /// One lookup in the flat stem table. Trusts the table: nothing is checked against the root
     /// (see [`Reader::get_stem_verified`]).
     pub fn get_stem_flat(&self, stem: &Stem) -> Result<Option<StemValues>, StoreError> {
-        let Some(rest) = self.flat(stem)? else {
+        let Some(rest) = self.get(&self.stems, stem)? else {
             return Ok(None);
         };
         let values = StemValues::decode_values(&rest)
@@ -247,7 +198,7 @@ impl<'db> Reader<'db> {
         let mut must_be_stem = false;
         loop {
             let key = Path::from_stem_prefix(stem, depth).to_key();
-            let Some(blob) = self.node(key.as_bytes())? else {
+            let Some(blob) = self.get(&self.nodes, key.as_bytes())? else {
                 return Err(StoreError::Corrupt(format!(
                     "missing node at depth {depth} on the path of stem {}",
                     crate::hex(stem)
@@ -346,7 +297,7 @@ impl<'db> Reader<'db> {
 
     /// The raw flat-table entry of `stem` (bitmap and values), undecoded.
     pub(crate) fn get_flat_raw(&self, stem: &Stem) -> Result<Option<Vec<u8>>, StoreError> {
-        self.flat(stem)
+        self.get(&self.stems, stem)
     }
 
     /// Calls `f(key, value)` for every entry of the table named `name`, in key order.
@@ -361,48 +312,10 @@ impl<'db> Reader<'db> {
             T_CODE => &self.code,
             _ => &self.meta_t,
         };
-        // The write buffer's entries of this table, sorted, merged into MDBX's (they win).
-        let mut extra: Vec<(&[u8], Option<&[u8]>)> = match name {
-            T_NODES => self
-                .overlay
-                .nodes
-                .iter()
-                .map(|(k, v)| (k.as_bytes(), v.as_deref()))
-                .collect(),
-            T_STEMS => self
-                .overlay
-                .stems
-                .iter()
-                .map(|(k, v)| (&k[..], Some(&v[..])))
-                .collect(),
-            T_CODE => self
-                .overlay
-                .code
-                .iter()
-                .map(|(k, v)| (&k[..], Some(&v[..])))
-                .collect(),
-            _ => Vec::new(),
-        };
-        extra.sort_unstable_by_key(|e| e.0);
-        let mut extra = extra.into_iter().peekable();
         let mut cursor = self.txn.cursor(table).map_err(map_err)?;
         for item in cursor.iter_start::<std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>>() {
             let (k, v) = item.map_err(map_err)?;
-            while let Some((ek, ev)) = extra.next_if(|e| e.0 < &k[..]) {
-                if let Some(ev) = ev {
-                    f(ek, ev)?;
-                }
-            }
-            match extra.next_if(|e| e.0 == &k[..]) {
-                Some((_, Some(ev))) => f(&k, ev)?,
-                Some((_, None)) => {}
-                None => f(&k, &v)?,
-            }
-        }
-        for (ek, ev) in extra {
-            if let Some(ev) = ev {
-                f(ek, ev)?;
-            }
+            f(&k, &v)?;
         }
         Ok(())
     }
@@ -414,7 +327,7 @@ impl<'db> Reader<'db> {
         let mut depth = 0usize;
         while depth < target.len() {
             let key = Path::from_stem_prefix(target.bits(), depth).to_key();
-            let Some(blob) = self.node(key.as_bytes())? else {
+            let Some(blob) = self.get(&self.nodes, key.as_bytes())? else {
                 return Ok(false);
             };
             let Ok(NodeBlob::Group(group)) = NodeBlob::decode(&blob) else {
@@ -447,7 +360,7 @@ impl<'db> Reader<'db> {
         let mut depth = 0usize;
         loop {
             let key = Path::from_stem_prefix(stem, depth).to_key();
-            let Some(blob) = self.node(key.as_bytes())? else {
+            let Some(blob) = self.get(&self.nodes, key.as_bytes())? else {
                 return if depth == 0 {
                     Ok(None) // empty tree
                 } else {

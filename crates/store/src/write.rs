@@ -52,8 +52,8 @@ impl StateStore {
             return Err(StoreError::ReadOnly);
         }
         let full = {
-            let o = self.overlay();
-            o.blocks >= options.max_blocks || o.bytes >= options.max_bytes
+            let p = self.pending();
+            p.blocks >= options.max_blocks || p.bytes >= options.max_bytes
         };
         if full {
             self.flush()?;
@@ -69,87 +69,56 @@ impl StateStore {
             nodes: commit.nodes().map(|(k, b)| (*k, b.to_vec())).collect(),
             code: code.to_vec(),
         };
-        let bytes = record.encode();
-        let mut overlay = self
-            .inner
-            .overlay
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // The buffer must be at the block this handle builds on (another handle of this
-        // process may have committed since).
-        let at = overlay.current();
-        if at.map_or((0, ZERO_HASH), |m| (m.block, m.root)) != record.base {
-            return Err(self.conflict(at));
+        // The journal first: a block is in MDBX only once its record is.
+        let before = {
+            let mut journal = self.journal();
+            let journal = journal
+                .as_mut()
+                .ok_or_else(|| StoreError::Options("this handle has no write journal".into()))?;
+            let before = journal.len();
+            journal.append(&record.encode()).map(|()| before)
         }
-        let appended = match self.journal().as_mut() {
-            Some(journal) => journal.append(&bytes),
-            None => Err(StoreError::Options(
-                "this handle has no write journal".into(),
-            )),
-        };
-        appended.map_err(|e| self.disk_full_or(e))?;
-        if Arc::strong_count(&overlay) > 1 {
-            tracing::debug!("a reader holds the write buffer: copying it for this block");
+        .map_err(|e| self.disk_full_or(e))?;
+        let written = self.block_txn(block, |txn, t| {
+            write_record(txn, t, &record)?;
+            Ok(commit.root)
+        });
+        if let Err(e) = written {
+            if let Some(journal) = self.journal().as_mut() {
+                journal.cut(before);
+            }
+            return Err(e);
         }
-        Arc::make_mut(&mut overlay).apply(&record);
-        drop(overlay);
-        self.meta = record.meta;
-        self.warm().blobs.clear();
+        let mut p = self.pending();
+        p.blocks += 1;
+        p.bytes += commit.bytes() + code.iter().map(|(_, c)| c.len()).sum::<usize>();
         Ok(())
     }
 
-    /// Writes the write buffer to MDBX in one transaction (sorted puts, the newest meta) and
-    /// empties it and the journal. Nothing to do without a buffer or with an empty one. On an
-    /// error nothing changes: the blocks stay buffered and journaled. Call it before handing
-    /// the database to another program; an unflushed journal is replayed by the next open.
+    /// Makes every committed block durable in MDBX (an fsync of its data file, unless the
+    /// durability is [`Durability::Relaxed`]) and empties the journal. Nothing to do without a
+    /// write buffer or when no block was committed since the last flush. On an error nothing is
+    /// lost: the journal still holds the blocks. Call it before handing the database to
+    /// another program or a backup; an open for writing replays whatever the journal holds past
+    /// MDBX's last sync.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        let overlay = self.overlay();
-        let Some(meta) = overlay.meta else {
+        if self.pending().blocks == 0 {
             return Ok(());
-        };
+        }
         let t = std::time::Instant::now();
-        let base = overlay.flushed;
-        self.write_txn_at(base, |txn, t| {
-            let mut nodes: Vec<(&PathKey, &Option<Vec<u8>>)> = overlay.nodes.iter().collect();
-            nodes.sort_unstable_by_key(|e| *e.0);
-            let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
-            for (key, blob) in nodes {
-                match blob {
-                    Some(blob) => cursor
-                        .put(key.as_bytes(), blob, WriteFlags::UPSERT)
-                        .map_err(map_err)?,
-                    None => {
-                        txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
-                    }
-                }
-            }
-            let mut stems: Vec<_> = overlay.stems.iter().collect();
-            stems.sort_unstable_by_key(|e| *e.0);
-            let mut cursor = txn.cursor(&t.stems).map_err(map_err)?;
-            for (stem, flat) in stems {
-                cursor
-                    .put(stem, flat, WriteFlags::UPSERT)
-                    .map_err(map_err)?;
-            }
-            let mut code: Vec<_> = overlay.code.iter().collect();
-            code.sort_unstable_by_key(|e| *e.0);
-            for (hash, bytecode) in code {
-                txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
-                    .map_err(map_err)?;
-            }
-            Ok(Some(meta))
-        })?;
-        // MDBX holds the blocks now; a journal left full (an error here) is skipped by the
-        // next open's chain check.
+        if self.inner.options.durability != Durability::Relaxed {
+            self.inner.db.sync(true).map_err(map_err)?;
+        }
         if let Some(journal) = self.journal().as_mut() {
             journal.clear()?;
         }
-        tracing::debug!(
-            blocks = overlay.blocks,
-            bytes = overlay.bytes,
-            time = ?t.elapsed(),
-            "write buffer flushed"
-        );
+        let mut p = self.pending();
+        tracing::debug!(blocks = p.blocks, bytes = p.bytes, time = ?t.elapsed(), "flushed");
+        *p = buffer::Pending {
+            synced: Some(self.meta),
+            blocks: 0,
+            bytes: 0,
+        };
         Ok(())
     }
 
@@ -193,23 +162,8 @@ impl StateStore {
     /// since this handle's meta (a lost update otherwise); then `body` writes the tables and
     /// returns the new meta, if any, which is written and becomes this handle's. On any error
     /// nothing is written.
-    fn write_txn(
+    pub(crate) fn write_txn(
         &mut self,
-        body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Option<Meta>, StoreError>,
-    ) -> Result<(), StoreError> {
-        if !self.overlay().is_empty() {
-            // Direct writes build on MDBX, which is behind a non-empty buffer.
-            self.flush()?;
-        }
-        let base = Some(self.meta);
-        self.write_txn_at(base, body)
-    }
-
-    /// `write_txn` refusing unless MDBX's meta is `base` (`None`: a database without a
-    /// block yet, as this handle's meta at block 0 allows).
-    fn write_txn_at(
-        &mut self,
-        base: Option<Meta>,
         body: impl FnOnce(&RwTxn<'_>, &Tables<'_>) -> Result<Option<Meta>, StoreError>,
     ) -> Result<(), StoreError> {
         if self.inner.read_only {
@@ -224,11 +178,7 @@ impl StateStore {
         };
         // MDBX serialises write transactions; this one must also build on the block this
         // handle last saw.
-        let stored = read_meta(&txn, &tables.meta)?;
-        let key = |m: Option<Meta>| m.map_or((0, ZERO_HASH), |m| (m.block, m.root));
-        if key(stored) != key(base) {
-            return Err(self.conflict(stored));
-        }
+        self.check_base(read_meta(&txn, &tables.meta)?)?;
         let t = std::time::Instant::now();
         let meta = body(&txn, &tables).map_err(|e| self.disk_full_or(e))?;
         let body_time = t.elapsed();
@@ -239,17 +189,6 @@ impl StateStore {
         txn.commit().map_err(|e| self.disk_full_or(map_err(e)))?;
         tracing::debug!(?body_time, commit_time = ?t.elapsed(), "write transaction");
         if let Some(meta) = meta {
-            // MDBX is at `meta` now: the buffer (whose blocks it holds, for a flush) restarts.
-            *self
-                .inner
-                .overlay
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Arc::new(buffer::Overlay::empty(Some(meta)));
-        }
-        if let Some(meta) = meta
-            && meta != self.meta
-        {
             self.meta = meta;
             // Preloaded blobs belong to the previous block's tree.
             self.warm().blobs.clear();
@@ -417,6 +356,30 @@ impl StateStore {
     }
 }
 
+/// One journaled block's tables: removals, blobs, flat stems and code.
+pub(crate) fn write_record(
+    txn: &RwTxn<'_>,
+    t: &Tables<'_>,
+    rec: &buffer::Record,
+) -> Result<(), StoreError> {
+    for key in &rec.removed {
+        txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
+    }
+    for (key, blob) in &rec.nodes {
+        txn.put(&t.nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
+            .map_err(map_err)?;
+        if let Some((stem, flat)) = split_stem_blob(blob) {
+            txn.put(&t.stems, stem, flat, WriteFlags::UPSERT)
+                .map_err(map_err)?;
+        }
+    }
+    for (hash, bytecode) in &rec.code {
+        txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
+            .map_err(map_err)?;
+    }
+    Ok(())
+}
+
 /// Code entries (sorted by hash, without duplicates) appended to the code table.
 fn append_code(
     txn: &RwTxn<'_>,
@@ -483,3 +446,4 @@ pub fn free_bytes(dir: &FsPath) -> Option<u64> {
     let st = rustix::fs::statvfs(dir).ok()?;
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
+

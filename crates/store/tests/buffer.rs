@@ -1,6 +1,7 @@
-//! The write buffer: buffered blocks read like committed ones, flush to the same tables as
-//! unbuffered commits, survive a dropped (killed) writer through the journal, and exclude
-//! other writers.
+//! The write buffer: buffered commits write the same tables as unbuffered ones, the journal
+//! brings back the blocks a power loss takes from MDBX (simulated by restoring the data file
+//! as it was at the last sync), a failed commit leaves no record behind, and a buffered writer
+//! excludes other writers.
 
 use bintrie_keys::TreeKey;
 use bintrie_store::{BufferOptions, Durability, ReadPath, StateStore, StoreError, StoreOptions};
@@ -78,7 +79,7 @@ fn tables(store: &StateStore) -> (usize, u32) {
 }
 
 #[test]
-fn buffered_blocks_read_and_flush_like_direct_commits() {
+fn buffered_blocks_write_the_same_tables_as_direct_commits() {
     let bs = blocks(7);
     let plain = tempfile::tempdir().unwrap();
     let (plain, want_roots) = commit_all(StateStore::open(plain.path(), &opts(None)).unwrap(), &bs);
@@ -86,105 +87,133 @@ fn buffered_blocks_read_and_flush_like_direct_commits() {
     let (mut store, roots) = commit_all(StateStore::open(dir.path(), &buffered(3)).unwrap(), &bs);
     assert_eq!(roots, want_roots);
     // 7 blocks, 3 per flush, a full buffer flushed by the next block: 1-3 by block 4, 4-6 by
-    // block 7, which is still buffered.
+    // block 7, which is not flushed yet.
     assert_eq!(store.meta().block, 7);
     assert_eq!(store.buffered_blocks(), 1);
     assert_eq!(store.flushed_block(), 6);
-    // Before the flush every view already holds the buffered blocks.
     assert_eq!(tables(&store), tables(&plain));
     assert_eq!(store.counts().unwrap(), plain.counts().unwrap());
     let reader = store.reader().unwrap();
-    assert_eq!(reader.root().unwrap(), *want_roots.last().unwrap());
-    assert_eq!(reader.block().unwrap(), 7);
     let plain_reader = plain.reader().unwrap();
     for (key, _) in bs.iter().flatten().step_by(5) {
-        for path in ReadPath::ALL {
-            assert_eq!(
-                reader.get_stem(&key.stem, path).unwrap(),
-                plain_reader.get_stem(&key.stem, path).unwrap()
-            );
-        }
         assert_eq!(
             reader.get_stem_verified(&key.stem).unwrap(),
             plain_reader.get_stem(&key.stem, ReadPath::Flat).unwrap()
         );
     }
     drop((reader, plain_reader));
-    let report = store.verify(&|_| {}).unwrap();
-    assert_eq!(report.root, *want_roots.last().unwrap());
-    // After the flush, MDBX alone holds the same tables.
     store.flush().unwrap();
-    assert_eq!(store.buffered_blocks(), 0);
-    assert_eq!(store.flushed_block(), 7);
-    assert_eq!(tables(&store), tables(&plain));
-    assert_eq!(store.counts().unwrap(), plain.counts().unwrap());
+    assert_eq!((store.buffered_blocks(), store.flushed_block()), (0, 7));
+    assert_eq!(
+        std::fs::metadata(dir.path().join("journal")).unwrap().len(),
+        0,
+        "a flush empties the journal"
+    );
+}
+
+/// Commits blocks 1-3 and flushes, saves the data file (what a power loss leaves of MDBX:
+/// its last sync), commits blocks 4-6 (journaled, unsynced), closes, and puts the saved data
+/// file back. Returns the directory and the six roots.
+fn lose_power_after_block_6() -> (tempfile::TempDir, Vec<[u8; 32]>) {
+    let bs = blocks(6);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, mut roots) =
+        commit_all(StateStore::open(dir.path(), &buffered(100)).unwrap(), &bs[..3]);
+    store.flush().unwrap();
+    let data = dir.path().join("mdbx.dat");
+    let synced = std::fs::read(&data).unwrap();
+    let (store, more) = commit_all(store, &bs[3..]);
+    roots.extend(more);
+    assert_eq!(store.flushed_block(), 3);
+    drop(store);
+    std::fs::write(&data, synced).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("mdbx.lck"));
+    (dir, roots)
 }
 
 #[test]
-fn a_writer_dropped_before_its_flush_loses_no_committed_block() {
-    let bs = blocks(6);
-    let dir = tempfile::tempdir().unwrap();
-    let (store, roots) = commit_all(StateStore::open(dir.path(), &buffered(100)).unwrap(), &bs);
-    assert_eq!(store.flushed_block(), 0);
-    // As after kill -9: no flush, the journal holds blocks 1-6.
-    drop(store);
-    // A reader replays them in memory, writing nothing.
-    let ro = StateStore::open_read_only(dir.path()).unwrap();
-    assert_eq!((ro.meta().block, ro.meta().root), (6, roots[5]));
-    assert_eq!(ro.flushed_block(), 0);
-    ro.verify(&|_| {}).unwrap();
-    drop(ro);
-    // A writer (buffered or not) replays and flushes them, and goes on.
+fn the_journal_brings_back_what_a_power_loss_takes_from_mdbx() {
+    let (dir, roots) = lose_power_after_block_6();
+    // A reader sees MDBX as it is, the last sync, or is told to let a writer recover it.
+    match StateStore::open_read_only(dir.path()) {
+        Ok(ro) => assert_eq!((ro.meta().block, ro.meta().root), (3, roots[2])),
+        Err(StoreError::NeedsRecovery(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
+    // A writer (buffered or not) replays blocks 4-6, and goes on from there.
     let store = StateStore::open(dir.path(), &opts(None)).unwrap();
     assert_eq!((store.meta().block, store.meta().root), (6, roots[5]));
-    assert_eq!(store.flushed_block(), 6);
-    let (store, more) = commit_all(store, &blocks(8)[6..]);
-    drop(store);
-    let all = {
-        let plain = tempfile::tempdir().unwrap();
-        commit_all(
-            StateStore::open(plain.path(), &opts(None)).unwrap(),
-            &blocks(8),
-        )
-        .1
-    };
+    store.verify(&|_| {}).unwrap();
+    let (_, more) = commit_all(store, &blocks(8)[6..]);
+    let plain = tempfile::tempdir().unwrap();
+    let (_, all) = commit_all(
+        StateStore::open(plain.path(), &opts(None)).unwrap(),
+        &blocks(8),
+    );
     assert_eq!(more, all[6..]);
 }
 
 #[test]
 fn a_torn_journal_tail_rolls_back_only_the_unfinished_block() {
-    let bs = blocks(4);
-    let dir = tempfile::tempdir().unwrap();
-    let (store, roots) = commit_all(StateStore::open(dir.path(), &buffered(100)).unwrap(), &bs);
-    drop(store);
-    // The last record half-written, as by a crash inside block 4's append.
+    let (dir, roots) = lose_power_after_block_6();
+    // Block 6's record half-written, as by a power loss inside its append.
     let journal = dir.path().join("journal");
     let len = std::fs::metadata(&journal).unwrap().len();
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&journal)
-        .unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&journal).unwrap();
     f.set_len(len - 100).unwrap();
     drop(f);
     let store = StateStore::open(dir.path(), &buffered(100)).unwrap();
-    assert_eq!((store.meta().block, store.meta().root), (3, roots[2]));
+    assert_eq!((store.meta().block, store.meta().root), (5, roots[4]));
     store.verify(&|_| {}).unwrap();
 }
 
 #[test]
 fn a_damaged_journal_is_refused_not_skipped() {
-    let bs = blocks(4);
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = commit_all(StateStore::open(dir.path(), &buffered(100)).unwrap(), &bs);
-    drop(store);
+    let (dir, _) = lose_power_after_block_6();
     let journal = dir.path().join("journal");
     let mut bytes = std::fs::read(&journal).unwrap();
     bytes[40] ^= 0x10;
     std::fs::write(&journal, bytes).unwrap();
     let err = StateStore::open(dir.path(), &buffered(100)).unwrap_err();
     assert!(err.to_string().contains("journal is damaged"), "{err}");
-    let err = StateStore::open_read_only(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+}
+
+#[test]
+fn a_failed_commit_leaves_no_journal_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = StoreOptions {
+        max_size: Some(4 << 20),
+        growth_step: Some(1 << 20),
+        ..buffered(100)
+    };
+    let mut store = StateStore::open(dir.path(), &small).unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut committed = (0, [0u8; 32]);
+    let mut failed = false;
+    for _ in 0..200 {
+        let (g, root) = (store.meta().group_depth, store.meta().root);
+        let mut trie: Trie<StateStore> = Trie::open(store, g, root).unwrap();
+        let writes: Vec<_> = (0..400)
+            .map(|_| (TreeKey::new(rng.random(), 0), rng.random()))
+            .collect();
+        trie.update(writes).unwrap();
+        let result = trie.commit();
+        store = trie.into_store();
+        match result {
+            Ok(_) => committed = (store.meta().block, store.meta().root),
+            Err(e) => {
+                assert!(e.to_string().contains("full"), "{e}");
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "the map never filled");
+    drop(store);
+    // A journal that kept the failed block would replay it on this open.
+    let store = StateStore::open(dir.path(), &buffered(100)).unwrap();
+    assert_eq!((store.meta().block, store.meta().root), committed);
 }
 
 /// Run as a child process by `a_buffered_writer_is_the_only_writer`: opens the database
@@ -289,5 +318,6 @@ fn a_reopen_keeps_the_buffer() {
     assert!(called);
     assert_eq!((store.meta().block, store.meta().root), (5, roots[4]));
     assert_eq!(store.buffered_blocks(), 5);
+    assert_eq!(store.flushed_block(), 0);
     store.verify(&|_| {}).unwrap();
 }

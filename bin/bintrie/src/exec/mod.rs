@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, bail};
 use bintrie_exec::{ExecOptions, Prefetch, execute_block, fixture, import_pre_state, validate};
 use bintrie_revm::{BinTrieState, BlockDbOptions, PipelineOptions};
-use bintrie_store::{Durability, ReadPath, StoreOptions};
+use bintrie_store::{ReadPath, StoreOptions};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -51,9 +51,8 @@ pub(crate) struct ExecArgs {
     /// Prefetch threads (each with its own read transaction).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
-    /// Skip fsync on commit.
-    #[arg(long)]
-    relaxed: bool,
+    #[command(flatten)]
+    write: crate::durability::WriteArgs,
 }
 
 /// The context of an error writing the command's output.
@@ -81,25 +80,22 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             tmp.path()
         }
     };
-    let options = StoreOptions {
-        group_depth: Some(args.group_depth),
-        durability: if args.relaxed {
-            Durability::Relaxed
-        } else {
-            Durability::Durable
+    let options = args.write.apply(
+        StoreOptions {
+            group_depth: Some(args.group_depth),
+            ..Default::default()
         },
-        ..Default::default()
-    };
+        0,
+    );
     let open =
         || BinTrieState::open(dir, &options).with_context(|| format!("opening {}", dir.display()));
     let mut state = open()?;
     let import = import_pre_state(&mut state, &fx)
         .with_context(|| format!("importing into {}", dir.display()))?;
     if args.cold {
-        drop(state);
-        bintrie_store::evict_page_cache(dir)
+        state = state
+            .reopen(|dir| bintrie_store::evict_page_cache(dir).map(drop))
             .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
-        state = open()?;
     }
     let read_path = args.read_path;
     let exec_options = ExecOptions::default()
@@ -119,6 +115,11 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         });
     let executed = execute_block(&mut state, &fx, &exec_options)?;
     let v = validate(&state, &fx, &executed, read_path)?;
+    // Sync what the write buffer holds: the database is whole on disk when this returns.
+    state
+        .flush()
+        .with_context(|| format!("syncing {}", dir.display()))?;
+    let durable_block = state.store().durable_block();
     drop(state);
 
     let run = &executed.run;
@@ -177,6 +178,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 "import": ms(import.time),
             },
             "root": run.commit.root.to_string(),
+            "durable_block": durable_block,
             "pre_state": {
                 "block": parent,
                 "accounts": import.accounts,
@@ -220,6 +222,15 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             writeln!(out, "  post-state  none in the fixture").context(WRITING)?;
         }
         writeln!(out, "  speed       {mgas_per_s:.1} Mgas/s").context(WRITING)?;
+        writeln!(
+            out,
+            "  durable     {}",
+            durable_block.map_or_else(
+                || "relaxed: not promised to survive a power loss".to_string(),
+                |b| format!("through block {b}")
+            )
+        )
+        .context(WRITING)?;
         writeln!(
             out,
             "  time        state read {:.3} ms, execution {:.3} ms, trie update {:.3} ms, commit {:.3} ms (total {:.3} ms)",

@@ -84,3 +84,15 @@ pub(crate) fn edited(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> P
 /// Where Ethereum's blockchain tests are (the exec crate's rule).
 #[allow(unused_imports)]
 pub(crate) use bintrie_exec::testing::ethereum_tests_dir;
+
+/// The roots `bintrie import` printed, one per committed block, from its lines
+/// `committed block B entries E root R; durable ...`.
+#[allow(dead_code)]
+pub(crate) fn roots_printed(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("committed block"))
+        .filter_map(|l| l.split(" root ").nth(1))
+        .map(|r| r.split(';').next().unwrap_or_default().to_string())
+        .collect()
+}

@@ -98,6 +98,19 @@ pub struct StudyConfig {
     pub durability: Durability,
     /// Seed of the random state and the per-run keys.
     pub seed: u64,
+    /// Consecutive blocks per run on the same state (at least 1; 1 is the original protocol).
+    /// The page cache is evicted before every block; the store's write buffer survives
+    /// between blocks, as a node's would.
+    #[serde(default = "one")]
+    pub blocks_per_run: u32,
+    /// Blocks the store's write buffer holds before it is flushed to MDBX, timed inside the
+    /// block that triggers it (0: no buffer, every block is its own MDBX transaction).
+    #[serde(default)]
+    pub buffer_blocks: u64,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl StudyConfig {
@@ -121,6 +134,8 @@ impl StudyConfig {
             prefetch_workers: 8,
             durability: Durability::Durable,
             seed: 7864,
+            blocks_per_run: 1,
+            buffer_blocks: 0,
         }
     }
 
@@ -156,6 +171,7 @@ impl StudyConfig {
             "the mixed read share must be 1..=99 percent"
         );
         ensure!(self.prefetch_workers >= 1, "at least one prefetch worker");
+        ensure!(self.blocks_per_run >= 1, "--blocks-per-run must be at least 1");
         ensure!(self.holders >= 1, "at least one ERC-20 holder");
         Ok(())
     }

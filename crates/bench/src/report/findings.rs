@@ -356,6 +356,31 @@ fn anchor_sentences(view: &View) -> Vec<String> {
                 ),
             ));
         }
+        let config = view.config();
+        if config.blocks_per_run > 1 || config.buffer_blocks > 0 {
+            for gd in view.group_depths(w, c) {
+                let Some(s) = view.summary(&c.key(w, gd)) else {
+                    continue;
+                };
+                let (Some(amortized), Some(with_wb), Some(worst)) = (
+                    s.amortized_ms_per_written_slot,
+                    s.amortized_with_writeback_ms_per_written_slot,
+                    s.worst_total_ms,
+                ) else {
+                    continue;
+                };
+                out.push(format!(
+                    "**erc20_approve** (flat + prefetch) at GD-{gd}, amortized over runs of {} blocks with a write buffer of {} blocks (flushes included): {} ms per written slot against the anchor's {} ms: {}; {} ms with the device's deferred page writes added; worst block {} ms.",
+                    config.blocks_per_run,
+                    config.buffer_blocks,
+                    num(amortized),
+                    num(anchor::MS_PER_WRITTEN_SLOT_LOW),
+                    versus(anchor::MS_PER_WRITTEN_SLOT_LOW, amortized),
+                    num(with_wb),
+                    num(worst),
+                ));
+            }
+        }
     }
     out
 }

@@ -126,6 +126,16 @@ impl<'a> View<'a> {
     }
 
     /// The median of `metric` for `key`, if measured.
+    pub(super) fn summary(&self, key: &ConfigKey) -> Option<&'a Summary> {
+        self.summaries.get(key).copied()
+    }
+
+    /// The study's configuration.
+    pub(super) fn config(&self) -> &'a crate::model::StudyConfig {
+        &self.results.config
+    }
+
+    /// The median of `metric` over the kept runs of `key`.
     pub(super) fn median(&self, key: &ConfigKey, metric: Metric) -> Option<f64> {
         self.metric(key, metric).map(|m| m.median)
     }

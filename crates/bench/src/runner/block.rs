@@ -6,7 +6,6 @@ use super::*;
 /// A built database and the state of the benchmark chain on it.
 pub(super) struct Bench {
     dir: PathBuf,
-    store_options: StoreOptions,
     state: Option<BinTrieState>,
     /// The sender's next nonce.
     nonce: u64,
@@ -37,9 +36,13 @@ impl Bench {
             ..Default::default()
         };
         build_database(dir, &store_options, config, memory_budget, progress)?;
+        let store_options = StoreOptions {
+            buffer: buffer_options(config),
+            ..store_options
+        };
         let state = BinTrieState::open(dir, &store_options)
             .with_context(|| format!("reopening {}", dir.display()))?;
-        Self::with_state(dir, state, store_options, page_size, t.elapsed(), config)
+        Self::with_state(dir, state, page_size, t.elapsed(), config)
     }
 
     pub(super) fn reopen(
@@ -52,17 +55,17 @@ impl Bench {
             group_depth: Some(g),
             create: false,
             durability: config.durability,
+            buffer: buffer_options(config),
             ..Default::default()
         };
         let state = BinTrieState::open(dir, &store_options)
             .with_context(|| format!("reopening {}", dir.display()))?;
-        Self::with_state(dir, state, store_options, page_size, Duration::ZERO, config)
+        Self::with_state(dir, state, page_size, Duration::ZERO, config)
     }
 
     pub(super) fn with_state(
         dir: &Path,
         state: BinTrieState,
-        store_options: StoreOptions,
         page_size: u32,
         build: Duration,
         config: &StudyConfig,
@@ -87,7 +90,6 @@ impl Bench {
         Ok((
             Bench {
                 dir: dir.to_path_buf(),
-                store_options,
                 state: Some(state),
                 nonce,
                 seq,
@@ -104,12 +106,33 @@ impl Bench {
         self.state.as_mut().expect("state is open between blocks")
     }
 
-    /// Closes the database, evicts it from the page cache, and reopens it with empty caches.
-    pub(super) fn go_cold(&mut self) -> Result<()> {
-        self.state = None;
-        evict_page_cache(&self.dir)
+    /// Closes the database, evicts it from the page cache, and reopens it with empty caches
+    /// (the store's write buffer survives, as a running node's would).
+    ///
+    /// Before the eviction the data file's dirty pages are written out and the time it takes
+    /// is returned: the device writes that commits without an fsync (the write buffer)
+    /// deferred, which a measured block would otherwise not show (evicting starts them).
+    pub(super) fn go_cold(&mut self) -> Result<Duration> {
+        let state = self.state.take().context("the state is open between blocks")?;
+        let dir = self.dir.clone();
+        let mut writeback = Duration::ZERO;
+        let t = Instant::now();
+        let state = state
+            .reopen(|_| {
+                // MDBX syncs what its commits left unsynced when it closes: that is counted,
+                // and whatever the OS still holds.
+                std::fs::File::open(dir.join("mdbx.dat"))?.sync_data()?;
+                writeback = t.elapsed();
+                evict_page_cache(&dir).map(drop)
+            })
             .with_context(|| format!("evicting {} from the page cache", self.dir.display()))?;
-        self.state = Some(BinTrieState::open(&self.dir, &self.store_options)?);
+        self.state = Some(state);
+        Ok(writeback)
+    }
+
+    /// Flushes the store's write buffer (before the database is kept or dropped).
+    pub(super) fn finish(&mut self) -> Result<()> {
+        self.state().flush()?;
         Ok(())
     }
 
@@ -238,6 +261,7 @@ impl Bench {
         &mut self,
         key: ConfigKey,
         run: u32,
+        block_in_run: u32,
         sizing: &Sizing,
         config: &StudyConfig,
         hash64_ns: f64,
@@ -276,7 +300,7 @@ impl Bench {
             self.tx(data, None)?
         };
 
-        self.go_cold()?;
+        let writeback = self.go_cold()?;
         let read_path = key.read_path;
         let plan = BlockPlan {
             number: self.state().block() + 1,
@@ -316,6 +340,7 @@ impl Bench {
         Ok(RunRow {
             key,
             run,
+            block_in_run,
             kept: run > 0,
             gas,
             total_ms,
@@ -324,6 +349,7 @@ impl Bench {
             trie_update_ms,
             trie_warm_ms: ms(t.trie_prefetch),
             commit_ms: ms(t.commit),
+            writeback_ms: ms(writeback),
             mgas_s: gas as f64 / 1e6 / t.total.as_secs_f64(),
             store_reads: reads.lookups,
             bytes_read: reads.bytes,
@@ -338,6 +364,14 @@ impl Bench {
             hash_floor: (hashes > 0).then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
         })
     }
+}
+
+/// The store's write buffer for a study (`None` when `buffer_blocks` is 0).
+fn buffer_options(config: &StudyConfig) -> Option<bintrie_store::BufferOptions> {
+    (config.buffer_blocks > 0).then(|| bintrie_store::BufferOptions {
+        max_blocks: config.buffer_blocks,
+        ..Default::default()
+    })
 }
 
 pub(super) fn success_gas(result: &ExecutionResult) -> Result<u64> {

@@ -241,13 +241,16 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
                             if pf { "on" } else { "off" }
                         ));
                         for run in 0..config.runs {
-                            let row = bench.measure(key, run, &sizing, config, hash64_ns)?;
-                            runs.push(row);
+                            for b in 0..config.blocks_per_run {
+                                let row =
+                                    bench.measure(key, run, b, &sizing, config, hash64_ns)?;
+                                runs.push(row);
+                            }
                             overall.inc(1);
                         }
                     }
                 }
-                Ok(())
+                bench.finish()
             })();
             build.finish_and_clear();
             if !opts.keep_databases && dir.exists() {

@@ -1,0 +1,56 @@
+//! The write options `import` and `exec` share: the durability contract and the write buffer.
+
+use bintrie_store::{BufferOptions, Durability, StoreOptions};
+
+/// How committed blocks reach the disk. See the README's "Durability" section for what each
+/// setting loses at most on a kill -9, a power loss and a full disk.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct WriteArgs {
+    /// `durable`: every committed block survives a power loss (an fsync per block: of MDBX
+    /// without a buffer, of the journal with one). `flush`: a power loss rolls back to the last
+    /// flush. `relaxed`: no fsync at all; a power loss rolls back to some earlier block. A
+    /// process crash (kill -9) loses no committed block in any mode, and no mode ever leaves a
+    /// torn state.
+    #[arg(long, value_enum, default_value_t = Durability::Durable)]
+    pub(crate) durability: Durability,
+    /// The same as `--durability relaxed`.
+    #[arg(long, conflicts_with = "durability")]
+    pub(crate) relaxed: bool,
+    /// Write buffer: commit each block to MDBX without an fsync, journal it (one sequential
+    /// append, fdatasync'd when durable) and sync MDBX every N blocks. 0: no buffer, every
+    /// block is its own synced MDBX commit. A buffered writer must be the only writer.
+    #[arg(long, value_name = "N")]
+    pub(crate) buffer_blocks: Option<u64>,
+    /// ... or once this many MiB of blobs were committed since the last sync.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub(crate) buffer_mib: u64,
+}
+
+impl WriteArgs {
+    /// `options` with this durability and buffer; `default_blocks` when --buffer-blocks is not
+    /// given.
+    pub(crate) fn apply(&self, options: StoreOptions, default_blocks: u64) -> StoreOptions {
+        let blocks = self.buffer_blocks.unwrap_or(default_blocks);
+        StoreOptions {
+            durability: if self.relaxed {
+                Durability::Relaxed
+            } else {
+                self.durability
+            },
+            buffer: (blocks > 0).then(|| BufferOptions {
+                max_blocks: blocks,
+                max_bytes: usize::try_from(self.buffer_mib << 20).unwrap_or(usize::MAX),
+            }),
+            ..options
+        }
+    }
+}
+
+/// What a crash can take back, for output: `durable through block N`, or why nothing is
+/// promised.
+pub(crate) fn durable_note(store: &bintrie_store::StateStore) -> String {
+    match store.durable_block() {
+        Some(b) => format!("durable through block {b}"),
+        None => "relaxed: no block is promised to survive a power loss".to_string(),
+    }
+}
