@@ -27,6 +27,9 @@ Commands:
              binary-trie state: `bintrie blockchain-test` in a release build; PATH defaults to
              $BINTRIE_ETHEREUM_TESTS or ../shared/fixtures/ethereum-tests (the default test suite
              runs a fixed sample of them)
+  crash-test the long crash tests (release): kill -9 a buffered study write run at random
+             instants, BINTRIE_CRASH_ROUNDS times (default 20), and check the database it leaves
+             verifies and never goes back (the import version runs in `test`)
   bench [--scale smoke|small|study] [--group-depths 1-8] [--workloads ...] [--runs N] ...
              the whole-system group-depth study: `bintrie bench` in a release build (see
              `cargo xtask bench --help`); the report goes to target/bench/<timestamp>/. The
@@ -250,6 +253,20 @@ fn main() -> Result<()> {
                 with_dir.push(default_dir);
             }
             run_bintrie(&["blockchain-test"], &with_dir)
+        }
+        Some("crash-test") => {
+            ensure_system_deps()?;
+            cargo(&[
+                "test",
+                "--release",
+                "-p",
+                "bintrie",
+                "--test",
+                "crash",
+                "--",
+                "--ignored",
+                "--nocapture",
+            ])
         }
         Some("bench") => {
             ensure_system_deps()?;

@@ -98,9 +98,7 @@ fn remove_if_empty(dir: &std::path::Path, error: &anyhow::Error) {
     let conflict = error.chain().any(|c| {
         matches!(
             c.downcast_ref::<bintrie_store::StoreError>(),
-            Some(
-                bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_)
-            )
+            Some(bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_))
         )
     });
     if !conflict {
@@ -211,9 +209,9 @@ fn import_into(
         batch = lines.next_batch(batch_size)?;
     }
     if trie.store().buffered_blocks() > 0 {
-        trie.store_mut()
-            .flush()
-            .context("syncing the last blocks (they stay in the journal and replay on the next open)")?;
+        trie.store_mut().flush().context(
+            "syncing the last blocks (they stay in the journal and replay on the next open)",
+        )?;
         writeln!(out, "{}", crate::durability::durable_note(trie.store()))
             .and_then(|()| out.flush())
             .context("writing output")?;

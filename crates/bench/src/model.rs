@@ -472,6 +472,8 @@ mod tests {
             trie_update_ms: 5.0,
             trie_warm_ms: 6.0,
             commit_ms: 7.0,
+            writeback_ms: 0.0,
+            block_in_run: 0,
             mgas_s: 8.0,
             store_reads: 9,
             bytes_read: 10,
@@ -513,6 +515,10 @@ mod tests {
             "prefetch",
             "run",
             "kept",
+            // Where the block sits in its run, and the writeback before it: per-block context,
+            // summarized separately (`Summary::amortized_*`), not compared across group depths.
+            "block_in_run",
+            "writeback_ms",
         ];
         let mut measured: Vec<&str> = fields
             .keys()

@@ -277,6 +277,8 @@ mod tests {
             execution_ms: 1.0,
             trie_update_ms: 0.0,
             commit_ms: 0.0,
+            writeback_ms: 0.0,
+            block_in_run: 0,
             mgas_s: 1_000.0 / total_ms,
             store_reads: 10,
             bytes_read: 100,

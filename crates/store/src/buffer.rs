@@ -268,7 +268,9 @@ pub(crate) fn journaled_blocks(bytes: &[u8]) -> Vec<u64> {
         if crc32fast::hash(payload) != crc || payload.len() < 48 {
             break;
         }
-        out.push(u64::from_le_bytes(payload[40..48].try_into().expect("8 bytes")));
+        out.push(u64::from_le_bytes(
+            payload[40..48].try_into().expect("8 bytes"),
+        ));
         at += HEADER + len;
     }
     out

@@ -413,11 +413,15 @@ impl StateStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         between(&dir)?;
         match journal {
-            Some(journal) => Self::open_with(&dir, &options, Some(Kept {
+            Some(journal) => Self::open_with(
+                &dir,
+                &options,
+                Some(Kept {
                     meta,
                     pending,
                     journal,
-                }),),
+                }),
+            ),
             None => Self::open_with(&dir, &options, None),
         }
     }

@@ -446,4 +446,3 @@ pub fn free_bytes(dir: &FsPath) -> Option<u64> {
     let st = rustix::fs::statvfs(dir).ok()?;
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
-

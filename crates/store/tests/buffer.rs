@@ -117,8 +117,10 @@ fn buffered_blocks_write_the_same_tables_as_direct_commits() {
 fn lose_power_after_block_6() -> (tempfile::TempDir, Vec<[u8; 32]>) {
     let bs = blocks(6);
     let dir = tempfile::tempdir().unwrap();
-    let (mut store, mut roots) =
-        commit_all(StateStore::open(dir.path(), &buffered(100)).unwrap(), &bs[..3]);
+    let (mut store, mut roots) = commit_all(
+        StateStore::open(dir.path(), &buffered(100)).unwrap(),
+        &bs[..3],
+    );
     store.flush().unwrap();
     let data = dir.path().join("mdbx.dat");
     let synced = std::fs::read(&data).unwrap();
@@ -159,7 +161,10 @@ fn a_torn_journal_tail_rolls_back_only_the_unfinished_block() {
     // Block 6's record half-written, as by a power loss inside its append.
     let journal = dir.path().join("journal");
     let len = std::fs::metadata(&journal).unwrap().len();
-    let f = std::fs::OpenOptions::new().write(true).open(&journal).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .unwrap();
     f.set_len(len - 100).unwrap();
     drop(f);
     let store = StateStore::open(dir.path(), &buffered(100)).unwrap();

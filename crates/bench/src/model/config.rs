@@ -171,7 +171,10 @@ impl StudyConfig {
             "the mixed read share must be 1..=99 percent"
         );
         ensure!(self.prefetch_workers >= 1, "at least one prefetch worker");
-        ensure!(self.blocks_per_run >= 1, "--blocks-per-run must be at least 1");
+        ensure!(
+            self.blocks_per_run >= 1,
+            "--blocks-per-run must be at least 1"
+        );
         ensure!(self.holders >= 1, "at least one ERC-20 holder");
         Ok(())
     }

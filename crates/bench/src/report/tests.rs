@@ -47,6 +47,8 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         execution_ms,
         trie_update_ms,
         commit_ms,
+        writeback_ms: 0.0,
+        block_in_run: 0,
         mgas_s: gas as f64 / (total_ms * 1e3),
         store_reads: cold_reads,
         bytes_read: cold_reads * 100,
@@ -101,6 +103,8 @@ fn synthetic(shape: &Shape) -> Results {
             hash64_ns: 60.0,
         },
         config: StudyConfig {
+            blocks_per_run: 1,
+            buffer_blocks: 0,
             scale: Scale::Smoke,
             stems: 1_000_000,
             holders: 10_000,

@@ -113,7 +113,10 @@ impl Bench {
     /// is returned: the device writes that commits without an fsync (the write buffer)
     /// deferred, which a measured block would otherwise not show (evicting starts them).
     pub(super) fn go_cold(&mut self) -> Result<Duration> {
-        let state = self.state.take().context("the state is open between blocks")?;
+        let state = self
+            .state
+            .take()
+            .context("the state is open between blocks")?;
         let dir = self.dir.clone();
         let mut writeback = Duration::ZERO;
         let t = Instant::now();

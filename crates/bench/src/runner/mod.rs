@@ -242,8 +242,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
                         ));
                         for run in 0..config.runs {
                             for b in 0..config.blocks_per_run {
-                                let row =
-                                    bench.measure(key, run, b, &sizing, config, hash64_ns)?;
+                                let row = bench.measure(key, run, b, &sizing, config, hash64_ns)?;
                                 runs.push(row);
                             }
                             overall.inc(1);
