@@ -22,7 +22,7 @@ pub(crate) struct WriteArgs {
     #[arg(long, value_name = "N")]
     pub(crate) buffer_blocks: Option<u64>,
     /// ... or once this many MiB of blobs were committed since the last sync.
-    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub(crate) buffer_mib: u64,
 }
 

@@ -74,6 +74,8 @@ pub(crate) struct Record {
 
 const MAGIC: [u8; 4] = *b"BTJ1";
 const HEADER: usize = 12;
+/// A journal larger than this is refused before it is read (a buffer flushes long before).
+const MAX_JOURNAL: u64 = 1 << 34;
 /// The journal file, beside `mdbx.dat`.
 pub(crate) const JOURNAL: &str = "journal";
 
@@ -276,6 +278,17 @@ pub(crate) fn journaled_blocks(bytes: &[u8]) -> Vec<u64> {
     out
 }
 
+/// `e`, naming the file it happened on (a full disk stays a full disk).
+fn with_path(e: std::io::Error, path: &FsPath) -> StoreError {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        return StoreError::DiskFull;
+    }
+    StoreError::Io(std::io::Error::new(
+        e.kind(),
+        format!("the write journal {}: {e}", path.display()),
+    ))
+}
+
 /// The open journal of a writer, locked against other buffered writers.
 #[derive(Debug)]
 pub(crate) struct Journal {
@@ -301,7 +314,8 @@ impl Journal {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)?;
+            .open(&path)
+            .map_err(|e| with_path(e, &path))?;
         let locked = if exclusive {
             file.try_lock()
         } else {
@@ -316,8 +330,16 @@ impl Journal {
                 tracing::debug!(error = %e, "journal opened without a lock");
             }
         }
+        let size = file.metadata().map_err(|e| with_path(e, &path))?.len();
+        if size > MAX_JOURNAL {
+            return Err(StoreError::Corrupt(format!(
+                "the write journal {} holds {size} bytes, more than any buffer writes                  ({MAX_JOURNAL}): not a journal of this database; move it away",
+                path.display()
+            )));
+        }
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        file.read_to_end(&mut bytes)
+            .map_err(|e| with_path(e, &path))?;
         Ok((
             Journal {
                 file,
