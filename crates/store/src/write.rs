@@ -284,9 +284,11 @@ impl StateStore {
     /// Builds a whole tree into an empty database as block `block`, from its stems in strictly
     /// increasing order, in bounded memory: [`bintrie_trie::SortedBuild`] emits each stem and
     /// group blob as soon as it is final; they are buffered up to `batch_bytes` and each full
-    /// buffer is written in its own transaction (flat stems appended, node blobs sorted), so
-    /// neither the tree, nor its blobs, nor MDBX's dirty pages grow with the state. The last
-    /// transaction writes the rest, the code and the meta. The tables are the same as
+    /// buffer is written in its own transaction by a writer thread while this one hashes on
+    /// (flat stems and node blobs appended in key order; the few groups that sort before a key
+    /// an earlier batch wrote are put by the last transaction), so neither the tree, nor its
+    /// blobs, nor MDBX's dirty pages grow with the state. The last transaction writes the
+    /// rest, the code and the meta. The tables are the same as
     /// [`StateStore::bulk_load`]'s for the same state.
     ///
     /// While the build spans transactions, the meta carries a marker: a process killed midway
@@ -312,33 +314,99 @@ impl StateStore {
         code.dedup_by_key(|c| c.0);
         let mut build: SortedBuild = SortedBuild::new(self.meta.group_depth)
             .map_err(|e| StoreError::Options(e.to_string()))?;
-        let mut batch = NodeBatch::default();
+        // Two threads: this one hashes (the sorted build) while a writer thread writes the
+        // batches it hands over (one in flight), so hashing and MDBX overlap. The writer does
+        // every transaction, the last one and the clean-up after an error included.
+        let (built, written) = std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<BuildMsg>(1);
+            let this = &mut *self;
+            let writer = s.spawn(move || this.write_build(rx, block, code));
+            let built = (|| {
+                let mut batch = NodeBatch::default();
+                let mut pushed = 0u64;
+                for item in stems {
+                    let (stem, values) = item?;
+                    build
+                        .push(stem, values, &mut |k, b| batch.push(k, b))
+                        .map_err(|e| StoreError::Options(format!("sorted build: {e}")))?;
+                    pushed += 1;
+                    if batch.bytes() >= batch_bytes {
+                        if tx
+                            .send(BuildMsg::Batch(std::mem::take(&mut batch)))
+                            .is_err()
+                        {
+                            // The writer failed: its error is the answer.
+                            return Ok(None);
+                        }
+                        progress(pushed);
+                    }
+                }
+                let root = build.finish(&mut |k, b| batch.push(k, b));
+                Ok(tx
+                    .send(BuildMsg::Last(batch, root))
+                    .is_ok()
+                    .then_some((root, pushed)))
+            })();
+            drop(tx);
+            let written = writer.join().unwrap_or_else(|_| {
+                Err(StoreError::Corrupt(
+                    "the build's writer thread panicked".into(),
+                ))
+            });
+            (built, written)
+        });
+        match (built, written) {
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+            (Ok(Some((root, pushed))), Ok(())) => {
+                progress(pushed);
+                Ok(root)
+            }
+            (Ok(None), Ok(())) => Err(StoreError::Corrupt(
+                "the build's writer stopped without an error".into(),
+            )),
+        }
+    }
+
+    /// The writer thread of [`StateStore::build_sorted`]: each batch in its own transaction
+    /// (the first one marks the build as under way), the last with the code and the meta.
+    /// Without a last batch (the build failed) or on an error, what earlier transactions wrote
+    /// is cleared again.
+    fn write_build(
+        &mut self,
+        rx: std::sync::mpsc::Receiver<BuildMsg>,
+        block: u64,
+        code: Vec<&(Hash32, Vec<u8>)>,
+    ) -> Result<(), StoreError> {
         let mut spanned = false;
+        let mut done = false;
+        let mut code = Some(code);
+        let (mut tail, mut late) = (None, Vec::new());
         let result = (|| {
-            let mut pushed = 0u64;
-            for item in stems {
-                let (stem, values) = item?;
-                build
-                    .push(stem, values, &mut |k, b| batch.push(k, b))
-                    .map_err(|e| StoreError::Options(format!("sorted build: {e}")))?;
-                pushed += 1;
-                if batch.bytes() >= batch_bytes {
-                    self.partial_txn(|txn, t| batch.write(txn, t), !spanned)?;
-                    spanned = true;
-                    progress(pushed);
+            for msg in rx {
+                match msg {
+                    BuildMsg::Batch(mut batch) => {
+                        self.partial_txn(
+                            |txn, t| batch.write(txn, t, &mut tail, &mut late),
+                            !spanned,
+                        )?;
+                        spanned = true;
+                    }
+                    BuildMsg::Last(mut batch, root) => {
+                        let code = code.take().unwrap_or_default();
+                        self.block_txn(block, |txn, t| {
+                            batch.write(txn, t, &mut tail, &mut late)?;
+                            write_late(txn, t, &mut late)?;
+                            append_code(txn, t, code)?;
+                            txn.del(&t.meta, M_BUILDING, None).map_err(map_err)?;
+                            Ok(root)
+                        })?;
+                        done = true;
+                    }
                 }
             }
-            let root = build.finish(&mut |k, b| batch.push(k, b));
-            self.block_txn(block, |txn, t| {
-                batch.write(txn, t)?;
-                append_code(txn, t, code)?;
-                txn.del(&t.meta, M_BUILDING, None).map_err(map_err)?;
-                Ok(root)
-            })?;
-            progress(pushed);
-            Ok(root)
+            Ok(())
         })();
-        if result.is_err() && spanned {
+        if !done && spanned {
             // Take back what the earlier transactions wrote; if even that fails, the marker
             // keeps the database from being used.
             let _ = self.partial_txn(
@@ -354,6 +422,14 @@ impl StateStore {
         }
         result
     }
+}
+
+/// What the hashing side of a sorted build hands its writer.
+enum BuildMsg {
+    /// A full batch, written in its own transaction.
+    Batch(NodeBatch),
+    /// The rest and the root: the last transaction.
+    Last(NodeBatch, Hash32),
 }
 
 /// One journaled block's tables: removals, blobs, flat stems and code.
@@ -412,9 +488,17 @@ impl NodeBatch {
     }
 
     /// Writes the batch and empties it: stem blobs' flat entries appended (the build emits
-    /// stems in stem order), then every blob into the node table in key order (clustered pages,
-    /// fewer descents).
-    fn write(&mut self, txn: &RwTxn<'_>, t: &Tables<'_>) -> Result<(), StoreError> {
+    /// stems in stem order), then the blobs in key order, appended (MDBX `APPEND`: no tree
+    /// descent, only the last page touched) after `tail`, the largest key written so far. A
+    /// blob whose key sorts at or before `tail` (a group completed after descendants that an
+    /// earlier batch wrote: a few per batch) goes to `late` instead, for the last transaction.
+    fn write(
+        &mut self,
+        txn: &RwTxn<'_>,
+        t: &Tables<'_>,
+        tail: &mut Option<PathKey>,
+        late: &mut Vec<(PathKey, Vec<u8>)>,
+    ) -> Result<(), StoreError> {
         let mut flat = txn.cursor(&t.stems).map_err(map_err)?;
         for (_, range) in &self.keys {
             let blob = &self.data[range.clone()];
@@ -423,21 +507,40 @@ impl NodeBatch {
                     .map_err(map_err)?;
             }
         }
-        self.keys.sort_unstable_by_key(|(k, _)| *k);
+        // Stable: a key emitted twice keeps its emission order, so the later blob wins.
+        self.keys.sort_by_key(|(k, _)| *k);
         let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
         for (key, range) in &self.keys {
+            let blob = &self.data[range.clone()];
+            if tail.is_some_and(|last| *key <= last) {
+                late.push((*key, blob.to_vec()));
+                continue;
+            }
             cursor
-                .put(
-                    key.as_bytes(),
-                    &self.data[range.clone()],
-                    WriteFlags::UPSERT,
-                )
+                .put(key.as_bytes(), blob, WriteFlags::APPEND)
                 .map_err(map_err)?;
+            *tail = Some(*key);
         }
         self.keys.clear();
         self.data.clear();
         Ok(())
     }
+}
+
+/// Writes the blobs [`NodeBatch::write`] held back, in key order (MDBX `UPSERT`).
+fn write_late(
+    txn: &RwTxn<'_>,
+    t: &Tables<'_>,
+    late: &mut [(PathKey, Vec<u8>)],
+) -> Result<(), StoreError> {
+    late.sort_by_key(|(k, _)| *k);
+    let mut cursor = txn.cursor(&t.nodes).map_err(map_err)?;
+    for (key, blob) in late.iter() {
+        cursor
+            .put(key.as_bytes(), blob, WriteFlags::UPSERT)
+            .map_err(map_err)?;
+    }
+    Ok(())
 }
 
 /// Bytes available to an unprivileged writer on the filesystem holding `dir` (`None` when it

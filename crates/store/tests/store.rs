@@ -398,11 +398,13 @@ fn a_sorted_build_writes_the_same_tables_as_a_bulk_load() {
                 .unwrap();
             assert_eq!(built, root, "n={n} g={g}");
             assert_eq!(seen, state.len() as u64);
-            assert_eq!(
-                tables(&store, &state),
-                tables(trie.store(), &state),
-                "n={n} g={g}"
-            );
+            let (mut x, y) = (tables(&store, &state), tables(trie.store(), &state));
+            assert!(x.0 == y.0, "node table differs: n={n} g={g}");
+            assert!(x.1 == y.1, "flat table differs: n={n} g={g}");
+            // The tables are the same; the file may have grown by another MDBX growth step
+            // (the build spans transactions).
+            x.2.file_bytes = y.2.file_bytes;
+            assert_eq!(x.2, y.2, "n={n} g={g}");
             assert_eq!(store.verify(&|_| {}).unwrap().root, root);
         }
     }
