@@ -180,6 +180,24 @@ fn import_into(
 ) -> Result<()> {
     let meta = store.meta();
     let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
+    let result = import_blocks(&mut trie, first, lines, batch_size);
+    if result.is_err() && trie.store().buffered_blocks() > 0 {
+        // The blocks committed before the error stay committed: sync them too (best effort;
+        // the journal keeps them either way).
+        if let Err(e) = trie.store_mut().flush() {
+            tracing::warn!(error = %e, "syncing the blocks committed before the error");
+        }
+    }
+    result
+}
+
+/// The block loop of [`import_into`]: one block per batch, then the final sync.
+fn import_blocks(
+    trie: &mut Trie<StateStore>,
+    first: Vec<(TreeKey, [u8; 32])>,
+    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    batch_size: usize,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut batch = first;
     while !batch.is_empty() {
