@@ -60,16 +60,7 @@ fn a_buffered_study_killed_mid_run_leaves_a_verified_database() {
     let o = bin().args(bench_args(&db_dir, &out)).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let db = db_dir.join("db-p4096-g5");
-    let info = |db: &std::path::Path| -> serde_json::Value {
-        let o = bin()
-            .args(["info", "--json", "--db"])
-            .arg(db)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
-    };
-    let mut block = info(&db)["block"].as_u64().unwrap();
+    let mut block = info_json(&db)["block"].as_u64().unwrap();
     let run_time = started.elapsed();
     let mut rng = StdRng::seed_from_u64(13);
     let mut killed = 0;
@@ -89,19 +80,14 @@ fn a_buffered_study_killed_mid_run_leaves_a_verified_database() {
             killed += 1;
         }
         // A writer's open syncs (or replays) what the killed one left, then readers may look.
-        let o = bin()
-            .args(["import", "-i", "/dev/null", "--db"])
-            .arg(&db)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "round {round}: {}", stderr(&o));
-        let o = bin()
-            .args(["verify", "--no-progress", "--json", "--db"])
-            .arg(&db)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "round {round}: {}", stderr(&o));
-        let now = info(&db)["block"].as_u64().unwrap();
+        for args in [
+            &["import", "-i", "/dev/null", "--db"][..],
+            &["verify", "--no-progress", "--json", "--db"][..],
+        ] {
+            let o = bin().args(args).arg(&db).output().unwrap();
+            assert!(o.status.success(), "round {round}: {}", stderr(&o));
+        }
+        let now = info_json(&db)["block"].as_u64().unwrap();
         assert!(
             now >= block,
             "round {round}: back at block {now} after {block}"

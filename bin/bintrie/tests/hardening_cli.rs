@@ -27,16 +27,6 @@ fn last_root(o: &Output) -> String {
         .unwrap_or_default()
 }
 
-fn info_json(db: &Path) -> serde_json::Value {
-    let o = bin()
-        .args(["info", "--json", "--db"])
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 fn verify(db: &Path) -> Output {
     bin()
         .args(["verify", "--no-progress", "--db"])

@@ -80,36 +80,17 @@ const MAX_JOURNAL: u64 = 1 << 34;
 pub(crate) const JOURNAL: &str = "journal";
 
 impl Record {
-    /// header (magic, payload length u32 LE, CRC-32 of the payload) + payload.
+    /// The record as [`encode`] writes it (for tests: commits encode from their parts).
+    #[cfg(test)]
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut p =
-            Vec::with_capacity(128 + self.nodes.iter().map(|(_, b)| b.len() + 40).sum::<usize>());
-        p.extend_from_slice(&self.base.0.to_le_bytes());
-        p.extend_from_slice(&self.base.1);
-        p.extend_from_slice(&self.meta.block.to_le_bytes());
-        p.extend_from_slice(&self.meta.root);
-        p.extend_from_slice(&(self.removed.len() as u32).to_le_bytes());
-        for key in &self.removed {
-            put_bytes8(&mut p, key.as_bytes());
-        }
-        p.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
-        for (key, blob) in &self.nodes {
-            put_bytes8(&mut p, key.as_bytes());
-            p.extend_from_slice(&(blob.len() as u32).to_le_bytes());
-            p.extend_from_slice(blob);
-        }
-        p.extend_from_slice(&(self.code.len() as u32).to_le_bytes());
-        for (hash, code) in &self.code {
-            p.extend_from_slice(hash);
-            p.extend_from_slice(&(code.len() as u32).to_le_bytes());
-            p.extend_from_slice(code);
-        }
-        let mut out = Vec::with_capacity(HEADER + p.len());
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
-        out.extend_from_slice(&p);
-        out
+        encode(
+            self.base,
+            self.meta,
+            &self.removed,
+            self.nodes.iter().map(|(k, b)| (k, &b[..])),
+            &self.code,
+            0,
+        )
     }
 
     /// Decodes the payload of a record whose checksum matched; `meta` supplies the fields the
@@ -153,6 +134,47 @@ impl Record {
 /// A node key as [`bintrie_node::Path::to_key`] writes it, or `None`.
 fn valid_key(b: &[u8]) -> Option<PathKey> {
     bintrie_node::Path::from_key(b).ok().map(|p| p.to_key())
+}
+
+/// One block's journal record, encoded straight from its parts (no [`Record`] copy of the
+/// blobs): header (magic, payload length u32 LE, CRC-32 of the payload), then the payload.
+/// `blob_bytes` sizes the buffer (the blobs' total; 0 if unknown).
+pub(crate) fn encode<'a>(
+    base: (u64, Hash32),
+    meta: Meta,
+    removed: &[PathKey],
+    nodes: impl ExactSizeIterator<Item = (&'a PathKey, &'a [u8])>,
+    code: &[(Hash32, Vec<u8>)],
+    blob_bytes: usize,
+) -> Vec<u8> {
+    let mut p = Vec::with_capacity(HEADER + 128 + blob_bytes + nodes.len() * 40);
+    p.extend_from_slice(&MAGIC);
+    p.extend_from_slice(&[0; 8]); // length and CRC, filled in below
+    p.extend_from_slice(&base.0.to_le_bytes());
+    p.extend_from_slice(&base.1);
+    p.extend_from_slice(&meta.block.to_le_bytes());
+    p.extend_from_slice(&meta.root);
+    p.extend_from_slice(&(removed.len() as u32).to_le_bytes());
+    for key in removed {
+        put_bytes8(&mut p, key.as_bytes());
+    }
+    p.extend_from_slice(&(nodes.len() as u32).to_le_bytes());
+    for (key, blob) in nodes {
+        put_bytes8(&mut p, key.as_bytes());
+        p.extend_from_slice(&(blob.len() as u32).to_le_bytes());
+        p.extend_from_slice(blob);
+    }
+    p.extend_from_slice(&(code.len() as u32).to_le_bytes());
+    for (hash, bytecode) in code {
+        p.extend_from_slice(hash);
+        p.extend_from_slice(&(bytecode.len() as u32).to_le_bytes());
+        p.extend_from_slice(bytecode);
+    }
+    let len = (p.len() - HEADER) as u32;
+    let crc = crc32fast::hash(&p[HEADER..]);
+    p[4..8].copy_from_slice(&len.to_le_bytes());
+    p[8..12].copy_from_slice(&crc.to_le_bytes());
+    p
 }
 
 fn put_bytes8(p: &mut Vec<u8>, b: &[u8]) {
@@ -409,10 +431,12 @@ impl Journal {
     }
 }
 
-/// Reads the journal of `dir` for a read-only open: `None` when there is none (or it cannot be
-/// read).
+/// Reads the journal of `dir` for a read-only open: `None` when there is none, it cannot be
+/// read, or it is larger than any buffer writes (never read into memory).
 pub(crate) fn read_journal(dir: &FsPath) -> Option<Vec<u8>> {
-    std::fs::read(dir.join(JOURNAL)).ok()
+    let path = dir.join(JOURNAL);
+    let size = std::fs::metadata(&path).ok()?.len();
+    (size <= MAX_JOURNAL).then(|| std::fs::read(&path).ok())?
 }
 
 #[cfg(test)]

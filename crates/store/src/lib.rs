@@ -172,15 +172,19 @@ impl StateStore {
         }
         match self.inner.options.durability {
             Durability::Durable => Some(self.meta.block),
-            Durability::Flush => Some(self.flushed_meta().map_or(0, |m| m.block)),
+            Durability::Flush => Some(self.flushed_block()),
             Durability::Relaxed => None,
         }
     }
 
     /// The block of the last flush (MDBX's last sync): a power loss rolls MDBX back to it, and
     /// the journal holds the blocks after it.
+    /// Without a write buffer every commit is its own flush: the last committed block.
     pub fn flushed_block(&self) -> u64 {
-        self.flushed_meta().map_or(0, |m| m.block)
+        match self.inner.options.buffer {
+            None => self.meta.block,
+            Some(_) => self.pending().synced.map_or(0, |m| m.block),
+        }
     }
 
     /// The blocks the write journal holds now (committed since the writer's last flush, not
@@ -195,15 +199,6 @@ impl StateStore {
     /// Blocks committed since the last flush.
     pub fn buffered_blocks(&self) -> u64 {
         self.pending().blocks
-    }
-
-    /// The write buffer's options (`None`: every block is its own MDBX transaction).
-    pub fn buffer_options(&self) -> Option<BufferOptions> {
-        self.inner.options.buffer
-    }
-
-    pub(crate) fn flushed_meta(&self) -> Option<Meta> {
-        self.pending().synced
     }
 
     pub(crate) fn pending(&self) -> std::sync::MutexGuard<'_, buffer::Pending> {

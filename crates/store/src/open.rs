@@ -129,9 +129,9 @@ impl StateStore {
     ///   format a short file over). An existing database keeps its group depth: asking for
     ///   another is [`StoreError::GroupDepthMismatch`].
     ///
-    /// A writer replays the blocks its journal holds past MDBX's last flush (a writer with a
-    /// write buffer that was killed) and flushes them before it returns; a read-only open
-    /// replays them in memory.
+    /// A writer replays the blocks its journal holds past MDBX's last sync (after a power loss
+    /// under a buffered writer) and syncs them before it returns; a read-only open leaves them
+    /// to the next writer (with a warning).
     pub fn open(dir: impl AsRef<FsPath>, options: &StoreOptions) -> Result<Self, StoreError> {
         Self::open_with(dir.as_ref(), options, None)
     }
@@ -365,7 +365,13 @@ impl StateStore {
                     let last = last.meta;
                     store.write_txn(|txn, t| {
                         for rec in &records {
-                            crate::write::write_record(txn, t, rec)?;
+                            crate::write::put_block(
+                                txn,
+                                t,
+                                &rec.removed,
+                                rec.nodes.iter().map(|(k, b)| (k, &b[..])),
+                                &rec.code,
+                            )?;
                         }
                         Ok(Some(last))
                     })?;

@@ -22,21 +22,7 @@ impl StateStore {
             return self.buffer_block(options, commit, block, code);
         }
         self.block_txn(block, |txn, t| {
-            for key in commit.removed() {
-                txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
-            }
-            for (key, blob) in commit.nodes() {
-                txn.put(&t.nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
-                    .map_err(map_err)?;
-                if let Some((stem, flat)) = split_stem_blob(blob) {
-                    txn.put(&t.stems, stem, flat, WriteFlags::UPSERT)
-                        .map_err(map_err)?;
-                }
-            }
-            for (hash, bytecode) in code {
-                txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
-                    .map_err(map_err)?;
-            }
+            put_block(txn, t, commit.removed(), commit.nodes(), code)?;
             Ok(commit.root)
         })
     }
@@ -58,17 +44,18 @@ impl StateStore {
         if full {
             self.flush()?;
         }
-        let record = buffer::Record {
-            base: (self.meta.block, self.meta.root),
-            meta: Meta {
+        let record = buffer::encode(
+            (self.meta.block, self.meta.root),
+            Meta {
                 root: commit.root,
                 block,
                 ..self.meta
             },
-            removed: commit.removed().to_vec(),
-            nodes: commit.nodes().map(|(k, b)| (*k, b.to_vec())).collect(),
-            code: code.to_vec(),
-        };
+            commit.removed(),
+            commit.nodes(),
+            code,
+            commit.bytes(),
+        );
         // The journal first: a block is in MDBX only once its record is.
         let before = {
             let mut journal = self.journal();
@@ -76,11 +63,11 @@ impl StateStore {
                 .as_mut()
                 .ok_or_else(|| StoreError::Options("this handle has no write journal".into()))?;
             let before = journal.len();
-            journal.append(&record.encode()).map(|()| before)
+            journal.append(&record).map(|()| before)
         }
         .map_err(|e| self.disk_full_or(e))?;
         let written = self.block_txn(block, |txn, t| {
-            write_record(txn, t, &record)?;
+            put_block(txn, t, commit.removed(), commit.nodes(), code)?;
             Ok(commit.root)
         });
         if let Err(e) = written {
@@ -432,16 +419,19 @@ enum BuildMsg {
     Last(NodeBatch, Hash32),
 }
 
-/// One journaled block's tables: removals, blobs, flat stems and code.
-pub(crate) fn write_record(
+/// One block's tables: its removed paths, its blobs (with the flat entry of each stem blob)
+/// and its code, put in `txn`. What every block commit writes (unbuffered, buffered, replayed).
+pub(crate) fn put_block<'a>(
     txn: &RwTxn<'_>,
     t: &Tables<'_>,
-    rec: &buffer::Record,
+    removed: &[PathKey],
+    nodes: impl Iterator<Item = (&'a PathKey, &'a [u8])>,
+    code: &[(Hash32, Vec<u8>)],
 ) -> Result<(), StoreError> {
-    for key in &rec.removed {
+    for key in removed {
         txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
     }
-    for (key, blob) in &rec.nodes {
+    for (key, blob) in nodes {
         txn.put(&t.nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
             .map_err(map_err)?;
         if let Some((stem, flat)) = split_stem_blob(blob) {
@@ -449,7 +439,7 @@ pub(crate) fn write_record(
                 .map_err(map_err)?;
         }
     }
-    for (hash, bytecode) in &rec.code {
+    for (hash, bytecode) in code {
         txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
             .map_err(map_err)?;
     }

@@ -86,6 +86,8 @@ fn buffered_blocks_write_the_same_tables_as_direct_commits() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, roots) = commit_all(StateStore::open(dir.path(), &buffered(3)).unwrap(), &bs);
     assert_eq!(roots, want_roots);
+    // Without a buffer every commit is a flush.
+    assert_eq!(plain.flushed_block(), 7);
     // 7 blocks, 3 per flush, a full buffer flushed by the next block: 1-3 by block 4, 4-6 by
     // block 7, which is not flushed yet.
     assert_eq!(store.meta().block, 7);

@@ -96,3 +96,15 @@ pub(crate) fn roots_printed(stdout: &str) -> Vec<String> {
         .map(|r| r.split(';').next().unwrap_or_default().to_string())
         .collect()
 }
+
+/// `bintrie info --json --db DB`, which must succeed.
+#[allow(dead_code)]
+pub(crate) fn info_json(db: &Path) -> serde_json::Value {
+    let o = bin()
+        .args(["info", "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
