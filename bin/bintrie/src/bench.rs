@@ -1,6 +1,7 @@
 //! `bintrie bench`: the whole-system group-depth study (what `cargo xtask bench` runs).
 
 use anyhow::{Context, Result};
+use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
     Durability, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths,
 };
@@ -95,6 +96,11 @@ pub(crate) struct BenchArgs {
     /// (spilled to temporary files beside the database) and streamed into it.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
     memory_budget: u64,
+    /// Do not measure the drive under --db-dir first (`machine.disk` in results.json: random
+    /// 4 KB reads at queue depths 1..64, write IOPS, fsync, sequential writes; about 4 s and a
+    /// 1 GiB scratch file). Without it the report has no device efficiency.
+    #[arg(long)]
+    no_disk_probe: bool,
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -144,6 +150,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 keep_databases: args.keep_databases || args.reuse_databases,
                 reuse_databases: args.reuse_databases,
                 progress: !args.no_progress,
+                probe_disk: !args.no_disk_probe,
                 memory_budget: usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
                 ..StudyOptions::new(config, db_dir)
@@ -170,6 +177,59 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Arguments of `bintrie probe-disk`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ProbeDiskArgs {
+    /// Directory on the filesystem to measure (the scratch file is written there).
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Size of the scratch file in MiB (the random I/O spreads over it).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    mib: u64,
+    /// Milliseconds spent at each queue depth and on the random writes.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=60000))]
+    point_ms: u64,
+    /// Print the measurement as JSON (the `machine.disk` object of results.json).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `bintrie probe-disk`.
+pub(crate) fn cmd_probe_disk(args: ProbeDiskArgs) -> Result<()> {
+    let options = ProbeOptions {
+        file_bytes: args.mib << 20,
+        point: std::time::Duration::from_millis(args.point_ms),
+        ..ProbeOptions::default()
+    };
+    let disk = probe_disk(&args.dir, &options)
+        .with_context(|| format!("probing the disk under {}", args.dir.display()))?;
+    if args.json {
+        return crate::print_line(&serde_json::to_string_pretty(&disk)?);
+    }
+    let mut text = format!(
+        "{}\nrandom 4 KB reads: {:.1} µs at QD1, {:.1} µs per read at QD{QD_REFERENCE} \
+         ({:.1}x), saturating at QD{} ({:.0} IOPS)\n",
+        disk.dir,
+        disk.read_qd1_us,
+        disk.read_qd16_us,
+        disk.queue_gain(),
+        disk.saturation_depth,
+        disk.max_read_iops
+    );
+    for p in &disk.read_curve {
+        text.push_str(&format!(
+            "  QD{:<3} {:>9.0} IOPS  {:>8.1} µs latency\n",
+            p.depth, p.iops, p.latency_us
+        ));
+    }
+    text.push_str(&format!(
+        "random 4 KB writes: {:.0} IOPS at QD{QD_REFERENCE}\nfdatasync: {:.0} µs\n\
+         sequential writes: {:.0} MB/s",
+        disk.write_iops_qd16, disk.fsync_us, disk.seq_write_mb_s
+    ));
+    crate::print_line(&text)
 }
 
 #[cfg(test)]

@@ -96,6 +96,11 @@ enum Command {
     /// first run of each configuration is dropped. Writes results.json, report.md, SVG charts
     /// and index.html into --out; each database is deleted when its group depth is done.
     Bench(Box<bench::BenchArgs>),
+    /// Measure the drive under a directory, the ceiling of every I/O figure: random 4 KB reads
+    /// (O_DIRECT) at 1..64 requests in flight, random write IOPS, the time of an fdatasync and
+    /// sequential write bandwidth, on a scratch file that is deleted afterwards. `bench`
+    /// records the same as `machine.disk`.
+    ProbeDisk(bench::ProbeDiskArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -136,6 +141,7 @@ fn main() {
         Command::Exec(args) => exec::cmd_exec(args),
         Command::BlockchainTest(args) => eftest::cmd_blockchain_test(args),
         Command::Bench(args) => bench::cmd_bench(*args),
+        Command::ProbeDisk(args) => bench::cmd_probe_disk(args),
     };
     if let Err(e) = result {
         // Never `eprintln!`: it panics when stderr is closed.

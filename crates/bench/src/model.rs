@@ -76,6 +76,14 @@ impl Workload {
         }
     }
 
+    /// True for the workloads whose point is reading cold slots (they get a per-slot read chart).
+    pub fn reads(self) -> bool {
+        matches!(
+            self,
+            Workload::Erc20Balanceof | Workload::Mixed | Workload::SloadBenchmark
+        )
+    }
+
     /// True for the workloads whose point is writing (they get a hash floor).
     pub fn writes(self) -> bool {
         matches!(
@@ -149,6 +157,11 @@ pub struct RunRow {
     pub hashes: u64,
     /// Bytes of blobs written by the commit.
     pub bytes_written: u64,
+    /// Pages the block read from the device: the process's major page faults during the block
+    /// (`getrusage`; MDBX is opened without read-ahead, so one fault reads one 4 KB page).
+    /// Counts the trie prefetch and the commit's faults too, not only the state reads.
+    #[serde(default)]
+    pub device_reads: u64,
     /// Unique state keys (stems: an account header or 256 storage slots; and code) read from
     /// the store in this block.
     pub cold_reads: u64,
@@ -183,6 +196,8 @@ pub enum Metric {
     ColdReads,
     /// [`RunRow::commit_ms`].
     CommitMs,
+    /// [`RunRow::device_reads`].
+    DeviceReads,
     /// [`RunRow::execution_ms`].
     ExecutionMs,
     /// [`RunRow::gas`].
@@ -217,7 +232,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in report order (the order [`crate::stats::compare`] emits them in).
-    pub const ALL: [Metric; 19] = [
+    pub const ALL: [Metric; 20] = [
         Metric::Gas,
         Metric::TotalMs,
         Metric::StateReadMs,
@@ -231,6 +246,7 @@ impl Metric {
         Metric::NodesLoaded,
         Metric::Hashes,
         Metric::BytesWritten,
+        Metric::DeviceReads,
         Metric::ColdReads,
         Metric::SlotsRead,
         Metric::SlotsWritten,
@@ -255,6 +271,7 @@ impl Metric {
             Metric::NodesLoaded => "nodes_loaded",
             Metric::Hashes => "hashes",
             Metric::BytesWritten => "bytes_written",
+            Metric::DeviceReads => "device_reads",
             Metric::ColdReads => "cold_reads",
             Metric::SlotsRead => "slots_read",
             Metric::SlotsWritten => "slots_written",
@@ -282,6 +299,7 @@ impl RunRow {
             Metric::NodesLoaded => self.nodes_loaded as f64,
             Metric::Hashes => self.hashes as f64,
             Metric::BytesWritten => self.bytes_written as f64,
+            Metric::DeviceReads => self.device_reads as f64,
             Metric::ColdReads => self.cold_reads as f64,
             Metric::SlotsRead => self.slots_read as f64,
             Metric::SlotsWritten => self.slots_written as f64,
@@ -370,6 +388,10 @@ pub struct Machine {
     pub kernel: Option<String>,
     /// Nanoseconds for one 64-byte SHA-256 node hash, measured at the start of the study.
     pub hash64_ns: f64,
+    /// The drive under the databases, measured at the start of the study (absent when the
+    /// probe was skipped or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::device::Disk>,
 }
 
 /// How long building one database took and what it held.
@@ -480,6 +502,7 @@ mod tests {
             nodes_loaded: 11,
             hashes: 12,
             bytes_written: 13,
+            device_reads: 20,
             cold_reads: 14,
             slots_read: 15,
             slots_written: 16,

@@ -20,6 +20,9 @@ pub(super) enum ChartKind {
     ReadPaths,
     /// Median state read by group depth, prefetch off against on, across workloads.
     Prefetch,
+    /// Median ms per cold slot read by group depth for one workload, one line per
+    /// combination, each with the device's floor (its pages at the drive's QD16 rate) dashed.
+    ColdRead,
 }
 
 /// One chart written next to the report.
@@ -92,6 +95,56 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                 file,
                 title,
             });
+        }
+        if w.reads() {
+            let mut series = Vec::new();
+            for (i, c) in view.combos(w).into_iter().enumerate() {
+                let color = COLORS[i % COLORS.len()];
+                let measured = points(view, w, c, Metric::MsPerColdRead);
+                if measured.is_empty() {
+                    continue;
+                }
+                series.push(Series {
+                    label: c.label(multi_page),
+                    color,
+                    dashed: false,
+                    points: measured,
+                });
+                let floor: Vec<(f64, f64)> = view
+                    .group_depths(w, c)
+                    .into_iter()
+                    .filter_map(|gd| {
+                        Some((f64::from(gd), view.device_ms_per_cold_read(&c.key(w, gd))?))
+                    })
+                    .collect();
+                if !floor.is_empty() {
+                    series.push(Series {
+                        label: format!("{}: device at QD16", c.label(multi_page)),
+                        color,
+                        dashed: true,
+                        points: floor,
+                    });
+                }
+            }
+            if !series.is_empty() {
+                let file = format!("cold_read_{}.svg", w.name());
+                let title = format!(
+                    "{}: ms per cold slot read, and the device's time for its pages (dashed)",
+                    w.name()
+                );
+                line_chart(
+                    &out.join(&file),
+                    &title,
+                    "ms per cold slot read (median)",
+                    &series,
+                )?;
+                charts.push(Chart {
+                    kind: ChartKind::ColdRead,
+                    workload: Some(w),
+                    file,
+                    title,
+                });
+            }
         }
         if let Some(c) = view.preferred_combo(w) {
             let bars: Vec<(f64, [f64; 4])> = view

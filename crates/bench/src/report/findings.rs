@@ -285,8 +285,22 @@ fn pair_sentence(view: &View, workload: Workload, vary: Vary) -> Option<String> 
     } else {
         "; not testable (too few kept runs)".to_string()
     };
+    // Prefetch turns one read in flight into many: the drive's QD1 / QD16 time per read is
+    // what a perfect prefetch would gain.
+    let device = match (vary, view.results.machine.disk.as_ref()) {
+        (Vary::Prefetch, Some(d)) => {
+            let best = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "; the drive's own QD1/QD16 ratio is {}, so the prefetch captures at best {:.0}% \
+                 of it",
+                times(d.queue_gain()),
+                100.0 * best / d.queue_gain()
+            )
+        }
+        _ => String::new(),
+    };
     Some(format!(
-        "**{}**: {subject} {} {setting}{gd_span}{tests}.",
+        "**{}**: {subject} {} {setting}{gd_span}{tests}{device}.",
         workload.name(),
         ratio_range(&ratios, "faster", "slower"),
     ))

@@ -158,6 +158,30 @@ impl<'a> View<'a> {
         stats::kept_samples(&self.results.runs, key, metric)
     }
 
+    /// What the device needs for the pages `key`'s blocks read, ms: the median
+    /// [`Metric::DeviceReads`] x the measured per-read time at QD16 (`machine.disk`); `None`
+    /// without a disk measurement or device reads.
+    pub(super) fn device_floor_ms(&self, key: &ConfigKey) -> Option<f64> {
+        let disk = self.results.machine.disk.as_ref()?;
+        let reads = self.median(key, Metric::DeviceReads).filter(|&r| r > 0.0)?;
+        Some(reads * disk.read_qd16_us / 1e3)
+    }
+
+    /// [`View::device_floor_ms`] over the median state read: 1.0 means the pages arrived at
+    /// the drive's QD16 rate. (Write workloads also count the trie prefetch's and the commit's
+    /// pages, which overlap the state read: their figure can exceed 1.)
+    pub(super) fn device_efficiency(&self, key: &ConfigKey) -> Option<f64> {
+        let read = self.median(key, Metric::StateReadMs).filter(|&r| r > 0.0)?;
+        Some(self.device_floor_ms(key)? / read)
+    }
+
+    /// The device floor per cold slot read, ms: [`View::device_floor_ms`] over the median slots
+    /// read.
+    pub(super) fn device_ms_per_cold_read(&self, key: &ConfigKey) -> Option<f64> {
+        let slots = self.median(key, Metric::SlotsRead).filter(|&s| s > 0.0)?;
+        Some(self.device_floor_ms(key)? / slots)
+    }
+
     /// The combination the breakdown chart and the per-slot findings use for `workload`:
     /// flat + prefetch (smallest page size having it), else the first measured.
     pub(super) fn preferred_combo(&self, workload: Workload) -> Option<Combo> {

@@ -76,13 +76,15 @@ pub struct StudyOptions {
     /// most this size, spilled to temporary files in the database's directory and merged
     /// into the streaming build, so building takes about this much memory at any state size.
     pub memory_budget: usize,
+    /// Measure the drive under `db_dir` before the study (`machine.disk`; a few seconds).
+    pub probe_disk: bool,
     /// The command line, for the report.
     pub command: String,
 }
 
 impl StudyOptions {
     /// Options running `config` with databases in `db_dir`: databases deleted when done, none
-    /// reused, progress bars shown, no command line recorded.
+    /// reused, progress bars shown, the disk probed, no command line recorded.
     pub fn new(config: StudyConfig, db_dir: PathBuf) -> Self {
         StudyOptions {
             config,
@@ -91,6 +93,7 @@ impl StudyOptions {
             reuse_databases: false,
             progress: true,
             memory_budget: DEFAULT_MEMORY_BUDGET,
+            probe_disk: true,
             command: String::new(),
         }
     }
@@ -118,8 +121,8 @@ pub fn measure_hash64_ns() -> f64 {
     samples[2]
 }
 
-/// What is known about this machine.
-pub fn machine(hash64_ns: f64) -> Machine {
+/// What is known about this machine, with the hash cost and the drive measured by the caller.
+pub fn machine(hash64_ns: f64, disk: Option<crate::device::Disk>) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
@@ -144,6 +147,7 @@ pub fn machine(hash64_ns: f64) -> Machine {
         memory_bytes,
         kernel,
         hash64_ns,
+        disk,
     }
 }
 
@@ -181,6 +185,26 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
 
     std::fs::create_dir_all(&opts.db_dir)
         .with_context(|| format!("creating {}", opts.db_dir.display()))?;
+    let disk = if opts.probe_disk {
+        overall.set_message("measuring the disk");
+        match crate::device::probe_disk(&opts.db_dir, &crate::device::ProbeOptions::default()) {
+            Ok(d) => {
+                tracing::info!(
+                    qd1_us = d.read_qd1_us,
+                    qd16_us = d.read_qd16_us,
+                    saturation = d.saturation_depth,
+                    "measured the disk"
+                );
+                Some(d)
+            }
+            Err(e) => {
+                tracing::warn!("the disk probe failed, machine.disk stays empty: {e:#}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut databases = Vec::new();
     let mut runs = Vec::new();
     for &page_size in &config.page_sizes {
@@ -265,7 +289,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         started: humantime::format_rfc3339_seconds(started).to_string(),
         elapsed_s: t_all.elapsed().as_secs_f64(),
         command: opts.command.clone(),
-        machine: machine(hash64_ns),
+        machine: machine(hash64_ns, disk),
         config: config.clone(),
         databases,
         runs,
