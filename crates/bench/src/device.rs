@@ -139,7 +139,8 @@ fn open_direct(path: &Path, create: bool) -> Result<File> {
 /// I/O error.
 pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
     ensure!(
-        options.file_bytes >= SEQ_CHUNK as u64 && options.file_bytes % SEQ_CHUNK as u64 == 0,
+        options.file_bytes >= SEQ_CHUNK as u64
+            && options.file_bytes.is_multiple_of(SEQ_CHUNK as u64),
         "the probe file must be a positive multiple of 1 MiB"
     );
     if let Some(free) = bintrie_store::free_bytes(dir) {
