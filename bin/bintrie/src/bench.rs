@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
-    Durability, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths,
+    Durability, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths, parse_stems,
 };
 use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
@@ -18,9 +18,11 @@ pub(crate) struct BenchArgs {
     /// about 30 minutes and one 5-6 GB database at a time).
     #[arg(long, value_enum, default_value_t = Scale::Small)]
     scale: Scale,
-    /// Random stems per database (overrides the scale's).
-    #[arg(long)]
-    stems: Option<u64>,
+    /// Random stems per database (overrides the scale's), or a list of state sizes to measure
+    /// each at, e.g. `1M,4M,16M,64M` (k, M, G = 10^3, 10^6, 10^9): one database per size,
+    /// page size and group depth, one at a time, and charts of the per-slot costs by size.
+    #[arg(long, value_parser = parse_stems)]
+    stems: Option<std::vec::Vec<u64>>,
     /// ERC-20 holders with a balance (overrides the scale's).
     #[arg(long)]
     holders: Option<u64>,
@@ -59,8 +61,9 @@ pub(crate) struct BenchArgs {
     /// Percent of the mixed workload's gas spent on balanceOf; the rest approves.
     #[arg(long, default_value_t = 50)]
     mixed_read_pct: u32,
-    /// Prefetch worker threads.
-    #[arg(long, default_value_t = 8)]
+    /// Prefetch worker threads (state and trie prefetch each): blocking reads, so one request
+    /// in flight per thread.
+    #[arg(long, default_value_t = bintrie_revm::DEFAULT_PREFETCH_WORKERS)]
     workers: usize,
     /// Seed of the random state and the per-run keys.
     #[arg(long, default_value_t = 7864)]
@@ -124,8 +127,10 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         Some(path) => Results::read(path)?,
         None => {
             let scale = args.scale;
+            let sizes = args.stems.unwrap_or_else(|| vec![scale.stems()]);
             let config = StudyConfig {
-                stems: args.stems.unwrap_or(scale.stems()),
+                stems: *sizes.last().expect("parse_stems returns at least one size"),
+                state_sizes: if sizes.len() > 1 { sizes } else { Vec::new() },
                 holders: args.holders.unwrap_or(scale.holders()),
                 group_depths: args.group_depths,
                 workloads: args.workloads,
@@ -276,8 +281,11 @@ mod tests {
             "4096,16384",
             "--durability",
             "relaxed",
+            "--stems",
+            "4M,1M",
         ])
         .unwrap();
+        assert_eq!(a.stems, Some(vec![1_000_000, 4_000_000]));
         assert_eq!(a.scale, Scale::Smoke);
         assert_eq!(a.group_depths, vec![1, 2, 3, 6]);
         assert_eq!(

@@ -188,7 +188,62 @@ fn cold_run_evicts_and_validates_into_a_kept_database() {
     assert!(db.join("mdbx.dat").is_file());
     // The database now holds the block: a second exec into it is refused.
     let text = exec_fails(&fixture(ZKPI_CANCUN), &["--db", db.to_str().unwrap()]);
-    assert!(text.contains("already holds block 22188088"), "{text}");
+    assert!(text.contains("the database holds block 22188088"), "{text}");
+}
+
+/// `--base-stems`: the block validates on top of a random base; a kept base is reused (copied,
+/// same root as a base built in place), and a base of other parameters, or a database that is
+/// not a base, is refused by name.
+#[test]
+fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("base");
+    let keep_s = keep.to_str().unwrap();
+    let f = fixture(ZKPI_CANCUN);
+    let plain = exec_json(&f, &[]);
+    let built = exec_json(
+        &f,
+        &["--base-stems", "20000", "--base-db", keep_s, "--cold"],
+    );
+    assert_eq!(built["valid"], true, "{built}");
+    assert_eq!(built["base_stems"], 20000);
+    assert!(built["base"]["reused_from"].is_null(), "{built}");
+    assert!(built["base"]["build_s"].as_f64().unwrap() > 0.0);
+    // The base's stems are in the tree: another root than the block's alone.
+    assert_ne!(built["root"], plain["root"]);
+    assert!(keep.join("base.json").is_file() && keep.join("mdbx.dat").is_file());
+
+    let reused = exec_json(&f, &["--base-stems", "20000", "--base-db", keep_s]);
+    assert_eq!(reused["base"]["reused_from"], keep_s);
+    assert_eq!(reused["root"], built["root"]);
+    let in_place = exec_json(&f, &["--base-stems", "20000"]);
+    assert_eq!(in_place["root"], built["root"]);
+    assert_eq!(in_place["base"]["root"], built["base"]["root"]);
+    assert_eq!(plain["base_stems"], 0);
+
+    let text = exec_fails(
+        &f,
+        &[
+            "--base-stems",
+            "20000",
+            "--base-seed",
+            "1",
+            "--base-db",
+            keep_s,
+        ],
+    );
+    assert!(
+        text.contains("holds a base of 20000 stems (seed 7864"),
+        "{text}"
+    );
+    // A database that exec did not make as a base.
+    let db = dir.path().join("db");
+    exec_json(&f, &["--db", db.to_str().unwrap()]);
+    let text = exec_fails(
+        &f,
+        &["--base-stems", "20000", "--base-db", db.to_str().unwrap()],
+    );
+    assert!(text.contains("not a base made by"), "{text}");
 }
 
 // ---------------------------------------------------------------------------------------------

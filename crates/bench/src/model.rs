@@ -20,7 +20,9 @@ pub use bintrie_store::ReadPath;
 pub use bintrie_store::Durability;
 
 mod config;
-pub use config::{BLOCK_GAS_LIMIT, Scale, StudyConfig, TX_GAS_LIMIT, parse_group_depths};
+pub use config::{
+    BLOCK_GAS_LIMIT, Scale, StudyConfig, TX_GAS_LIMIT, parse_group_depths, parse_stems,
+};
 
 /// Version of the `results.json` schema; bump on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -96,6 +98,10 @@ impl Workload {
 /// One cell of the study: everything that identifies a series of runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ConfigKey {
+    /// Random stems in the database (the state size; `results.json` files from before the
+    /// state-size dimension lack it, and [`Results::read`] fills in the configuration's).
+    #[serde(default)]
+    pub stems: u64,
     /// MDBX page size in bytes.
     pub page_size: u32,
     /// Group depth 1..=8.
@@ -397,6 +403,10 @@ pub struct Machine {
 /// How long building one database took and what it held.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DatabaseInfo {
+    /// Random stems the database was built with (0 in files from before the state-size
+    /// dimension: the configuration's).
+    #[serde(default)]
+    pub random_stems: u64,
     /// MDBX page size.
     pub page_size: u32,
     /// Group depth.
@@ -442,7 +452,7 @@ impl Results {
     pub fn read(path: &Path) -> anyhow::Result<Results> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let results: Results = serde_json::from_str(&text).with_context(|| {
+        let mut results: Results = serde_json::from_str(&text).with_context(|| {
             format!(
                 "{}: not a results.json of schema {SCHEMA_VERSION}",
                 path.display()
@@ -454,6 +464,23 @@ impl Results {
             path.display(),
             results.schema_version
         );
+        let stems = results.config.stems;
+        let fill = |k: &mut ConfigKey| {
+            if k.stems == 0 {
+                k.stems = stems;
+            }
+        };
+        results.runs.iter_mut().for_each(|r| fill(&mut r.key));
+        results.summaries.iter_mut().for_each(|s| fill(&mut s.key));
+        results
+            .comparisons
+            .iter_mut()
+            .for_each(|c| fill(&mut c.key));
+        for d in &mut results.databases {
+            if d.random_stems == 0 {
+                d.random_stems = stems;
+            }
+        }
         Ok(results)
     }
 }
@@ -479,6 +506,7 @@ mod tests {
     fn row() -> RunRow {
         RunRow {
             key: ConfigKey {
+                stems: 1000,
                 page_size: 4096,
                 group_depth: 4,
                 workload: Workload::Mixed,
@@ -531,6 +559,7 @@ mod tests {
             assert_eq!(serde_json::from_str::<Metric>(&name).unwrap(), m);
         }
         let not_metrics = [
+            "stems",
             "page_size",
             "group_depth",
             "workload",
@@ -601,7 +630,7 @@ mod tests {
         assert_eq!(json["scale"], "small");
         assert_eq!(json["durability"], "durable");
         assert_eq!(json["read_paths"], serde_json::json!(["trie", "flat"]));
-        assert_eq!(json["prefetch_workers"], 8);
+        assert_eq!(json["prefetch_workers"], 32);
         assert_eq!(json["tx_gas_limit"], 1 << 24);
         let back: StudyConfig = serde_json::from_value(json).unwrap();
         assert_eq!(back, StudyConfig::for_scale(Scale::Small));
@@ -611,6 +640,31 @@ mod tests {
             ..back
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn state_size_lists() {
+        assert_eq!(
+            parse_stems("16M, 1M,4m,1000000").unwrap(),
+            vec![1_000_000, 4_000_000, 16_000_000]
+        );
+        assert_eq!(parse_stems("20000").unwrap(), vec![20_000]);
+        assert_eq!(parse_stems("1.5k,2G").unwrap(), vec![1_500, 2_000_000_000]);
+        for bad in [
+            "",
+            ",",
+            "M",
+            "-1M",
+            "+4M",
+            "1e6",
+            "١M",
+            "4MM",
+            "99999999G",
+            "0x10",
+            "1.2.3",
+        ] {
+            assert!(parse_stems(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -215,7 +215,11 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         for combo in view.combos(w) {
             b.push(Block::Heading(
                 4,
-                format!("{}: {}", w.name(), combo.label(true)),
+                format!(
+                    "{}: {}",
+                    w.name(),
+                    combo.label_full(true, view.multi_size())
+                ),
             ));
             b.push(Block::Table(main_table(view, w, combo)));
             if let Some(t) = anchor_table(view, w, combo) {

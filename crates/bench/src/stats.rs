@@ -258,6 +258,7 @@ mod tests {
 
     fn key(gd: u8) -> ConfigKey {
         ConfigKey {
+            stems: 1_000,
             page_size: 4096,
             group_depth: gd,
             workload: Workload::Erc20Balanceof,

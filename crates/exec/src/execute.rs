@@ -83,13 +83,40 @@ pub fn import_pre_state<S: BlockState>(
     state: &mut S,
     fx: &Fixture,
 ) -> Result<PreStateImport, ExecError> {
+    import_pre_state_over(state, fx, (0, B256::ZERO))
+}
+
+/// [`import_pre_state`] on top of a base state: `state` must be exactly at `base` (block,
+/// root), e.g. a database of random stems that gives the fixture's few accounts a realistic
+/// B-tree around them, and the base's block must be below the fixture's parent. The base's
+/// keys must not overlap the fixture's (random stems do not, but nothing checks it).
+pub fn import_pre_state_over<S: BlockState>(
+    state: &mut S,
+    fx: &Fixture,
+    base: (u64, B256),
+) -> Result<PreStateImport, ExecError> {
     let block = fx.parent()?;
-    if state.block() != 0 || state.root() != B256::ZERO {
+    if (state.block(), state.root()) != base {
         return Err(ExecError::Unsupported(format!(
-            "the database already holds block {} (root {}): the pre-state is imported into an \
-             empty database",
+            "the database holds block {} (root {}), not {}: the pre-state is imported into {}",
             state.block(),
-            state.root()
+            state.root(),
+            if base.0 == 0 {
+                "an empty database".to_string()
+            } else {
+                format!("block {} (root {})", base.0, base.1)
+            },
+            if base.0 == 0 {
+                "an empty database"
+            } else {
+                "the base it was built on"
+            },
+        )));
+    }
+    if base.0 >= block {
+        return Err(ExecError::Unsupported(format!(
+            "the base is block {}, not below the fixture's parent block {block}",
+            base.0
         )));
     }
     let t = Instant::now();

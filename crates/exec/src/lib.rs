@@ -42,7 +42,8 @@ mod validate;
 
 pub use chain::ChainSpec;
 pub use execute::{
-    ExecOptions, Executed, PreStateImport, Prefetch, execute_block, import_pre_state, prefetch_list,
+    ExecOptions, Executed, PreStateImport, Prefetch, execute_block, import_pre_state,
+    import_pre_state_over, prefetch_list,
 };
 pub use fixture::Fixture;
 pub use validate::{Check, Validation, validate};

@@ -435,32 +435,51 @@ impl<B: StateBackend> BlockDb<B> {
     }
 }
 
-/// Reads `items` with `workers` threads, each with its own snapshot of `backend`, in
-/// contiguous chunks of the sorted list; results come back in input order.
+/// Items a prefetch worker takes at a time: small, so every worker stays busy until the list
+/// is done (a fixed split left the queue draining while the slowest chunk finished), yet
+/// neighbours in the sorted list still share their B-tree pages.
+const PREFETCH_BATCH: usize = 8;
+
+/// Reads `items` with `workers` threads, each with its own snapshot of `backend`, taking
+/// [`PREFETCH_BATCH`] items of the sorted list at a time from a shared cursor; results come
+/// back in input order. The first error stops every worker.
 fn parallel_read<B: StateBackend, T: Sync, R: Send>(
     backend: &B,
     items: &[T],
     workers: usize,
     read: impl Fn(&B::Snapshot, &T) -> Result<R, StateError> + Sync,
 ) -> Result<(Vec<R>, SnapshotIo), StateError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let mut io = SnapshotIo::default();
     if items.is_empty() {
         return Ok((Vec::new(), io));
     }
-    let workers = workers.clamp(1, items.len());
-    let chunk = items.len().div_ceil(workers);
-    type Part<R> = Result<(Vec<R>, SnapshotIo), StateError>;
+    let workers = workers.clamp(1, items.len().div_ceil(PREFETCH_BATCH));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    type Part<R> = Result<(Vec<(usize, R)>, SnapshotIo), StateError>;
     let results: Vec<Part<R>> = std::thread::scope(|s| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| {
-                let read = &read;
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let (read, next, failed) = (&read, &next, &failed);
                 s.spawn(move || -> Part<R> {
                     let snapshot = backend.snapshot()?;
-                    let out = part
-                        .iter()
-                        .map(|x| read(&snapshot, x))
-                        .collect::<Result<Vec<R>, StateError>>()?;
+                    let mut out = Vec::new();
+                    loop {
+                        let start = next.fetch_add(PREFETCH_BATCH, Ordering::Relaxed);
+                        if start >= items.len() || failed.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        for (i, x) in items.iter().enumerate().skip(start).take(PREFETCH_BATCH) {
+                            match read(&snapshot, x) {
+                                Ok(r) => out.push((i, r)),
+                                Err(e) => {
+                                    failed.store(true, Ordering::Relaxed);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    }
                     Ok((out, snapshot.io()))
                 })
             })
@@ -470,13 +489,19 @@ fn parallel_read<B: StateBackend, T: Sync, R: Send>(
             .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
-    let mut out = Vec::with_capacity(items.len());
+    let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
     for r in results {
         let (part, stats) = r?;
-        out.extend(part);
+        for (i, value) in part {
+            slots[i] = Some(value);
+        }
         io.lookups += stats.lookups;
         io.bytes += stats.bytes;
     }
+    let out = slots
+        .into_iter()
+        .map(|v| v.expect("every item is read when no worker failed"))
+        .collect();
     Ok((out, io))
 }
 
@@ -524,5 +549,43 @@ impl<B: StateBackend> DatabaseCommit for BlockDb<B> {
                 self.commit_error.get_or_insert(e);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the worker count, every item is read once and the results come back in input
+    /// order; an error on one item is the result, whatever the others did.
+    #[test]
+    fn parallel_reads_keep_order_and_report_errors() {
+        let state = crate::MemoryState::new(4).unwrap();
+        let items: Vec<u32> = (0..1_000).collect();
+        for workers in [1, 3, 8, 32, 200, 5_000] {
+            let seen = std::sync::Mutex::new(Vec::new());
+            let (out, _) = parallel_read(&state, &items, workers, |_, x| {
+                seen.lock().unwrap().push(*x);
+                Ok(u64::from(*x) * 3)
+            })
+            .unwrap();
+            assert_eq!(
+                out,
+                items.iter().map(|x| u64::from(*x) * 3).collect::<Vec<_>>()
+            );
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort_unstable();
+            assert_eq!(seen, items, "{workers} workers");
+            let failed = parallel_read(&state, &items, workers, |_, x| {
+                if *x == 777 {
+                    Err(StateError::MissingCode(B256::ZERO))
+                } else {
+                    Ok(*x)
+                }
+            });
+            assert!(failed.is_err(), "{workers} workers");
+        }
+        let (none, _) = parallel_read(&state, &[] as &[u32], 8, |_, x| Ok(*x)).unwrap();
+        assert!(none.is_empty());
     }
 }

@@ -92,8 +92,8 @@ pub use db::{StoredAccount, TrieDb, decode_account};
 pub use error::StateError;
 pub use memory::{MemorySnapshot, MemoryState};
 pub use pipeline::{
-    BlockPlan, BlockRun, BlockState, CommitReport, PipelineError, PipelineOptions, StageTimings,
-    TriePrefetcher, WriteCounts,
+    BlockPlan, BlockRun, BlockState, CommitReport, DEFAULT_PREFETCH_WORKERS, PipelineError,
+    PipelineOptions, StageTimings, TriePrefetcher, WriteCounts,
 };
 pub use prefetch::{
     BEACON_ROOTS_ADDRESS, CONSOLIDATION_REQUEST_ADDRESS, HISTORY_STORAGE_ADDRESS, ListedStem,

@@ -31,13 +31,17 @@ impl StateStore {
         if stems.is_empty() {
             return Ok(ReadStats::default());
         }
-        let workers = workers.clamp(1, stems.len());
-        let chunk = stems.len().div_ceil(workers);
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // Workers take a few neighbouring stems at a time from a shared cursor, so all stay
+        // busy (reads in flight) until the list is done.
+        const BATCH: usize = 8;
+        let workers = workers.clamp(1, stems.len().div_ceil(BATCH));
+        let next = AtomicUsize::new(0);
         type Blobs = Vec<(Vec<u8>, Vec<u8>)>;
         let parts: Vec<Result<Blobs, StoreError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = stems
-                .chunks(chunk)
-                .map(|part| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    let next = &next;
                     s.spawn(move || {
                         let reader = self.reader()?;
                         // The snapshot must be the tree this handle builds on.
@@ -52,15 +56,18 @@ impl StateStore {
                         }
                         let mut seen = std::collections::HashSet::new();
                         let mut out = Vec::new();
-                        for stem in part {
-                            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        loop {
+                            let start = next.fetch_add(BATCH, Ordering::Relaxed);
+                            if start >= stems.len() || stop.load(Ordering::Relaxed) {
                                 break;
                             }
-                            reader.walk(stem, |key, blob| {
-                                if seen.insert(key.to_vec()) {
-                                    out.push((key.to_vec(), blob.to_vec()));
-                                }
-                            })?;
+                            for stem in stems.iter().skip(start).take(BATCH) {
+                                reader.walk(stem, |key, blob| {
+                                    if seen.insert(key.to_vec()) {
+                                        out.push((key.to_vec(), blob.to_vec()));
+                                    }
+                                })?;
+                            }
                         }
                         Ok(out)
                     })

@@ -2,8 +2,12 @@
 //! revm through alloy-evm's Ethereum block executor over the revm adapter (with prefetch), commit,
 //! and validate the result against the header and the fixture's post values.
 
+mod base;
+
 use anyhow::{Context, Result, bail};
-use bintrie_exec::{ExecOptions, Prefetch, execute_block, fixture, import_pre_state, validate};
+use bintrie_exec::{
+    ExecOptions, Prefetch, execute_block, fixture, import_pre_state_over, validate,
+};
 use bintrie_revm::{BinTrieState, BlockDbOptions, PipelineOptions};
 use bintrie_store::{ReadPath, StoreOptions};
 use serde_json::json;
@@ -48,11 +52,14 @@ pub(crate) struct ExecArgs {
     /// How stems are found in the store.
     #[arg(long, value_enum, default_value = "flat")]
     read_path: ReadPath,
-    /// Prefetch threads (each with its own read transaction).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    /// Prefetch threads (each with its own read transaction; the reads block, so one request
+    /// in flight per thread).
+    #[arg(long, default_value_t = bintrie_revm::DEFAULT_PREFETCH_WORKERS as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
     #[command(flatten)]
     write: crate::durability::WriteArgs,
+    #[command(flatten)]
+    base: base::BaseArgs,
 }
 
 /// The context of an error writing the command's output.
@@ -87,10 +94,13 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         },
         0,
     );
-    let open =
-        || BinTrieState::open(dir, &options).with_context(|| format!("opening {}", dir.display()));
-    let mut state = open()?;
-    let import = import_pre_state(&mut state, &fx)
+    let base = base::prepare(&args.base, dir, &options, args.group_depth)?;
+    let mut state =
+        BinTrieState::open(dir, &options).with_context(|| format!("opening {}", dir.display()))?;
+    let at = base
+        .as_ref()
+        .map_or((0, alloy_primitives::B256::ZERO), |b| (b.block, b.root));
+    let import = import_pre_state_over(&mut state, &fx, at)
         .with_context(|| format!("importing into {}", dir.display()))?;
     if args.cold {
         state = state
@@ -179,6 +189,14 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             },
             "root": run.commit.root.to_string(),
             "durable_block": durable_block,
+            "base_stems": base.as_ref().map_or(0, |b| b.stems),
+            "base": base.as_ref().map(|b| json!({
+                "stems": b.stems,
+                "seed": b.seed,
+                "root": b.root.to_string(),
+                "build_s": b.build_s,
+                "reused_from": b.reused_from.as_ref().map(|p| p.display().to_string()),
+            })),
             "pre_state": {
                 "block": parent,
                 "accounts": import.accounts,
@@ -220,6 +238,20 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             .context(WRITING)?;
         } else {
             writeln!(out, "  post-state  none in the fixture").context(WRITING)?;
+        }
+        if let Some(b) = &base {
+            writeln!(
+                out,
+                "  base        {} random stems (seed {}, root {}), {}",
+                b.stems,
+                b.seed,
+                b.root,
+                match &b.reused_from {
+                    Some(p) => format!("copied from {}", p.display()),
+                    None => format!("built in {:.1} s", b.build_s),
+                }
+            )
+            .context(WRITING)?;
         }
         writeln!(out, "  speed       {mgas_per_s:.1} Mgas/s").context(WRITING)?;
         writeln!(

@@ -68,8 +68,13 @@ impl Scale {
 pub struct StudyConfig {
     /// The preset the sizes started from (`stems`, `holders` and `runs` may override it).
     pub scale: Scale,
-    /// Random stems written into each database before the workload contracts.
+    /// Random stems written into each database before the workload contracts (with several
+    /// [`StudyConfig::state_sizes`], the largest).
     pub stems: u64,
+    /// State sizes measured, in random stems, ascending (empty: just `stems`): one database
+    /// per size, page size and group depth. Read it through [`StudyConfig::sizes`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state_sizes: Vec<u64>,
     /// ERC-20 holders with a balance (at least 1).
     pub holders: u64,
     /// Group depths measured, each 1..=8.
@@ -116,11 +121,12 @@ fn one() -> u32 {
 impl StudyConfig {
     /// The configuration of `scale` with every dimension at its default: all group depths and
     /// workloads, both read paths, prefetch off and on, 4 KB pages, [`BLOCK_GAS_LIMIT`],
-    /// [`TX_GAS_LIMIT`], a 50% mixed read share, 8 prefetch workers, durable commits, seed 7864.
+    /// [`TX_GAS_LIMIT`], a 50% mixed read share, [`bintrie_revm::DEFAULT_PREFETCH_WORKERS`] prefetch workers, durable commits, seed 7864.
     pub fn for_scale(scale: Scale) -> Self {
         StudyConfig {
             scale,
             stems: scale.stems(),
+            state_sizes: Vec::new(),
             holders: scale.holders(),
             group_depths: (1..=8).collect(),
             workloads: Workload::ALL.to_vec(),
@@ -131,11 +137,20 @@ impl StudyConfig {
             block_gas_limit: BLOCK_GAS_LIMIT,
             tx_gas_limit: TX_GAS_LIMIT,
             mixed_read_pct: 50,
-            prefetch_workers: 8,
+            prefetch_workers: bintrie_revm::DEFAULT_PREFETCH_WORKERS,
             durability: Durability::Durable,
             seed: 7864,
             blocks_per_run: 1,
             buffer_blocks: 0,
+        }
+    }
+
+    /// The state sizes measured: [`StudyConfig::state_sizes`], or `[stems]` when it is empty.
+    pub fn sizes(&self) -> Vec<u64> {
+        if self.state_sizes.is_empty() {
+            vec![self.stems]
+        } else {
+            self.state_sizes.clone()
         }
     }
 
@@ -176,8 +191,44 @@ impl StudyConfig {
             "--blocks-per-run must be at least 1"
         );
         ensure!(self.holders >= 1, "at least one ERC-20 holder");
+        ensure!(
+            self.state_sizes.windows(2).all(|w| w[0] < w[1]),
+            "state sizes must be ascending and distinct"
+        );
         Ok(())
     }
+}
+
+/// Parses a list of state sizes in stems: `1M,4M,16M,64M`, `20000` or `500k,2M` (k, M and G are
+/// 10^3, 10^6 and 10^9, either case; fractions such as `1.5M` are fine). The result is sorted
+/// and free of duplicates; an error names a part that is not a size, or an empty list.
+pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let (digits, scale) = match part.char_indices().last() {
+            Some((i, 'k' | 'K')) => (&part[..i], 1e3),
+            Some((i, 'm' | 'M')) => (&part[..i], 1e6),
+            Some((i, 'g' | 'G')) => (&part[..i], 1e9),
+            _ => (part, 1.0),
+        };
+        ensure!(
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.'),
+            "bad state size `{part}` (expected e.g. 20000, 500k or 16M)"
+        );
+        let n: f64 = digits
+            .parse()
+            .with_context(|| format!("bad state size `{part}`"))?;
+        let stems = (n * scale).round();
+        ensure!(
+            stems.is_finite() && stems <= (1u64 << 40) as f64,
+            "state size `{part}` is too large"
+        );
+        out.push(stems as u64);
+    }
+    out.sort_unstable();
+    out.dedup();
+    ensure!(!out.is_empty(), "no state sizes given");
+    Ok(out)
 }
 
 /// Parses a list of group depths: `1,5,6`, `1-8` or a mix (`1-3,6`). The result is sorted and

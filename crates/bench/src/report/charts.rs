@@ -23,6 +23,18 @@ pub(super) enum ChartKind {
     /// Median ms per cold slot read by group depth for one workload, one line per
     /// combination, each with the device's floor (its pages at the drive's QD16 rate) dashed.
     ColdRead,
+    /// Median per-slot cost (cold read, or written slot) by state size, one line per workload
+    /// and group depth, in the preferred combination.
+    StateSize,
+}
+
+/// The x axis of a chart: group depths, or state sizes on a log scale.
+#[derive(Clone, Copy)]
+enum XAxis {
+    /// Group depths 1..=8, padded by half a depth.
+    GroupDepth,
+    /// log10 of the state size in stems, padded by a fifth of a decade.
+    Stems,
 }
 
 /// One chart written next to the report.
@@ -78,7 +90,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             .into_iter()
             .enumerate()
             .map(|(i, c)| Series {
-                label: c.label(multi_page),
+                label: c.label_full(multi_page, view.multi_size()),
                 color: COLORS[i % COLORS.len()],
                 dashed: false,
                 points: points(view, w, c, Metric::MgasS),
@@ -105,7 +117,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                     continue;
                 }
                 series.push(Series {
-                    label: c.label(multi_page),
+                    label: c.label_full(multi_page, view.multi_size()),
                     color,
                     dashed: false,
                     points: measured,
@@ -119,7 +131,10 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                     .collect();
                 if !floor.is_empty() {
                     series.push(Series {
-                        label: format!("{}: device at QD16", c.label(multi_page)),
+                        label: format!(
+                            "{}: device at QD16",
+                            c.label_full(multi_page, view.multi_size())
+                        ),
                         color,
                         dashed: true,
                         points: floor,
@@ -162,13 +177,59 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                 let title = format!(
                     "{}: block time by stage ({})",
                     w.name(),
-                    c.label(multi_page)
+                    c.label_full(multi_page, view.multi_size())
                 );
                 breakdown_chart(&out.join(&file), &title, &bars)?;
                 charts.push(Chart {
                     kind: ChartKind::Breakdown,
                     workload: Some(w),
                     file,
+                    title,
+                });
+            }
+        }
+    }
+    if view.multi_size() {
+        for (metric, select, file, title, y) in [
+            (
+                Metric::MsPerColdRead,
+                Workload::reads as fn(Workload) -> bool,
+                "state_size_reads.svg",
+                "Cold slot read by state size",
+                "ms per cold slot read (median)",
+            ),
+            (
+                Metric::MsPerWrittenSlot,
+                Workload::writes,
+                "state_size_writes.svg",
+                "Written slot by state size",
+                "ms per written slot (median)",
+            ),
+        ] {
+            let mut series = Vec::new();
+            for w in view.workloads().into_iter().filter(|&w| select(w)) {
+                for (gd, points) in view.by_state_size(w, metric) {
+                    series.push(Series {
+                        label: format!("{}, GD-{gd}", w.name()),
+                        color: COLORS[series.len() % COLORS.len()],
+                        dashed: false,
+                        points: points
+                            .into_iter()
+                            .map(|(n, v)| ((n as f64).log10(), v))
+                            .collect(),
+                    });
+                }
+            }
+            if !series.is_empty() {
+                let label = view
+                    .preferred_combo(view.workloads()[0])
+                    .map_or(String::new(), |c| format!(" ({})", c.label(multi_page)));
+                let title = format!("{title}{label}");
+                line_chart_on(&out.join(file), &title, y, &series, XAxis::Stems)?;
+                charts.push(Chart {
+                    kind: ChartKind::StateSize,
+                    workload: None,
+                    file: file.to_string(),
                     title,
                 });
             }
@@ -195,7 +256,11 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             };
             for (c, dashed) in [(a, true), (b, false)] {
                 let s = Series {
-                    label: format!("{}, {}", w.name(), c.label(multi_page)),
+                    label: format!(
+                        "{}, {}",
+                        w.name(),
+                        c.label_full(multi_page, view.multi_size())
+                    ),
                     color: COLORS[i % COLORS.len()],
                     dashed,
                     points: points(view, w, c, Metric::StateReadMs),
@@ -231,14 +296,24 @@ fn points(view: &View, workload: Workload, combo: Combo, metric: Metric) -> Vec<
 
 /// The x range covering `xs` with half a group depth of padding.
 fn x_range(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    x_range_padded(xs, 0.5)
+}
+
+/// The x range covering `xs` with `pad` on each side.
+fn x_range_padded(xs: impl Iterator<Item = f64>, pad: f64) -> (f64, f64) {
     let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
         (lo.min(x), hi.max(x))
     });
     if lo.is_finite() {
-        (lo - 0.5, hi + 0.5)
+        (lo - pad, hi + pad)
     } else {
-        (0.5, 1.5)
+        (1.0 - pad, 1.0 + pad)
     }
+}
+
+/// Labels a log10 tick as the state size it stands for (`1M`, `4M`, `16M`).
+fn stems_tick(x: &f64) -> String {
+    super::format::stems(10f64.powf(*x).round() as u64)
 }
 
 /// Labels integer ticks as group depths; other ticks stay blank.
@@ -269,6 +344,18 @@ fn axes<'a, 'b>(
     x: (f64, f64),
     y_max: f64,
 ) -> anyhow::Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    axes_on(root, title, y_desc, x, y_max, XAxis::GroupDepth)
+}
+
+/// [`axes`] with the x axis `axis`.
+fn axes_on<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    y_desc: &str,
+    x: (f64, f64),
+    y_max: f64,
+    axis: XAxis,
+) -> anyhow::Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 20))
@@ -276,12 +363,21 @@ fn axes<'a, 'b>(
         .x_label_area_size(45)
         .y_label_area_size(75)
         .build_cartesian_2d(x.0..x.1, 0.0..y_max)?;
+    type Tick = fn(&f64) -> String;
+    let (labels, desc, fmt): (usize, &str, Tick) = match axis {
+        XAxis::GroupDepth => (
+            ((x.1 - x.0).ceil() as usize + 1).max(2),
+            "group depth",
+            gd_tick,
+        ),
+        XAxis::Stems => (8, "state size, stems (log scale)", stems_tick),
+    };
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(((x.1 - x.0).ceil() as usize + 1).max(2))
-        .x_label_formatter(&gd_tick)
-        .x_desc("group depth")
+        .x_labels(labels)
+        .x_label_formatter(&fmt)
+        .x_desc(desc)
         .y_desc(y_desc)
         .draw()?;
     Ok(chart)
@@ -305,13 +401,38 @@ fn finish<'a, 'b>(
 
 /// Draws `series` as lines with point markers and a legend into the SVG file `path`.
 fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyhow::Result<()> {
-    let (x0, x1) = x_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    line_chart_on(path, title, y_desc, series, XAxis::GroupDepth)
+}
+
+/// [`line_chart`] with the x axis `axis`.
+fn line_chart_on(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    series: &[Series],
+    axis: XAxis,
+) -> anyhow::Result<()> {
+    let pad = match axis {
+        XAxis::GroupDepth => 0.5,
+        XAxis::Stems => 0.2,
+    };
+    let (x0, x1) = x_range_padded(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+        pad,
+    );
     let ymax = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    let mut chart = axes(&root, title, y_desc, (x0, x1), y_top(ymax, series.len()))?;
+    let mut chart = axes_on(
+        &root,
+        title,
+        y_desc,
+        (x0, x1),
+        y_top(ymax, series.len()),
+        axis,
+    )?;
     for s in series {
         let color = s.color;
         let style = color.stroke_width(2);

@@ -399,6 +399,107 @@ fn anchor_sentences(view: &View) -> Vec<String> {
     out
 }
 
+/// The anchor's state: about 400 million entries (STUDY.md).
+const ANCHOR_STEMS: f64 = 4e8;
+/// Mainnet's state in EIP-7864 stems, an assumption: about 0.3 billion accounts (one header
+/// stem each) and 1.2 billion storage slots, nearly all mapping slots at random keys (one stem
+/// each).
+const MAINNET_STEMS: f64 = 1.5e9;
+
+/// Least-squares line through `points` (x, y): (intercept, slope); `None` with fewer than two
+/// distinct x.
+pub(super) fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if points.len() < 2 || sxx <= 0.0 {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    Some((my - slope * mx, slope))
+}
+
+/// Per-slot cost against state size, fitted log-linearly (a B-tree's depth, and so the pages a
+/// cold lookup reads, grows with the log of its size) and extrapolated to the anchor's state
+/// and to mainnet's.
+fn state_size_sentences(view: &View) -> Vec<String> {
+    let mut out = Vec::new();
+    if !view.multi_size() {
+        return out;
+    }
+    let fmt = super::format::stems;
+    for (w, metric, what) in [
+        (
+            Workload::Erc20Balanceof,
+            Metric::MsPerColdRead,
+            "ms of state read per cold slot",
+        ),
+        (
+            Workload::Erc20Approve,
+            Metric::MsPerWrittenSlot,
+            "ms of block time per written slot",
+        ),
+    ] {
+        let Some(c) = view.preferred_combo(w) else {
+            continue;
+        };
+        for (gd, points) in view.by_state_size(w, metric) {
+            let xy: Vec<(f64, f64)> = points
+                .iter()
+                .map(|&(n, v)| ((n as f64).log2(), v))
+                .collect();
+            let Some((a, b)) = fit_line(&xy) else {
+                continue;
+            };
+            let at = |stems: f64| a + b * stems.log2();
+            let (first, last) = (points[0], points[points.len() - 1]);
+            let pages = |stems: u64| {
+                let key = super::view::Combo { stems, ..c }.key(w, gd);
+                let reads = view.median(&key, Metric::DeviceReads)?;
+                let slots = view.median(&key, Metric::SlotsRead).filter(|&s| s > 0.0)?;
+                Some(reads / slots)
+            };
+            let pages_note = match (pages(first.0), pages(last.0)) {
+                (Some(p0), Some(p1)) if w.reads() => {
+                    format!("; device reads per slot {} → {}", num(p0), num(p1))
+                }
+                _ => String::new(),
+            };
+            let measured = format!(
+                "**{}** ({}), GD-{gd}: {} {what} at {} stems, {} at {} ({} per doubling of the state{pages_note}).",
+                w.name(),
+                c.label(view.multi_page()),
+                num(first.1),
+                fmt(first.0),
+                num(last.1),
+                fmt(last.0),
+                if b >= 0.0 {
+                    format!("+{}", num(b))
+                } else {
+                    num(b)
+                },
+            );
+            if b <= 0.0 {
+                out.push(format!(
+                    "{measured} The cost does not grow with the state here (noise, or caches the \
+                     sizes fit in): nothing to extrapolate."
+                ));
+                continue;
+            }
+            out.push(format!(
+                "{measured} Extrapolated along that line: {} ms at the anchor's ~{} entries and {} ms at mainnet's ~{} stems (assumed: about 0.3 billion accounts and 1.2 billion storage slots, nearly all at random keys). The assumptions: the cost grows with the log of the state (the B-tree's depth), the block starts with nothing cached, the drive is this one, and the line holds beyond the sizes measured; a real node keeps the upper B-tree levels cached, which this protocol does not.",
+                num(at(ANCHOR_STEMS)),
+                fmt(ANCHOR_STEMS as u64),
+                num(at(MAINNET_STEMS)),
+                fmt(MAINNET_STEMS as u64),
+            ));
+        }
+    }
+    out
+}
+
 /// The findings section's blocks (without its heading).
 pub(super) fn findings(view: &View) -> Vec<Block> {
     let mut blocks = Vec::new();
@@ -435,7 +536,7 @@ pub(super) fn findings(view: &View) -> Vec<Block> {
             if !sentences.is_empty() {
                 items.push(format!(
                     "**{}**: {}",
-                    c.label(multi_page),
+                    c.label_full(multi_page, view.multi_size()),
                     sentences.join(" ")
                 ));
             }
@@ -458,6 +559,11 @@ pub(super) fn findings(view: &View) -> Vec<Block> {
             blocks.push(Block::Heading(3, title.to_string()));
             blocks.push(Block::List(items));
         }
+    }
+    let size_items = state_size_sentences(view);
+    if !size_items.is_empty() {
+        blocks.push(Block::Heading(3, "State size".to_string()));
+        blocks.push(Block::List(size_items));
     }
     let anchor_items = anchor_sentences(view);
     if !anchor_items.is_empty() {

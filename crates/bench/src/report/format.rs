@@ -24,6 +24,20 @@ pub(super) fn num(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// A state size in stems: `16M`, `1.5M`, `20k`, `999`.
+pub(super) fn stems(n: u64) -> String {
+    let short = |x: f64, unit: &str| {
+        let t = format!("{x:.1}");
+        format!("{}{unit}", t.strip_suffix(".0").unwrap_or(&t))
+    };
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => short(n as f64 / 1e3, "k"),
+        1_000_000..1_000_000_000 => short(n as f64 / 1e6, "M"),
+        _ => short(n as f64 / 1e9, "G"),
+    }
+}
+
 /// [`num`] of a present value, [`NONE`] otherwise.
 pub(super) fn opt(x: Option<f64>) -> String {
     x.map_or_else(|| NONE.to_string(), num)
@@ -115,6 +129,21 @@ pub(super) fn page(size: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_sizes() {
+        for (n, s) in [
+            (999, "999"),
+            (20_000, "20k"),
+            (1_000_000, "1M"),
+            (1_500_000, "1.5M"),
+            (16_000_000, "16M"),
+            (64_000_000, "64M"),
+            (2_000_000_000, "2G"),
+        ] {
+            assert_eq!(stems(n), s);
+        }
+    }
 
     #[test]
     fn numbers() {

@@ -112,7 +112,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
             "**{}**: GD-{} ({} slower than each workload's best, geometric mean; significantly \
              slower than the best in {} of {} workloads){}; the worst is GD-{} ({}). Best per \
              workload: {}.",
-            c.label(multi_page),
+            c.label_full(multi_page, view.multi_size()),
             top.gd,
             above(top.slowdown),
             top.significantly_worse,
@@ -126,7 +126,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
             above(worst.slowdown),
             per.join(", ")
         ));
-        let rank_of = |c: Combo| (c.read_path == ReadPath::Flat, c.prefetch);
+        let rank_of = |c: Combo| (c.read_path == ReadPath::Flat, c.prefetch, c.stems);
         if preferred.is_none_or(|(p, _)| rank_of(c) > rank_of(p)) {
             preferred = Some((c, top));
         }
@@ -142,7 +142,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
              workloads its block time is {} above each workload's best group depth (geometric \
              mean), while the worst group depth costs {}. Ranking by total block time, every \
              measured read path and prefetch setting:",
-            c.label(multi_page),
+            c.label_full(multi_page, view.multi_size()),
             if c.read_path == ReadPath::Flat && c.prefetch {
                 " (the setup this project runs blocks with)"
             } else {

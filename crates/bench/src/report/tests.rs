@@ -73,6 +73,7 @@ fn synthetic(shape: &Shape) -> Results {
             for &read_path in shape.read_paths {
                 for &prefetch in shape.prefetch {
                     let key = ConfigKey {
+                        stems: 1_000_000,
                         page_size: 4096,
                         group_depth: gd,
                         workload,
@@ -118,6 +119,7 @@ fn synthetic(shape: &Shape) -> Results {
             }),
         },
         config: StudyConfig {
+            state_sizes: Vec::new(),
             blocks_per_run: 1,
             buffer_blocks: 0,
             scale: Scale::Smoke,
@@ -140,6 +142,7 @@ fn synthetic(shape: &Shape) -> Results {
             .gds
             .iter()
             .map(|&gd| DatabaseInfo {
+                random_stems: 1_000_000,
                 page_size: 4096,
                 group_depth: gd,
                 build_s: 12.5,
@@ -423,4 +426,56 @@ fn empty_results_still_render() {
     let md = read(&dir.path().join("nested/out"), "report.md");
     assert!(md.contains("No kept runs"));
     assert!(svg_files(&dir.path().join("nested/out")).is_empty());
+}
+
+/// Two state sizes: the per-slot charts by state size are drawn, headings and labels name the
+/// size, and the findings fit and extrapolate the per-slot cost.
+#[test]
+fn state_sizes_get_charts_and_an_extrapolation() {
+    let mut results = synthetic(&Shape {
+        gds: &[5],
+        workloads: &[Workload::Erc20Balanceof, Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 3,
+    });
+    // 16x the state: every state read takes half as long again.
+    let bigger: Vec<RunRow> = results
+        .runs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.key.stems = 16_000_000;
+            let extra = r.state_read_ms / 2.0;
+            r.state_read_ms += extra;
+            r.total_ms += extra;
+            r.ms_per_cold_read = Some(r.state_read_ms / r.slots_read as f64);
+            r.ms_per_written_slot =
+                (r.slots_written > 0).then(|| r.total_ms / r.slots_written as f64);
+            r
+        })
+        .collect();
+    results.runs.extend(bigger);
+    results.config.state_sizes = vec![1_000_000, 16_000_000];
+    stats::analyze(&mut results);
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let svgs = svg_files(dir.path());
+    for f in ["state_size_reads.svg", "state_size_writes.svg"] {
+        assert!(svgs.contains(&f.to_string()), "{svgs:?}");
+    }
+    let reads = read(dir.path(), "state_size_reads.svg");
+    assert!(has_text(&reads, "erc20_balanceof, GD-5"));
+    assert!(has_text(&reads, "state size, stems (log scale)"));
+    let md = read(dir.path(), "report.md");
+    for needle in [
+        "#### erc20_balanceof: flat + prefetch, 4 KB pages, 1M stems",
+        "#### erc20_balanceof: flat + prefetch, 4 KB pages, 16M stems",
+        "### State size",
+        // 0.2002 ms at 1M, 0.3003 at 16M: +0.025 per doubling.
+        "**erc20_balanceof** (flat + prefetch), GD-5: 0.200 ms of state read per cold slot at 1M stems, 0.300 at 16M (+0.0250 per doubling of the state",
+        "at mainnet's ~1.5G stems",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle:?}\n{md}");
+    }
 }

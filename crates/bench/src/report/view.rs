@@ -12,6 +12,8 @@ use crate::stats;
 /// Everything of a [`ConfigKey`] but the workload and the group depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct Combo {
+    /// State size, random stems.
+    pub stems: u64,
     /// MDBX page size.
     pub page_size: u32,
     /// Read path.
@@ -24,6 +26,7 @@ impl Combo {
     /// The combination of `key`.
     pub(super) fn of(key: &ConfigKey) -> Combo {
         Combo {
+            stems: key.stems,
             page_size: key.page_size,
             read_path: key.read_path,
             prefetch: key.prefetch,
@@ -33,12 +36,23 @@ impl Combo {
     /// The configuration of this combination for `workload` at `group_depth`.
     pub(super) fn key(self, workload: Workload, group_depth: u8) -> ConfigKey {
         ConfigKey {
+            stems: self.stems,
             page_size: self.page_size,
             group_depth,
             workload,
             read_path: self.read_path,
             prefetch: self.prefetch,
         }
+    }
+
+    /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page` and
+    /// `, 16M stems` when `with_stems`.
+    pub(super) fn label_full(self, with_page: bool, with_stems: bool) -> String {
+        let mut s = self.label(with_page);
+        if with_stems {
+            s.push_str(&format!(", {} stems", super::format::stems(self.stems)));
+        }
+        s
     }
 
     /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page`.
@@ -120,6 +134,21 @@ impl<'a> View<'a> {
         self.page_sizes().len() > 1
     }
 
+    /// State sizes with at least one summary, ascending.
+    pub(super) fn state_sizes(&self) -> Vec<u64> {
+        self.summaries
+            .keys()
+            .map(|k| k.stems)
+            .collect::<BTreeSet<u64>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// True when more than one state size was measured (labels then name the size).
+    pub(super) fn multi_size(&self) -> bool {
+        self.state_sizes().len() > 1
+    }
+
     /// The summary of `metric` for `key`, if measured.
     pub(super) fn metric(&self, key: &ConfigKey, metric: Metric) -> Option<&'a MetricSummary> {
         self.summaries.get(key)?.metrics.get(&metric)
@@ -182,15 +211,46 @@ impl<'a> View<'a> {
         Some(self.device_floor_ms(key)? / slots)
     }
 
-    /// The combination the breakdown chart and the per-slot findings use for `workload`:
-    /// flat + prefetch (smallest page size having it), else the first measured.
+    /// For each group depth of `workload`: (state size, median of `metric`) at every state size
+    /// measured in the combination [`View::preferred_combo`] names (its state size aside);
+    /// only group depths measured at two sizes or more.
+    pub(super) fn by_state_size(
+        &self,
+        workload: Workload,
+        metric: Metric,
+    ) -> Vec<(u8, Vec<(u64, f64)>)> {
+        let Some(c) = self.preferred_combo(workload) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for gd in self.group_depths(workload, c) {
+            let points: Vec<(u64, f64)> = self
+                .state_sizes()
+                .into_iter()
+                .filter_map(|stems| {
+                    let key = Combo { stems, ..c }.key(workload, gd);
+                    Some((stems, self.median(&key, metric)?))
+                })
+                .collect();
+            if points.len() >= 2 {
+                out.push((gd, points));
+            }
+        }
+        out
+    }
+
+    /// The combination the breakdown chart and the per-slot findings use for `workload`: at
+    /// the largest state size measured, flat + prefetch (smallest page size having it), else
+    /// the first measured there.
     pub(super) fn preferred_combo(&self, workload: Workload) -> Option<Combo> {
         let combos = self.combos(workload);
-        combos
+        let largest = combos.iter().map(|c| c.stems).max()?;
+        let at_largest: Vec<Combo> = combos.into_iter().filter(|c| c.stems == largest).collect();
+        at_largest
             .iter()
             .copied()
             .find(|c| c.read_path == ReadPath::Flat && c.prefetch)
-            .or_else(|| combos.first().copied())
+            .or_else(|| at_largest.first().copied())
     }
 }
 
@@ -210,12 +270,19 @@ impl View<'_> {
     pub(super) fn pair(&self, workload: Workload, vary: Vary) -> Option<(Combo, Combo)> {
         let combos = self.combos(workload);
         let has = |c: &Combo| combos.contains(c);
-        for page_size in self.page_sizes() {
+        let sizes = self.state_sizes();
+        // The largest state first (the study's own size), then the smallest page size.
+        for (stems, page_size) in sizes
+            .iter()
+            .rev()
+            .flat_map(|&n| self.page_sizes().into_iter().map(move |p| (n, p)))
+        {
             let candidates: Vec<(Combo, Combo)> = match vary {
                 Vary::ReadPath => [false, true]
                     .into_iter()
                     .map(|prefetch| {
                         let c = |read_path| Combo {
+                            stems,
                             page_size,
                             read_path,
                             prefetch,
@@ -227,6 +294,7 @@ impl View<'_> {
                     .into_iter()
                     .map(|read_path| {
                         let c = |prefetch| Combo {
+                            stems,
                             page_size,
                             read_path,
                             prefetch,

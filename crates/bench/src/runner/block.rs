@@ -76,6 +76,7 @@ impl Bench {
     ) -> Result<(Bench, DatabaseInfo)> {
         let (nodes, stems, _) = state.store().counts()?;
         let info = DatabaseInfo {
+            random_stems: config.stems,
             page_size,
             group_depth: state.store().meta().group_depth,
             build_s: build.as_secs_f64(),

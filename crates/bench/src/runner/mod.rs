@@ -37,7 +37,7 @@ mod block;
 mod state;
 
 use block::Bench;
-pub use state::{Sizing, build_database, random_state, workload_accounts};
+pub use state::{Sizing, build_database, build_random_state, random_state, workload_accounts};
 
 /// Share of the transaction gas limit the loops are sized to use (the rest is headroom).
 const GAS_FILL: f64 = 0.95;
@@ -166,7 +166,8 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         .flat_map(|&r| config.prefetch.iter().map(move |&p| (r, p)))
         .collect();
     let per_db = config.workloads.len() * combos.len() * config.runs as usize;
-    let dbs = config.page_sizes.len() * config.group_depths.len();
+    let sizes = config.sizes();
+    let dbs = sizes.len() * config.page_sizes.len() * config.group_depths.len();
 
     let bars = MultiProgress::with_draw_target(if opts.progress {
         ProgressDrawTarget::stderr()
@@ -207,80 +208,97 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     };
     let mut databases = Vec::new();
     let mut runs = Vec::new();
-    for &page_size in &config.page_sizes {
-        for &g in &config.group_depths {
-            let dir = opts.db_dir.join(format!("db-p{page_size}-g{g}"));
-            let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
-            if dir.exists() && !reuse {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing stale {}", dir.display()))?;
-            }
-            overall.set_message(format!("building g={g} page={page_size}"));
-            let build = bars.add(ProgressBar::new_spinner());
-            build.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} {msg}: {pos} stems placed ({per_sec}), {elapsed}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            build.set_message(format!(
-                "g={g}: building {} random stems + contracts (sorting in {} MiB, then \
-                 streaming)",
-                config.stems,
-                opts.memory_budget >> 20
-            ));
-            build.enable_steady_tick(Duration::from_millis(200));
-            let result = (|| -> Result<()> {
-                let (mut bench, info) = if reuse {
-                    Bench::reopen(&dir, g, page_size, config)?
+    for &stems in &sizes {
+        // The configuration at this state size: what the database is built from.
+        let config = &StudyConfig {
+            stems,
+            ..config.clone()
+        };
+        for &page_size in &config.page_sizes {
+            for &g in &config.group_depths {
+                // One size keeps the names earlier studies used (and --reuse-databases finds).
+                let name = if sizes.len() > 1 {
+                    format!("db-s{stems}-p{page_size}-g{g}")
                 } else {
-                    Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
-                        build.set_position(n)
-                    })?
+                    format!("db-p{page_size}-g{g}")
                 };
-                build.finish_and_clear();
-                tracing::info!(
-                    g,
-                    page_size,
-                    build_s = info.build_s,
-                    bytes = info.file_bytes,
-                    "database built"
+                let dir = opts.db_dir.join(name);
+                let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
+                if dir.exists() && !reuse {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("removing stale {}", dir.display()))?;
+                }
+                overall.set_message(format!("building g={g} page={page_size}"));
+                let build = bars.add(ProgressBar::new_spinner());
+                build.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner} {msg}: {pos} stems placed ({per_sec}), {elapsed}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                 );
-                databases.push(info);
-                for &w in &config.workloads {
-                    let sizing = bench.size(w, config)?;
-                    tracing::info!(workload = w.name(), ?sizing, "sized");
-                    for &(rp, pf) in &combos {
-                        let key = ConfigKey {
-                            page_size,
-                            group_depth: g,
-                            workload: w,
-                            read_path: rp,
-                            prefetch: pf,
-                        };
-                        overall.set_message(format!(
-                            "g={g} {} {} prefetch={}",
-                            w.name(),
-                            rp.name(),
-                            if pf { "on" } else { "off" }
-                        ));
-                        for run in 0..config.runs {
-                            for b in 0..config.blocks_per_run {
-                                let row = bench.measure(key, run, b, &sizing, config, hash64_ns)?;
-                                runs.push(row);
+                build.set_message(format!(
+                    "g={g}: building {} random stems + contracts (sorting in {} MiB, then \
+                 streaming)",
+                    config.stems,
+                    opts.memory_budget >> 20
+                ));
+                build.enable_steady_tick(Duration::from_millis(200));
+                let result = (|| -> Result<()> {
+                    let (mut bench, info) = if reuse {
+                        Bench::reopen(&dir, g, page_size, config)?
+                    } else {
+                        Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
+                            build.set_position(n)
+                        })?
+                    };
+                    build.finish_and_clear();
+                    tracing::info!(
+                        g,
+                        page_size,
+                        build_s = info.build_s,
+                        bytes = info.file_bytes,
+                        "database built"
+                    );
+                    databases.push(info);
+                    for &w in &config.workloads {
+                        let sizing = bench.size(w, config)?;
+                        tracing::info!(workload = w.name(), ?sizing, "sized");
+                        for &(rp, pf) in &combos {
+                            let key = ConfigKey {
+                                stems,
+                                page_size,
+                                group_depth: g,
+                                workload: w,
+                                read_path: rp,
+                                prefetch: pf,
+                            };
+                            overall.set_message(format!(
+                                "g={g} {} {} prefetch={}",
+                                w.name(),
+                                rp.name(),
+                                if pf { "on" } else { "off" }
+                            ));
+                            for run in 0..config.runs {
+                                for b in 0..config.blocks_per_run {
+                                    let row =
+                                        bench.measure(key, run, b, &sizing, config, hash64_ns)?;
+                                    runs.push(row);
+                                }
+                                overall.inc(1);
                             }
-                            overall.inc(1);
                         }
                     }
+                    bench.finish()
+                })();
+                build.finish_and_clear();
+                if !opts.keep_databases && dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("deleting {}", dir.display()))?;
                 }
-                bench.finish()
-            })();
-            build.finish_and_clear();
-            if !opts.keep_databases && dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("deleting {}", dir.display()))?;
+                result.with_context(|| {
+                    format!("group depth {g}, page size {page_size}, {stems} stems")
+                })?;
             }
-            result.with_context(|| format!("group depth {g}, page size {page_size}"))?;
         }
     }
     overall.finish_and_clear();
@@ -290,7 +308,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         elapsed_s: t_all.elapsed().as_secs_f64(),
         command: opts.command.clone(),
         machine: machine(hash64_ns, disk),
-        config: config.clone(),
+        config: opts.config.clone(),
         databases,
         runs,
         summaries: Vec::new(),

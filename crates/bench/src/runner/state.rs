@@ -51,10 +51,7 @@ const BYTES_PER_STEM: u64 = 420;
 const BUILD_BATCH_BYTES: usize = 64 << 20;
 
 /// Builds a study database in `dir` (new, opened with `store_options`) as block 1: the random
-/// state of `config` and the workload accounts (which win over a random write to the same key),
-/// every write through an [`ExternalSort`] of `memory_budget` bytes (runs spilled into `dir`)
-/// and then the streaming build, so memory stays near the budget at any state size.
-/// `progress` gets the stems placed so far. Returns the root.
+/// state of `config` and the workload accounts (see [`build_random_state`]). Returns the root.
 pub fn build_database(
     dir: &Path,
     store_options: &StoreOptions,
@@ -62,30 +59,55 @@ pub fn build_database(
     memory_budget: usize,
     progress: &dyn Fn(u64),
 ) -> Result<B256> {
+    build_random_state(
+        dir,
+        store_options,
+        config.stems,
+        config.seed,
+        &workload_accounts(config.holders),
+        memory_budget,
+        progress,
+    )
+}
+
+/// Builds a database in `dir` (new, opened with `store_options`) as block 1: [`random_state`]
+/// of `stems` and `seed`, plus `accounts` (which win over a random write to the same key), every
+/// write through an [`ExternalSort`] of `memory_budget` bytes (runs spilled into `dir`) and
+/// then the streaming build, so memory stays near the budget at any state size. Refuses up
+/// front when the disk lacks the room. `progress` gets the stems placed so far. Returns the
+/// root.
+pub fn build_random_state(
+    dir: &Path,
+    store_options: &StoreOptions,
+    stems: u64,
+    seed: u64,
+    accounts: &[(Address, AccountState)],
+    memory_budget: usize,
+    progress: &dyn Fn(u64),
+) -> Result<B256> {
     let mut store = StateStore::open(dir, store_options)
         .with_context(|| format!("creating the database in {}", dir.display()))?;
     // The database takes ~285 bytes per random stem (measured at 16M stems, GD-5) and the
     // sort's runs ~90 more while it builds: refuse up front rather than fill the disk.
-    let need = config.stems.saturating_mul(BYTES_PER_STEM);
+    let need = stems.saturating_mul(BYTES_PER_STEM);
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
             free >= need,
-            "building {} stems needs about {:.1} GB free in {} (database and sort runs); {:.1} \
-             GB are free",
-            config.stems,
+            "building {stems} stems needs about {:.1} GB free in {} (database and sort runs); \
+             {:.1} GB are free",
             need as f64 / 1e9,
             dir.display(),
             free as f64 / 1e9
         );
     }
     let mut sorter = ExternalSort::new(dir, memory_budget);
-    random_state(config.stems, config.seed, |k, v| Ok(sorter.push(k, v)?))?;
+    random_state(stems, seed, |k, v| Ok(sorter.push(k, v)?))?;
     let mut code = Vec::new();
-    for (address, acct) in workload_accounts(config.holders) {
-        for (k, v) in account_entries(&address, &acct)? {
+    for (address, acct) in accounts {
+        for (k, v) in account_entries(address, acct)? {
             sorter.push(k, v)?;
         }
-        code.push((keccak256(&acct.code).0, acct.code));
+        code.push((keccak256(&acct.code).0, acct.code.clone()));
     }
     let sorted = sorter.finish()?;
     let root = store.build_sorted(stems_of(sorted), &code, 1, BUILD_BATCH_BYTES, &mut |n| {

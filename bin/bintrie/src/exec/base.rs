@@ -1,0 +1,189 @@
+//! `exec --base-stems N`: the fixture's pre-state on top of N random stems, so that a recorded
+//! block reads cold from a B-tree as deep as a real state's instead of a file under 1 MB.
+
+use anyhow::{Context, Result, bail, ensure};
+use bintrie_bench::runner::build_random_state;
+use bintrie_store::{StateStore, StoreOptions};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The arguments that choose a base.
+#[derive(clap::Args, Debug)]
+pub(crate) struct BaseArgs {
+    /// Put the fixture's pre-state on top of this many random stems (the study's random state:
+    /// a quarter accounts, the rest single storage values), so the block reads from a
+    /// realistically deep B-tree (with --cold: from disk). 0: no base.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1 << 34))]
+    pub base_stems: u64,
+    /// Seed of the random base.
+    #[arg(long, default_value_t = 7864)]
+    pub base_seed: u64,
+    /// Keep the base in this directory and reuse it: built there when it holds no database,
+    /// else checked (stems, seed, group depth, root) and copied into the block's database.
+    /// Default: the base is built into the block's database and not kept.
+    #[arg(long, requires = "base_stems")]
+    pub base_db: Option<PathBuf>,
+    /// Memory for building the base, MiB: the state is sorted in runs of this size (spilled
+    /// beside the database) and streamed into it.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
+    pub base_memory_mib: u64,
+}
+
+/// The base a block database starts from (what `exec --json` reports as `base`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Base {
+    /// Random stems.
+    pub stems: u64,
+    /// Their seed.
+    pub seed: u64,
+    /// Group depth of the database.
+    pub group_depth: u8,
+    /// The block the base is committed as.
+    pub block: u64,
+    /// Its root.
+    pub root: alloy_primitives::B256,
+    /// Seconds spent building it (0 when reused).
+    #[serde(skip)]
+    pub build_s: f64,
+    /// Where it was reused from.
+    #[serde(skip)]
+    pub reused_from: Option<PathBuf>,
+}
+
+/// The file beside a kept base's `mdbx.dat` that says what it holds.
+const MARKER: &str = "base.json";
+
+/// Puts the base `args` asks for into the empty database directory `dir` (opened with
+/// `options`): built there, or copied from --base-db (built there first if it holds no
+/// database). `None` when no base is asked for.
+pub(crate) fn prepare(
+    args: &BaseArgs,
+    dir: &Path,
+    options: &StoreOptions,
+    group_depth: u8,
+) -> Result<Option<Base>> {
+    if args.base_stems == 0 {
+        return Ok(None);
+    }
+    ensure!(
+        !dir.join("mdbx.dat").exists(),
+        "{} already holds a database: a base goes into an empty one",
+        dir.display()
+    );
+    let Some(keep) = &args.base_db else {
+        return build(args, dir, options, group_depth).map(Some);
+    };
+    ensure!(
+        std::fs::canonicalize(keep).ok() != std::fs::canonicalize(dir).ok(),
+        "--base-db and --db must be different directories"
+    );
+    let base = if keep.join("mdbx.dat").exists() {
+        let base = read_marker(keep)?;
+        ensure!(
+            (base.stems, base.seed, base.group_depth)
+                == (args.base_stems, args.base_seed, group_depth),
+            "{} holds a base of {} stems (seed {}, group depth {}), not the {} stems (seed {}, \
+             group depth {group_depth}) asked for: use another --base-db or remove it",
+            keep.display(),
+            base.stems,
+            base.seed,
+            base.group_depth,
+            args.base_stems,
+            args.base_seed
+        );
+        let meta = StateStore::open_read_only(keep)
+            .with_context(|| format!("opening the base in {}", keep.display()))?
+            .meta();
+        ensure!(
+            (meta.block, meta.root) == (base.block, base.root.0),
+            "{}: the database is at block {} and not the base its {MARKER} describes (block {}, \
+             root {}): it was written to since; remove it to rebuild",
+            keep.display(),
+            meta.block,
+            base.block,
+            base.root
+        );
+        Base {
+            reused_from: Some(keep.clone()),
+            ..base
+        }
+    } else {
+        std::fs::create_dir_all(keep).with_context(|| format!("creating {}", keep.display()))?;
+        let base = build(args, keep, options, group_depth)?;
+        let json = serde_json::to_string_pretty(&base)? + "\n";
+        std::fs::write(keep.join(MARKER), json)
+            .with_context(|| format!("writing {}", keep.join(MARKER).display()))?;
+        base
+    };
+    copy_database(keep, dir)?;
+    Ok(Some(base))
+}
+
+/// Builds the base into `dir`.
+fn build(args: &BaseArgs, dir: &Path, options: &StoreOptions, group_depth: u8) -> Result<Base> {
+    let t = Instant::now();
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} building the base: {pos} stems placed ({per_sec}), {elapsed}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let budget = usize::try_from(args.base_memory_mib << 20).unwrap_or(usize::MAX);
+    let root = build_random_state(
+        dir,
+        options,
+        args.base_stems,
+        args.base_seed,
+        &[],
+        budget,
+        &|n| bar.set_position(n),
+    );
+    bar.finish_and_clear();
+    let root = root.with_context(|| {
+        format!(
+            "building a base of {} random stems in {}",
+            args.base_stems,
+            dir.display()
+        )
+    })?;
+    tracing::info!(stems = args.base_stems, %root, "base built");
+    Ok(Base {
+        stems: args.base_stems,
+        seed: args.base_seed,
+        group_depth,
+        block: 1,
+        root,
+        build_s: t.elapsed().as_secs_f64(),
+        reused_from: None,
+    })
+}
+
+fn read_marker(keep: &Path) -> Result<Base> {
+    let path = keep.join(MARKER);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "{} holds a database without {MARKER}: not a base made by `exec --base-db`",
+            keep.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a base description", path.display()))
+}
+
+/// Copies the data file of the closed database in `from` into the empty directory `to` and
+/// syncs it (so that a later eviction can drop its pages: dirty pages stay cached).
+fn copy_database(from: &Path, to: &Path) -> Result<()> {
+    let (src, dst) = (from.join("mdbx.dat"), to.join("mdbx.dat"));
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    std::fs::copy(&src, &dst)
+        .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+    std::fs::File::open(&dst)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("syncing {}", dst.display()))?;
+    Ok(())
+}
