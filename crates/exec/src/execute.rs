@@ -232,16 +232,14 @@ pub fn execute_block<S: BlockState>(
         )));
     }
     let header = &fx.block.header.inner;
-    // Prefetch: the state the block reads, and the tree paths of the stems it may write (the
-    // same list: a block access list names the keys a block touches, without telling reads
-    // from writes; an extra path costs a read, a missing one is loaded on demand).
+    // Prefetch: the state the block reads. No trie prefetch during execution: the fixtures'
+    // lists name every key a block touches without telling reads from writes, and walking the
+    // tree paths of all of them competed with the state reads for the drive (4M-stem base,
+    // cold: total 143-180 ms against 96-123 ms without it). The pipeline loads the paths of
+    // the stems actually written in parallel after execution.
     let (prefetch, write_stems) = match options.prefetch {
         Prefetch::None => (None, Vec::new()),
-        p => {
-            let list = prefetch_list(fx, p);
-            let stems = list.stem_keys();
-            (Some(list), stems)
-        }
+        p => (Some(prefetch_list(fx, p)), Vec::new()),
     };
     let plan = BlockPlan {
         number,

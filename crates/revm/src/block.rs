@@ -249,56 +249,76 @@ impl<B: StateBackend> BlockDb<B> {
         Ok(acct)
     }
 
-    /// Reads the stems (and then the code) of `list` with `workers` threads in parallel, each
-    /// with its own read transaction, and fills the cache. Keys are grouped by stem, sorted and
-    /// deduplicated; stems already cached are skipped. Without the cache this only warms the
-    /// OS page cache. Returns the number of store reads made. A failed commit inside revm (a
-    /// store error while recording changes) is reported by [`BlockDb::into_changes`].
+    /// Reads the stems of `list`, and the code of every listed account that has code, with
+    /// `workers` threads in parallel, each with its own read transaction, and fills the cache.
+    /// Keys are grouped by stem, sorted and deduplicated; stems already cached are skipped. A
+    /// worker reads an account's code (and checks and decodes it) right after its header stem,
+    /// so code reads overlap stem reads; each code hash is read once. Without the cache this only
+    /// warms the OS page cache. Returns the number of store reads made. A failed commit inside
+    /// revm (a store error while recording changes) is reported by [`BlockDb::into_changes`].
     pub fn prefetch(&mut self, list: &PrefetchList, workers: usize) -> Result<u64, StateError> {
         let start = Instant::now();
         // Already sorted and deduplicated; filtering keeps the order.
-        let (stems, is_header): (Vec<Stem>, Vec<bool>) = list
+        let listed: Vec<(Stem, bool)> = list
             .stems()
             .into_iter()
             .inspect(|_| self.stats.prefetch_stems += 1)
             .filter(|l| !self.stems.contains_key(&l.stem))
             .map(|l| (l.stem, l.header))
-            .unzip();
-        let (read, io) = parallel_read(&self.backend, &stems, workers, |r, s| r.stem(s))?;
-        let mut reads = read.len() as u64;
-        // Second round: the code of the prefetched accounts (header stems only).
-        let mut hashes = Vec::new();
-        for ((stem, values), header) in stems.iter().zip(&read).zip(is_header) {
-            if header
-                && let Some(v) = values
+            .collect();
+        // Code hashes a worker has taken (or the cache already holds): each is read once.
+        let claimed = std::sync::Mutex::new(
+            self.codes
+                .keys()
+                .chain(self.seen_codes.iter())
+                .copied()
+                .collect::<HashSet<B256>>(),
+        );
+        type Code = (B256, Option<Result<Bytecode, StateError>>);
+        let (read, io) = parallel_read(&self.backend, &listed, workers, |r, (stem, header)| {
+            let values = r.stem(stem)?;
+            let mut code: Option<Code> = None;
+            if *header
+                && let Some(v) = &values
                 && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
             {
                 let h = B256::from(*h);
-                if h != EMPTY_CODE_HASH && h != B256::ZERO && !self.codes.contains_key(&h) {
-                    hashes.push(h);
+                let fresh = h != EMPTY_CODE_HASH
+                    && h != B256::ZERO
+                    && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(h);
+                if fresh {
+                    // Code that fails its hash or does not decode is kept as the error: the
+                    // read on demand reports it (`CorruptCode`); missing code is not cached
+                    // either (`MissingCode` on demand).
+                    code = Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
                 }
             }
-            self.seen_stems.insert(*stem);
-        }
-        hashes.sort_unstable();
-        hashes.dedup();
-        let (codes, code_io) = parallel_read(&self.backend, &hashes, workers, |r, h| r.code(h))?;
-        reads += codes.len() as u64;
-        self.stats.lookups += io.lookups + code_io.lookups;
-        self.stats.bytes += io.bytes + code_io.bytes;
-        if self.options.cache {
-            self.stems.extend(stems.into_iter().zip(read));
-            // Code missing from the table is not cached: an execution that needs it reads it
-            // on demand and gets `MissingCode` there.
-            // Code that fails its hash or does not decode is not cached either: the read on
-            // demand reports it as `CorruptCode`.
-            for (h, c) in hashes.iter().zip(codes) {
-                if let Some(Ok(code)) = c.map(|raw| crate::db::decode_code(h, raw)) {
-                    self.codes.insert(*h, code);
+            Ok((values, code))
+        })?;
+        let mut reads = listed.len() as u64;
+        for ((stem, _), (values, code)) in listed.into_iter().zip(read) {
+            self.seen_stems.insert(stem);
+            if let Some((h, code)) = code {
+                reads += 1;
+                self.seen_codes.insert(h);
+                if self.options.cache
+                    && let Some(Ok(code)) = code
+                {
+                    self.codes.insert(h, code);
                 }
             }
+            if self.options.cache {
+                self.stems.insert(stem, values);
+            }
         }
-        self.seen_codes.extend(hashes);
+        tracing::debug!(
+            reads,
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            workers,
+            "prefetched"
+        );
+        self.stats.lookups += io.lookups;
+        self.stats.bytes += io.bytes;
         self.stats.store_reads += reads;
         self.stats.prefetch_reads += reads;
         self.stats.prefetch_time += start.elapsed();

@@ -399,6 +399,91 @@ fn anchor_sentences(view: &View) -> Vec<String> {
     out
 }
 
+/// Which (page size, group depth) is fastest for each workload, by median total block time,
+/// within each read path / prefetch setting and state size measured at several page sizes;
+/// the best is tested against the best of every other page size (Mann-Whitney, kept runs),
+/// and the device reads per block say why.
+fn page_size_sentences(view: &View) -> Vec<String> {
+    let mut out = Vec::new();
+    if !view.multi_page() {
+        return out;
+    }
+    for w in view.workloads() {
+        // Combinations without the page size.
+        let mut families: Vec<Combo> = view
+            .combos(w)
+            .into_iter()
+            .map(|c| Combo { page_size: 0, ..c })
+            .collect();
+        families.dedup();
+        for family in families {
+            // Per page size: its best group depth by median total.
+            let mut bests: Vec<(u32, Ranked)> = Vec::new();
+            for page_size in view.page_sizes() {
+                let c = Combo {
+                    page_size,
+                    ..family
+                };
+                if let Some(best) = rank(view, w, c, Metric::TotalMs, false).first() {
+                    bests.push((page_size, *best));
+                }
+            }
+            if bests.len() < 2 {
+                continue;
+            }
+            bests.sort_by(|a, b| a.1.value.total_cmp(&b.1.value));
+            let (win_page, win) = bests[0];
+            let win_key = Combo {
+                page_size: win_page,
+                ..family
+            }
+            .key(w, win.gd);
+            let others: Vec<String> = bests[1..]
+                .iter()
+                .map(|&(page, r)| {
+                    let key = Combo {
+                        page_size: page,
+                        ..family
+                    }
+                    .key(w, r.gd);
+                    let p = stats::mann_whitney_p(
+                        &view.samples(&win_key, Metric::TotalMs),
+                        &view.samples(&key, Metric::TotalMs),
+                    );
+                    let reads = view
+                        .median(&key, Metric::DeviceReads)
+                        .map_or(String::new(), |d| format!(", {} device reads", num(d)));
+                    format!(
+                        "{} pages at GD-{} {} ms ({}, p = {}{reads})",
+                        super::format::page(page),
+                        r.gd,
+                        num(r.value),
+                        pct((r.value - win.value) / win.value * 100.0),
+                        fmt_p(p)
+                    )
+                })
+                .collect();
+            let reads = view
+                .median(&win_key, Metric::DeviceReads)
+                .map_or(String::new(), |d| format!(", {} device reads", num(d)));
+            out.push(format!(
+                "**{}** ({}): fastest with {} pages at GD-{}, {} ms median total{reads}; the best of each other page size: {}.",
+                w.name(),
+                Combo {
+                    page_size: win_page,
+                    ..family
+                }
+                .label_full(false, view.multi_size()),
+                super::format::page(win_page),
+                win.gd,
+                num(win.value),
+                others.join("; ")
+            ));
+        }
+    }
+    out
+}
+
 /// The anchor's state: about 400 million entries (STUDY.md).
 const ANCHOR_STEMS: f64 = 4e8;
 /// Mainnet's state in EIP-7864 stems, an assumption: about 0.3 billion accounts (one header
@@ -559,6 +644,11 @@ pub(super) fn findings(view: &View) -> Vec<Block> {
             blocks.push(Block::Heading(3, title.to_string()));
             blocks.push(Block::List(items));
         }
+    }
+    let page_items = page_size_sentences(view);
+    if !page_items.is_empty() {
+        blocks.push(Block::Heading(3, "Page size".to_string()));
+        blocks.push(Block::List(page_items));
     }
     let size_items = state_size_sentences(view);
     if !size_items.is_empty() {

@@ -479,3 +479,42 @@ fn state_sizes_get_charts_and_an_extrapolation() {
         assert!(md.contains(needle), "report.md lacks {needle:?}\n{md}");
     }
 }
+
+/// Two page sizes: the findings name the fastest (page size, group depth) per workload and
+/// test it against the best of the other page size.
+#[test]
+fn page_sizes_are_compared_with_p_values() {
+    let mut results = synthetic(&Shape {
+        gds: &[3, 4],
+        workloads: &[Workload::Erc20Balanceof],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 4,
+    });
+    // 8 KB pages: every block 30% slower, half as many device reads again.
+    let larger: Vec<RunRow> = results
+        .runs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.key.page_size = 8192;
+            r.total_ms *= 1.3;
+            r.state_read_ms *= 1.3;
+            r.device_reads += r.device_reads / 2;
+            r
+        })
+        .collect();
+    results.runs.extend(larger);
+    results.config.page_sizes = vec![4096, 8192];
+    stats::analyze(&mut results);
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let md = read(dir.path(), "report.md");
+    for needle in [
+        "### Page size",
+        // GD-3: 100.2 + 10 = 110.2 ms; at 8 KB 143.3 ms (+30%), 4 kept runs a side: p = 0.029.
+        "**erc20_balanceof** (flat + prefetch): fastest with 4 KB pages at GD-3, 110.2 ms median total, 9000 device reads; the best of each other page size: 8 KB pages at GD-3 143.3 ms (+30.0%, p = 0.029, 13500 device reads).",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle:?}\n{md}");
+    }
+}
