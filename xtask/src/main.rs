@@ -18,10 +18,12 @@ Commands:
              bintrie-revm without MDBX), then cargo test --workspace (`ci` is the same)
   unit       cargo test --workspace alone
   deps       install the system packages the build needs (libclang-dev for MDBX's bindings)
-  exec-bench [--runs N] [--fixtures DIR]
+  exec-bench [--runs N] [--fixtures DIR] [--base-stems N]
              the recorded mainnet blocks, cold (page cache evicted before each run), in three
              modes: no cache, cache, cache + prefetch; medians over N runs (default 5) of the
-             state-read time, the block total and the read amplification
+             state-read time (and its speed-up over no cache), the block total and the read
+             amplification; --base-stems puts each pre-state on N random stems (built once in
+             target/exec-bench/base-N)
   ef-tests [PATH...] [bintrie blockchain-test options]
              Ethereum's blockchain tests (all 2,648 files, ~1 minute on 2 cores) on the
              binary-trie state: `bintrie blockchain-test` in a release build; PATH defaults to
@@ -302,6 +304,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and prefetch.
 fn exec_bench(args: &[String]) -> Result<()> {
     let mut runs = 5usize;
+    let mut base_stems: Option<u64> = None;
     let mut dir =
         std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
     let mut it = args.iter();
@@ -309,6 +312,14 @@ fn exec_bench(args: &[String]) -> Result<()> {
         match a.as_str() {
             "--runs" => runs = it.next().context("--runs N")?.parse().context("--runs N")?,
             "--fixtures" => dir = it.next().context("--fixtures DIR")?.clone(),
+            "--base-stems" => {
+                base_stems = Some(
+                    it.next()
+                        .context("--base-stems N")?
+                        .parse()
+                        .context("--base-stems N")?,
+                )
+            }
             other => bail!("exec-bench: unknown argument {other:?}"),
         }
     }
@@ -339,12 +350,31 @@ fn exec_bench(args: &[String]) -> Result<()> {
         ("cache", &["--no-prefetch"]),
         ("cache + prefetch", &[]),
     ];
-    println!("# recorded mainnet blocks, cold, median of {runs} runs\n");
+    let base_args: Vec<String> = match base_stems {
+        Some(n) => {
+            let keep = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../target/exec-bench/base-{n}"));
+            vec![
+                "--base-stems".into(),
+                n.to_string(),
+                "--base-db".into(),
+                keep.display().to_string(),
+            ]
+        }
+        None => Vec::new(),
+    };
     println!(
-        "| block | mode | state read ms | total ms | Mgas/s | store reads | read amplification | valid |"
+        "# recorded mainnet blocks, cold, median of {runs} runs{}\n",
+        base_stems.map_or(String::new(), |n| format!(
+            ", on a base of {n} random stems"
+        ))
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| block | mode | state read ms | vs no cache | total ms | Mgas/s | store reads | read amplification | valid |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for f in &fixtures {
+        let mut no_cache_read = None;
         for (name, flags) in modes {
             let (mut read, mut total, mut mgas) = (Vec::new(), Vec::new(), Vec::new());
             let mut last = serde_json::Value::Null;
@@ -353,6 +383,7 @@ fn exec_bench(args: &[String]) -> Result<()> {
                     .args(["exec", "--json", "--cold", "--fixture"])
                     .arg(f)
                     .args(flags)
+                    .args(&base_args)
                     .output()?;
                 let j: serde_json::Value =
                     serde_json::from_slice(&out.stdout).with_context(|| {
@@ -365,10 +396,12 @@ fn exec_bench(args: &[String]) -> Result<()> {
                 mgas.push(j["mgas_per_s"].as_f64().unwrap_or(0.0));
                 last = j;
             }
+            let read = median(&mut read);
+            let base = *no_cache_read.get_or_insert(read);
             println!(
-                "| {} | {name} | {:.2} | {:.2} | {:.1} | {} | {:.2} | {} |",
+                "| {} | {name} | {read:.2} | {:.2}x | {:.2} | {:.1} | {} | {:.2} | {} |",
                 last["block"],
-                median(&mut read),
+                base / read,
                 median(&mut total),
                 median(&mut mgas),
                 last["store_reads"],

@@ -264,6 +264,10 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
          ms/written slot is total block time over the slots written; the hash floor is trie \
          update time over (hash calls x the measured cost of one hash)."
             .to_string(),
+        "write floor is trie update + commit over what one core and the drive need at least: \
+         hash calls x one hash, plus the bytes written at the drive's sequential write \
+         bandwidth, plus one fdatasync (all measured in this run)."
+            .to_string(),
         "device reads are the process's major page faults during the block (MDBX is opened \
          without read-ahead: one fault, one 4 KB page read); device eff. is device reads x the \
          drive's QD16 time per read over the state read time: 1.0 means the block's pages \
@@ -370,6 +374,7 @@ fn main_table(view: &View, workload: Workload, combo: Combo) -> Table {
     ];
     if workload.writes() {
         header.push("hash floor");
+        header.push("write floor");
     }
     let mut t = Table::new(header);
     for gd in view.group_depths(workload, combo) {
@@ -398,6 +403,10 @@ fn main_table(view: &View, workload: Workload, combo: Combo) -> Table {
             row.push(
                 view.median(&key, Metric::HashFloor)
                     .map_or(NONE.to_string(), |h| format!("{}×", num(h))),
+            );
+            row.push(
+                view.write_floor_ratio(&key)
+                    .map_or(NONE.to_string(), |r| format!("{}×", num(r))),
             );
         }
         t.rows.push(row);

@@ -204,6 +204,26 @@ impl<'a> View<'a> {
         Some(self.device_floor_ms(key)? / read)
     }
 
+    /// What the device and one core need at least for `key`'s trie update and commit, ms: the
+    /// median hash calls x the measured hash cost, plus the median bytes written at the
+    /// drive's sequential write bandwidth, plus one `fdatasync`; `None` without a disk
+    /// measurement or writes.
+    pub(super) fn write_floor_ms(&self, key: &ConfigKey) -> Option<f64> {
+        let disk = self.results.machine.disk.as_ref()?;
+        let bytes = self
+            .median(key, Metric::BytesWritten)
+            .filter(|&b| b > 0.0)?;
+        let hashes = self.median(key, Metric::Hashes).unwrap_or(0.0);
+        let hash_ms = hashes * self.results.machine.hash64_ns / 1e6;
+        Some(hash_ms + bytes / (disk.seq_write_mb_s * 1e3) + disk.fsync_us / 1e3)
+    }
+
+    /// Median trie update + commit over [`View::write_floor_ms`] (issue 13's "within 2x").
+    pub(super) fn write_floor_ratio(&self, key: &ConfigKey) -> Option<f64> {
+        let spent = self.median(key, Metric::TrieUpdateMs)? + self.median(key, Metric::CommitMs)?;
+        Some(spent / self.write_floor_ms(key)?)
+    }
+
     /// The device floor per cold slot read, ms: [`View::device_floor_ms`] over the median slots
     /// read.
     pub(super) fn device_ms_per_cold_read(&self, key: &ConfigKey) -> Option<f64> {
