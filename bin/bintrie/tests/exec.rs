@@ -220,6 +220,20 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
     assert_eq!(in_place["root"], built["root"]);
     assert_eq!(in_place["base"]["root"], built["base"]["root"]);
     assert_eq!(plain["base_stems"], 0);
+    // A kept base and a new --db, both given: two directories, the copy goes to --db.
+    let db2 = dir.path().join("db2");
+    let db2_s = db2.to_str().unwrap();
+    let copied = exec_json(
+        &f,
+        &["--base-stems", "20000", "--base-db", keep_s, "--db", db2_s],
+    );
+    assert_eq!(copied["root"], built["root"]);
+    assert!(db2.join("mdbx.dat").is_file());
+    let text = exec_fails(
+        &f,
+        &["--base-stems", "20000", "--base-db", keep_s, "--db", keep_s],
+    );
+    assert!(text.contains("must be different directories"), "{text}");
 
     let text = exec_fails(
         &f,

@@ -66,6 +66,18 @@ pub(crate) fn prepare(
     if args.base_stems == 0 {
         return Ok(None);
     }
+    if let Some(keep) = &args.base_db {
+        for d in [keep.as_path(), dir] {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        let resolve = |p: &Path| {
+            std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()))
+        };
+        ensure!(
+            resolve(keep)? != resolve(dir)?,
+            "--base-db and --db must be different directories"
+        );
+    }
     ensure!(
         !dir.join("mdbx.dat").exists(),
         "{} already holds a database: a base goes into an empty one",
@@ -74,10 +86,6 @@ pub(crate) fn prepare(
     let Some(keep) = &args.base_db else {
         return build(args, dir, options, group_depth).map(Some);
     };
-    ensure!(
-        std::fs::canonicalize(keep).ok() != std::fs::canonicalize(dir).ok(),
-        "--base-db and --db must be different directories"
-    );
     let base = if keep.join("mdbx.dat").exists() {
         let base = read_marker(keep)?;
         ensure!(
@@ -109,7 +117,6 @@ pub(crate) fn prepare(
             ..base
         }
     } else {
-        std::fs::create_dir_all(keep).with_context(|| format!("creating {}", keep.display()))?;
         let base = build(args, keep, options, group_depth)?;
         let json = serde_json::to_string_pretty(&base)? + "\n";
         std::fs::write(keep.join(MARKER), json)
