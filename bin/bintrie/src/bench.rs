@@ -214,9 +214,15 @@ pub(crate) fn cmd_probe_disk(args: ProbeDiskArgs) -> Result<()> {
         return crate::print_line(&serde_json::to_string_pretty(&disk)?);
     }
     let mut text = format!(
-        "{}\nrandom 4 KB reads: {:.1} µs at QD1, {:.1} µs per read at QD{QD_REFERENCE} \
+        "{} ({}{})\nrandom 4 KB reads: {:.1} µs at QD1, {:.1} µs per read at QD{QD_REFERENCE} \
          ({:.1}x), saturating at QD{} ({:.0} IOPS)\n",
         disk.dir,
+        disk.filesystem.as_deref().unwrap_or("filesystem unknown"),
+        if disk.in_memory() {
+            ": in memory, these are not a drive's figures"
+        } else {
+            ""
+        },
         disk.read_qd1_us,
         disk.read_qd16_us,
         disk.queue_gain(),

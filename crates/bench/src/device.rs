@@ -73,6 +73,10 @@ pub struct DepthPoint {
 pub struct Disk {
     /// The directory probed (where the databases are built).
     pub dir: String,
+    /// The filesystem type under it (`ext4`, `xfs`, `tmpfs`, ...; `0x…` when unknown): on
+    /// `tmpfs` the figures are memory's, not a drive's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<String>,
     /// How it was measured: one sentence.
     pub method: String,
     /// Size of the scratch file the random I/O spread over, bytes.
@@ -103,6 +107,33 @@ impl Disk {
     /// QD1 per-read time over QD16 per-read time: how much a full queue speeds reads up.
     pub fn queue_gain(&self) -> f64 {
         self.read_qd1_us / self.read_qd16_us
+    }
+}
+
+/// The type of the filesystem holding `dir` (from `statfs`), by name when it is a common one.
+pub fn filesystem_type(dir: &Path) -> Option<String> {
+    let kind = rustix::fs::statfs(dir).ok()?.f_type as u64;
+    Some(
+        match kind {
+            0xEF53 => "ext4",
+            0x5846_5342 => "xfs",
+            0x9123_683E => "btrfs",
+            0x0102_1994 => "tmpfs",
+            0x8584_58f6 => "ramfs",
+            0x794C_7630 => "overlayfs",
+            0x2FC1_2FC1 => "zfs",
+            0x6969 => "nfs",
+            0xF2F5_2010 => "f2fs",
+            _ => return Some(format!("{kind:#x}")),
+        }
+        .to_string(),
+    )
+}
+
+impl Disk {
+    /// True when the probed directory is in memory (`tmpfs`, `ramfs`): no drive was measured.
+    pub fn in_memory(&self) -> bool {
+        matches!(self.filesystem.as_deref(), Some("tmpfs" | "ramfs"))
     }
 }
 
@@ -215,6 +246,7 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
     drop(scratch);
     Ok(Disk {
         dir: dir.display().to_string(),
+        filesystem: filesystem_type(dir),
         method: format!(
             "O_DIRECT on a {} MiB scratch file, {} ms per point: 4 KB random reads from one \
              io_uring (read_curve) and from one blocking thread per request in flight \
@@ -406,6 +438,7 @@ mod tests {
         assert!(sat.unwrap().iops >= 0.9 * disk.max_read_iops);
         assert!(disk.seq_write_mb_s > 0.0 && disk.write_iops_qd16 > 0.0 && disk.fsync_us > 0.0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(disk.filesystem.is_some());
     }
 
     #[test]

@@ -307,8 +307,14 @@ fn disk_blocks(disk: Option<&crate::device::Disk>) -> Vec<Block> {
         });
     vec![
         Block::Para(format!(
-            "The drive under the databases (`{}`), measured before the study:",
-            d.dir
+            "The drive under the databases (`{}`, {}), measured before the study{}:",
+            d.dir,
+            d.filesystem.as_deref().unwrap_or("filesystem unknown"),
+            if d.in_memory() {
+                " (in memory: these are not a drive's figures)"
+            } else {
+                ""
+            }
         )),
         Block::List(vec![
             format!(

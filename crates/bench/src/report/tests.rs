@@ -105,6 +105,7 @@ fn synthetic(shape: &Shape) -> Results {
             hash64_ns: 60.0,
             disk: Some(crate::device::Disk {
                 dir: "/db".to_string(),
+                filesystem: Some("ext4".to_string()),
                 method: "test".to_string(),
                 file_bytes: 1 << 30,
                 read_qd1_us: 56.0,
@@ -317,6 +318,7 @@ fn full_study_report() {
         "| 583.3× | 311.0× |",
         // 9,000 device reads x 11.9 µs / 100.2 ms of state read at GD-3, flat + prefetch.
         "| 0.100 | 9000 | 1.07 |",
+        "The drive under the databases (`/db`, ext4), measured before the study:",
         "random 4 KB reads: 56.00 µs at QD1, 11.90 µs per read at QD16 (4.71x), 89,000 IOPS at saturation (QD32)",
         "| state read ms (ours) | state read ms (anchor) |",
         "| 3 | 100.2 | 2866 | 110.2 | 3213 | 90.74 | 5.20 | 0.100 | 0.467 |",
