@@ -258,6 +258,13 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
         &["--base-stems", "20000", "--base-db", db.to_str().unwrap()],
     );
     assert!(text.contains("not a base made by"), "{text}");
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let text = exec_fails(
+        &f,
+        &["--base-stems", "20000", "--base-db", file.to_str().unwrap()],
+    );
+    assert!(text.contains("is not a directory"), "{text}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -47,7 +47,8 @@ pub struct ProbeOptions {
 }
 
 impl Default for ProbeOptions {
-    /// 1 GiB, 300 ms per point, 100 fsyncs: about 4 seconds on an NVMe drive.
+    /// 1 GiB, 300 ms per point, 100 fsyncs: about 6 seconds (two curves of 7 depths, the
+    /// writes, and writing the file once).
     fn default() -> Self {
         ProbeOptions {
             file_bytes: 1 << 30,
@@ -60,7 +61,8 @@ impl Default for ProbeOptions {
 /// One point of the read curve.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DepthPoint {
-    /// Requests in flight (threads each issuing one blocking read at a time).
+    /// Requests in flight: entries kept in the io_uring, or threads each issuing one blocking
+    /// read at a time.
     pub depth: u32,
     /// Reads completed per second.
     pub iops: f64,
@@ -108,6 +110,11 @@ impl Disk {
     pub fn queue_gain(&self) -> f64 {
         self.read_qd1_us / self.read_qd16_us
     }
+
+    /// True when the probed directory is in memory (`tmpfs`, `ramfs`): no drive was measured.
+    pub fn in_memory(&self) -> bool {
+        matches!(self.filesystem.as_deref(), Some("tmpfs" | "ramfs"))
+    }
 }
 
 /// The type of the filesystem holding `dir` (from `statfs`), by name when it is a common one.
@@ -130,13 +137,6 @@ pub fn filesystem_type(dir: &Path) -> Option<String> {
     )
 }
 
-impl Disk {
-    /// True when the probed directory is in memory (`tmpfs`, `ramfs`): no drive was measured.
-    pub fn in_memory(&self) -> bool {
-        matches!(self.filesystem.as_deref(), Some("tmpfs" | "ramfs"))
-    }
-}
-
 /// Removes the scratch file when dropped.
 struct Scratch(PathBuf);
 
@@ -146,7 +146,7 @@ impl Drop for Scratch {
     }
 }
 
-/// A zeroed, 4 KB-aligned buffer of `len` bytes inside `storage`.
+/// A 4 KB-aligned buffer of `len` bytes inside `storage` (filled with a constant).
 fn aligned(storage: &mut Vec<u8>, len: usize) -> &mut [u8] {
     storage.clear();
     storage.resize(len + BLOCK, 0xa5);
@@ -176,9 +176,9 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
     );
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
-            free > options.file_bytes * 2,
+            free > options.file_bytes.saturating_mul(2),
             "probing the disk needs {} MB free in {}; {} MB are",
-            options.file_bytes * 2 / 1_000_000,
+            options.file_bytes.saturating_mul(2) / 1_000_000,
             dir.display(),
             free / 1_000_000
         );
@@ -318,13 +318,12 @@ fn uring_reads(file: &File, blocks: u64, depth: u32, time: Duration) -> Result<(
     let mut ring = IoUring::new(depth.next_power_of_two())
         .context("creating an io_uring (is io_uring disabled on this kernel?)")?;
     let fd = types::Fd(file.as_raw_fd());
-    let mut storage = vec![0u8; (depth as usize + 1) * BLOCK];
-    let off = storage.as_ptr().align_offset(BLOCK);
-    let base = storage[off..].as_mut_ptr();
+    let mut storage = Vec::new();
+    let base = aligned(&mut storage, depth as usize * BLOCK).as_mut_ptr();
     let mut rng = StdRng::seed_from_u64(0x0451);
     let entry = |slot: u32, rng: &mut StdRng| {
         let at = rng.random_range(0..blocks) * BLOCK as u64;
-        // In bounds: slot < depth, and the storage holds depth aligned blocks past `off`.
+        // In bounds: slot < depth, and `base` starts `depth` aligned blocks.
         let buf = base.wrapping_add(slot as usize * BLOCK);
         opcode::Read::new(fd, buf, BLOCK as u32)
             .offset(at)
@@ -336,6 +335,7 @@ fn uring_reads(file: &File, blocks: u64, depth: u32, time: Duration) -> Result<(
     let mut in_flight = 0u32;
     let mut done = 0u64;
     let mut error = None;
+    let mut finished: Vec<(u32, i32)> = Vec::with_capacity(depth as usize);
     for slot in 0..depth {
         let e = entry(slot, &mut rng);
         // SAFETY: the buffer is one aligned BLOCK of `storage`, owned by this function, used
@@ -353,11 +353,12 @@ fn uring_reads(file: &File, blocks: u64, depth: u32, time: Duration) -> Result<(
             std::mem::forget(storage);
             return Err(e).context("waiting for io_uring completions");
         }
-        let finished: Vec<(u32, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data() as u32, c.result()))
-            .collect();
-        for (slot, result) in finished {
+        finished.clear();
+        finished.extend(
+            ring.completion()
+                .map(|c| (c.user_data() as u32, c.result())),
+        );
+        for &(slot, result) in &finished {
             in_flight -= 1;
             if result != BLOCK as i32 {
                 error.get_or_insert(result);

@@ -164,10 +164,12 @@ pub struct RunRow {
     /// Bytes of blobs written by the commit.
     pub bytes_written: u64,
     /// Pages the block read from the device: the process's major page faults during the block
-    /// (`getrusage`; MDBX is opened without read-ahead, so one fault reads one 4 KB page).
-    /// Counts the trie prefetch and the commit's faults too, not only the state reads.
+    /// (as `getrusage` counts them, from `/proc/self/stat`; MDBX is opened without read-ahead,
+    /// so one fault reads one 4 KB page). Counts the trie prefetch and the commit's faults
+    /// too, not only the state reads. `None` where they cannot be read, and in files from
+    /// before they were recorded.
     #[serde(default)]
-    pub device_reads: u64,
+    pub device_reads: Option<u64>,
     /// Unique state keys (stems: an account header or 256 storage slots; and code) read from
     /// the store in this block.
     pub cold_reads: u64,
@@ -202,7 +204,7 @@ pub enum Metric {
     ColdReads,
     /// [`RunRow::commit_ms`].
     CommitMs,
-    /// [`RunRow::device_reads`].
+    /// [`RunRow::device_reads`] (optional).
     DeviceReads,
     /// [`RunRow::execution_ms`].
     ExecutionMs,
@@ -305,7 +307,7 @@ impl RunRow {
             Metric::NodesLoaded => self.nodes_loaded as f64,
             Metric::Hashes => self.hashes as f64,
             Metric::BytesWritten => self.bytes_written as f64,
-            Metric::DeviceReads => self.device_reads as f64,
+            Metric::DeviceReads => return self.device_reads.map(|n| n as f64),
             Metric::ColdReads => self.cold_reads as f64,
             Metric::SlotsRead => self.slots_read as f64,
             Metric::SlotsWritten => self.slots_written as f64,
@@ -464,20 +466,17 @@ impl Results {
             path.display(),
             results.schema_version
         );
-        let stems = results.config.stems;
-        let fill = |k: &mut ConfigKey| {
-            if k.stems == 0 {
+        // A file from before the state-size dimension has one state size and no `stems` on its
+        // rows (read as 0): it is the configuration's. (With several sizes, 0 is a size.)
+        if results.config.state_sizes.is_empty() {
+            let stems = results.config.stems;
+            let keys = (results.runs.iter_mut().map(|r| &mut r.key))
+                .chain(results.summaries.iter_mut().map(|s| &mut s.key))
+                .chain(results.comparisons.iter_mut().map(|c| &mut c.key));
+            for k in keys {
                 k.stems = stems;
             }
-        };
-        results.runs.iter_mut().for_each(|r| fill(&mut r.key));
-        results.summaries.iter_mut().for_each(|s| fill(&mut s.key));
-        results
-            .comparisons
-            .iter_mut()
-            .for_each(|c| fill(&mut c.key));
-        for d in &mut results.databases {
-            if d.random_stems == 0 {
+            for d in &mut results.databases {
                 d.random_stems = stems;
             }
         }
@@ -530,7 +529,7 @@ mod tests {
             nodes_loaded: 11,
             hashes: 12,
             bytes_written: 13,
-            device_reads: 20,
+            device_reads: Some(20),
             cold_reads: 14,
             slots_read: 15,
             slots_written: 16,

@@ -218,7 +218,7 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
                 format!(
                     "{}: {}",
                     w.name(),
-                    combo.label_full(true, view.multi_size())
+                    combo.label_with(true, view.multi_size())
                 ),
             ));
             b.push(Block::Table(main_table(view, w, combo)));

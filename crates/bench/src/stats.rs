@@ -286,7 +286,7 @@ mod tests {
             nodes_loaded: 0,
             hashes: 0,
             bytes_written: 0,
-            device_reads: 0,
+            device_reads: None,
             cold_reads: 10,
             slots_written: 0,
             slots_read: 0,

@@ -68,6 +68,11 @@ pub(crate) fn prepare(
     }
     if let Some(keep) = &args.base_db {
         for d in [keep.as_path(), dir] {
+            ensure!(
+                !d.exists() || d.is_dir(),
+                "{} is not a directory",
+                d.display()
+            );
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
         let resolve = |p: &Path| {
@@ -173,7 +178,8 @@ fn read_marker(keep: &Path) -> Result<Base> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "{} holds a database without {MARKER}: not a base made by `exec --base-db`",
+            "{} holds a database without {MARKER}: not a base made by `exec --base-db`, or one \
+             whose build was interrupted; remove it to rebuild",
             keep.display()
         ),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),

@@ -37,6 +37,24 @@ enum XAxis {
     Stems,
 }
 
+impl XAxis {
+    /// The x range covering `xs`, padded on each side.
+    fn range(self, xs: impl Iterator<Item = f64>) -> (f64, f64) {
+        let pad = match self {
+            XAxis::GroupDepth => 0.5,
+            XAxis::Stems => 0.2,
+        };
+        let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(x), hi.max(x))
+        });
+        if lo.is_finite() {
+            (lo - pad, hi + pad)
+        } else {
+            (1.0 - pad, 1.0 + pad)
+        }
+    }
+}
+
 /// One chart written next to the report.
 #[derive(Clone, Debug)]
 pub(super) struct Chart {
@@ -90,7 +108,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             .into_iter()
             .enumerate()
             .map(|(i, c)| Series {
-                label: c.label_full(multi_page, view.multi_size()),
+                label: view.label(c),
                 color: COLORS[i % COLORS.len()],
                 dashed: false,
                 points: points(view, w, c, Metric::MgasS),
@@ -100,7 +118,13 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
         if !series.is_empty() {
             let file = format!("mgas_by_gd_{}.svg", w.name());
             let title = format!("{}: throughput by group depth", w.name());
-            line_chart(&out.join(&file), &title, "Mgas/s (median)", &series)?;
+            line_chart(
+                &out.join(&file),
+                &title,
+                "Mgas/s (median)",
+                &series,
+                XAxis::GroupDepth,
+            )?;
             charts.push(Chart {
                 kind: ChartKind::MgasByGd,
                 workload: Some(w),
@@ -117,7 +141,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                     continue;
                 }
                 series.push(Series {
-                    label: c.label_full(multi_page, view.multi_size()),
+                    label: view.label(c),
                     color,
                     dashed: false,
                     points: measured,
@@ -131,10 +155,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                     .collect();
                 if !floor.is_empty() {
                     series.push(Series {
-                        label: format!(
-                            "{}: device at QD16",
-                            c.label_full(multi_page, view.multi_size())
-                        ),
+                        label: format!("{}: device at QD16", view.label(c)),
                         color,
                         dashed: true,
                         points: floor,
@@ -152,6 +173,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                     &title,
                     "ms per cold slot read (median)",
                     &series,
+                    XAxis::GroupDepth,
                 )?;
                 charts.push(Chart {
                     kind: ChartKind::ColdRead,
@@ -174,11 +196,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                 .collect();
             if !bars.is_empty() {
                 let file = format!("breakdown_{}.svg", w.name());
-                let title = format!(
-                    "{}: block time by stage ({})",
-                    w.name(),
-                    c.label_full(multi_page, view.multi_size())
-                );
+                let title = format!("{}: block time by stage ({})", w.name(), view.label(c));
                 breakdown_chart(&out.join(&file), &title, &bars)?;
                 charts.push(Chart {
                     kind: ChartKind::Breakdown,
@@ -207,8 +225,15 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             ),
         ] {
             let mut series = Vec::new();
+            // The combination the lines are drawn in, named in the title: each workload's
+            // preferred one (the same for all when they were measured alike).
+            let mut combos = Vec::new();
             for w in view.workloads().into_iter().filter(|&w| select(w)) {
-                for (gd, points) in view.by_state_size(w, metric) {
+                let lines = view.by_state_size(w, metric);
+                if let (false, Some(c)) = (lines.is_empty(), view.preferred_combo(w)) {
+                    combos.push(c.label_with(multi_page, false));
+                }
+                for (gd, points) in lines {
                     series.push(Series {
                         label: format!("{}, GD-{gd}", w.name()),
                         color: COLORS[series.len() % COLORS.len()],
@@ -221,11 +246,9 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                 }
             }
             if !series.is_empty() {
-                let label = view
-                    .preferred_combo(view.workloads()[0])
-                    .map_or(String::new(), |c| format!(" ({})", c.label(multi_page)));
-                let title = format!("{title}{label}");
-                line_chart_on(&out.join(file), &title, y, &series, XAxis::Stems)?;
+                combos.dedup();
+                let title = format!("{title} ({})", combos.join("; "));
+                line_chart(&out.join(file), &title, y, &series, XAxis::Stems)?;
                 charts.push(Chart {
                     kind: ChartKind::StateSize,
                     workload: None,
@@ -256,11 +279,7 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             };
             for (c, dashed) in [(a, true), (b, false)] {
                 let s = Series {
-                    label: format!(
-                        "{}, {}",
-                        w.name(),
-                        c.label_full(multi_page, view.multi_size())
-                    ),
+                    label: format!("{}, {}", w.name(), view.label(c)),
                     color: COLORS[i % COLORS.len()],
                     dashed,
                     points: points(view, w, c, Metric::StateReadMs),
@@ -271,7 +290,13 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             }
         }
         if !series.is_empty() {
-            line_chart(&out.join(file), title, "state read ms (median)", &series)?;
+            line_chart(
+                &out.join(file),
+                title,
+                "state read ms (median)",
+                &series,
+                XAxis::GroupDepth,
+            )?;
             charts.push(Chart {
                 kind,
                 workload: None,
@@ -292,23 +317,6 @@ fn points(view: &View, workload: Workload, combo: Combo, metric: Metric) -> Vec<
             Some((f64::from(gd), m))
         })
         .collect()
-}
-
-/// The x range covering `xs` with half a group depth of padding.
-fn x_range(xs: impl Iterator<Item = f64>) -> (f64, f64) {
-    x_range_padded(xs, 0.5)
-}
-
-/// The x range covering `xs` with `pad` on each side.
-fn x_range_padded(xs: impl Iterator<Item = f64>, pad: f64) -> (f64, f64) {
-    let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
-        (lo.min(x), hi.max(x))
-    });
-    if lo.is_finite() {
-        (lo - pad, hi + pad)
-    } else {
-        (1.0 - pad, 1.0 + pad)
-    }
 }
 
 /// Labels a log10 tick as the state size it stands for (`1M`, `4M`, `16M`).
@@ -335,20 +343,9 @@ fn y_top(max: f64, entries: usize) -> f64 {
     max * (1.1 + 0.075 * entries as f64)
 }
 
-/// A white chart area on `root` with the title, group depths on x (`x` range) and `y_desc`
-/// from 0 to `y_max` on y: the frame every chart here shares.
+/// A white chart area on `root` with the title, `axis` on x (`x` range) and `y_desc` from 0
+/// to `y_max` on y: the frame every chart here shares.
 fn axes<'a, 'b>(
-    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
-    title: &str,
-    y_desc: &str,
-    x: (f64, f64),
-    y_max: f64,
-) -> anyhow::Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
-    axes_on(root, title, y_desc, x, y_max, XAxis::GroupDepth)
-}
-
-/// [`axes`] with the x axis `axis`.
-fn axes_on<'a, 'b>(
     root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
     title: &str,
     y_desc: &str,
@@ -399,33 +396,22 @@ fn finish<'a, 'b>(
     Ok(())
 }
 
-/// Draws `series` as lines with point markers and a legend into the SVG file `path`.
-fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series]) -> anyhow::Result<()> {
-    line_chart_on(path, title, y_desc, series, XAxis::GroupDepth)
-}
-
-/// [`line_chart`] with the x axis `axis`.
-fn line_chart_on(
+/// Draws `series` as lines with point markers and a legend into the SVG file `path`, `axis`
+/// on x.
+fn line_chart(
     path: &Path,
     title: &str,
     y_desc: &str,
     series: &[Series],
     axis: XAxis,
 ) -> anyhow::Result<()> {
-    let pad = match axis {
-        XAxis::GroupDepth => 0.5,
-        XAxis::Stems => 0.2,
-    };
-    let (x0, x1) = x_range_padded(
-        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
-        pad,
-    );
+    let (x0, x1) = axis.range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let ymax = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    let mut chart = axes_on(
+    let mut chart = axes(
         &root,
         title,
         y_desc,
@@ -453,7 +439,7 @@ fn line_chart_on(
 
 /// Draws `bars` (group depth, the four [`STAGES`] medians) as stacked bars into `path`.
 fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow::Result<()> {
-    let (x0, x1) = x_range(bars.iter().map(|b| b.0));
+    let (x0, x1) = XAxis::GroupDepth.range(bars.iter().map(|b| b.0));
     let ymax = bars
         .iter()
         .map(|(_, parts)| parts.iter().sum::<f64>())
@@ -465,6 +451,7 @@ fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow
         "ms per block (median of each stage)",
         (x0, x1),
         y_top(ymax, STAGES.len()),
+        XAxis::GroupDepth,
     )?;
     for (i, (_, label)) in STAGES.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];

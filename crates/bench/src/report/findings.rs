@@ -2,7 +2,7 @@
 
 use super::anchor;
 use super::doc::Block;
-use super::format::{num, p as fmt_p, pct, share, times};
+use super::format::{num, p_is, pct, share, times};
 use super::view::{Combo, Vary, View};
 use crate::model::{Metric, ReadPath, Workload};
 use crate::stats;
@@ -64,12 +64,12 @@ fn p_between(
 fn verdict(p: Option<f64>, best: u8, runner_up: u8) -> String {
     match p {
         Some(p) if p < ALPHA => format!(
-            "the difference is significant (Mann-Whitney p = {})",
-            fmt_p(Some(p))
+            "the difference is significant (Mann-Whitney {})",
+            p_is(Some(p))
         ),
         Some(p) => format!(
-            "the difference is not significant (p = {} ≥ {ALPHA}): GD-{best} and GD-{runner_up} cannot be told apart with these runs",
-            fmt_p(Some(p))
+            "the difference is not significant ({} ≥ {ALPHA}): GD-{best} and GD-{runner_up} cannot be told apart with these runs",
+            p_is(Some(p))
         ),
         None => "significance not testable (fewer than 2 kept runs on a side, or identical values)"
             .to_string(),
@@ -133,12 +133,12 @@ fn agreeing_sentence(b: &Best, what: &str, unit: &str) -> String {
     match b.runner_up {
         None => String::new(),
         Some((second, p)) => format!(
-            "The same group depth has the best {what} ({} {unit}; GD-{}: {} {unit}{}, p = {}).",
+            "The same group depth has the best {what} ({} {unit}; GD-{}: {} {unit}{}, {}).",
             num(b.best.value),
             second.gd,
             num(second.value),
             change(b.best.value, second.value),
-            fmt_p(p)
+            p_is(p)
         ),
     }
 }
@@ -410,12 +410,11 @@ fn page_size_sentences(view: &View) -> Vec<String> {
     }
     for w in view.workloads() {
         // Combinations without the page size.
-        let mut families: Vec<Combo> = view
+        let families: std::collections::BTreeSet<Combo> = view
             .combos(w)
             .into_iter()
             .map(|c| Combo { page_size: 0, ..c })
             .collect();
-        families.dedup();
         for family in families {
             // Per page size: its best group depth by median total.
             let mut bests: Vec<(u32, Ranked)> = Vec::new();
@@ -454,12 +453,12 @@ fn page_size_sentences(view: &View) -> Vec<String> {
                         .median(&key, Metric::DeviceReads)
                         .map_or(String::new(), |d| format!(", {} device reads", num(d)));
                     format!(
-                        "{} pages at GD-{} {} ms ({}, p = {}{reads})",
+                        "{} pages at GD-{} {} ms ({}, {}{reads})",
                         super::format::page(page),
                         r.gd,
                         num(r.value),
                         pct((r.value - win.value) / win.value * 100.0),
-                        fmt_p(p)
+                        p_is(p)
                     )
                 })
                 .collect();
@@ -489,12 +488,7 @@ fn page_size_sentences(view: &View) -> Vec<String> {
                     };
                     let (a, b) = (take(small), take(c));
                     let (ma, mb) = (stats::median(&a)?, stats::median(&b)?);
-                    let p = fmt_p(stats::mann_whitney_p(&a, &b));
-                    let p = if p.starts_with('<') {
-                        format!("p {p}")
-                    } else {
-                        format!("p = {p}")
-                    };
+                    let p = p_is(stats::mann_whitney_p(&a, &b));
                     Some(format!(
                         "{} pages {} ({p}, {} blocks a side)",
                         super::format::page(page),
@@ -522,7 +516,7 @@ fn page_size_sentences(view: &View) -> Vec<String> {
                     page_size: win_page,
                     ..family
                 }
-                .label_full(false, view.multi_size()),
+                .label_with(false, view.multi_size()),
                 super::format::page(win_page),
                 win.gd,
                 num(win.value),
@@ -542,12 +536,15 @@ const MAINNET_STEMS: f64 = 1.5e9;
 
 /// Least-squares line through `points` (x, y): (intercept, slope); `None` with fewer than two
 /// distinct x.
-pub(super) fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if points.len() < 2 {
+        return None;
+    }
     let n = points.len() as f64;
     let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
     let my = points.iter().map(|p| p.1).sum::<f64>() / n;
     let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if points.len() < 2 || sxx <= 0.0 {
+    if sxx <= 0.0 {
         return None;
     }
     let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
@@ -648,7 +645,6 @@ fn state_size_sentences(view: &View) -> Vec<String> {
 /// The findings section's blocks (without its heading).
 pub(super) fn findings(view: &View) -> Vec<Block> {
     let mut blocks = Vec::new();
-    let multi_page = view.multi_page();
     for w in view.workloads() {
         let mut items = Vec::new();
         for c in view.combos(w) {
@@ -679,11 +675,7 @@ pub(super) fn findings(view: &View) -> Vec<Block> {
                 sentences.push(s);
             }
             if !sentences.is_empty() {
-                items.push(format!(
-                    "**{}**: {}",
-                    c.label_full(multi_page, view.multi_size()),
-                    sentences.join(" ")
-                ));
+                items.push(format!("**{}**: {}", view.label(c), sentences.join(" ")));
             }
         }
         if !items.is_empty() {

@@ -24,6 +24,14 @@ pub(super) fn num(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// A p-value as a clause: `p = 0.029`, `p < 0.001`, or `p = —` when not testable.
+pub(super) fn p_is(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v < 0.001 => "p < 0.001".to_string(),
+        _ => format!("p = {}", p(x)),
+    }
+}
+
 /// A state size in stems: `16M`, `1.5M`, `20k`, `999`.
 pub(super) fn stems(n: u64) -> String {
     let short = |x: f64, unit: &str| {
@@ -129,6 +137,13 @@ pub(super) fn page(size: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn p_clauses() {
+        assert_eq!(p_is(Some(0.0286)), "p = 0.029");
+        assert_eq!(p_is(Some(0.0001)), "p < 0.001");
+        assert_eq!(p_is(None), format!("p = {NONE}"));
+    }
 
     #[test]
     fn state_sizes() {

@@ -87,7 +87,6 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
             }
         }
     }
-    let multi_page = view.multi_page();
     let mut items = Vec::new();
     let mut preferred: Option<(Combo, Score)> = None;
     for &c in &combos {
@@ -112,7 +111,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
             "**{}**: GD-{} ({} slower than each workload's best, geometric mean; significantly \
              slower than the best in {} of {} workloads){}; the worst is GD-{} ({}). Best per \
              workload: {}.",
-            c.label_full(multi_page, view.multi_size()),
+            view.label(c),
             top.gd,
             above(top.slowdown),
             top.significantly_worse,
@@ -142,7 +141,7 @@ pub(super) fn recommendation(view: &View) -> Vec<Block> {
              workloads its block time is {} above each workload's best group depth (geometric \
              mean), while the worst group depth costs {}. Ranking by total block time, every \
              measured read path and prefetch setting:",
-            c.label_full(multi_page, view.multi_size()),
+            view.label(c),
             if c.read_path == ReadPath::Flat && c.prefetch {
                 " (the setup this project runs blocks with)"
             } else {

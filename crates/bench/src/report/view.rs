@@ -47,7 +47,7 @@ impl Combo {
 
     /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page` and
     /// `, 16M stems` when `with_stems`.
-    pub(super) fn label_full(self, with_page: bool, with_stems: bool) -> String {
+    pub(super) fn label_with(self, with_page: bool, with_stems: bool) -> String {
         let mut s = self.label(with_page);
         if with_stems {
             s.push_str(&format!(", {} stems", super::format::stems(self.stems)));
@@ -119,14 +119,15 @@ impl<'a> View<'a> {
             .collect()
     }
 
+    /// The distinct values of `field` over the summaries, ascending.
+    fn distinct<T: Ord>(&self, field: impl Fn(&ConfigKey) -> T) -> Vec<T> {
+        let set: BTreeSet<T> = self.summaries.keys().map(field).collect();
+        set.into_iter().collect()
+    }
+
     /// Page sizes with at least one summary, ascending.
     pub(super) fn page_sizes(&self) -> Vec<u32> {
-        self.summaries
-            .keys()
-            .map(|k| k.page_size)
-            .collect::<BTreeSet<u32>>()
-            .into_iter()
-            .collect()
+        self.distinct(|k| k.page_size)
     }
 
     /// True when more than one page size was measured (labels then name the page size).
@@ -136,17 +137,18 @@ impl<'a> View<'a> {
 
     /// State sizes with at least one summary, ascending.
     pub(super) fn state_sizes(&self) -> Vec<u64> {
-        self.summaries
-            .keys()
-            .map(|k| k.stems)
-            .collect::<BTreeSet<u64>>()
-            .into_iter()
-            .collect()
+        self.distinct(|k| k.stems)
     }
 
     /// True when more than one state size was measured (labels then name the size).
     pub(super) fn multi_size(&self) -> bool {
         self.state_sizes().len() > 1
+    }
+
+    /// `combo`'s label in this study: its read path and prefetch setting, with the page size
+    /// when several were measured and the state size when several were.
+    pub(super) fn label(&self, combo: Combo) -> String {
+        combo.label_with(self.multi_page(), self.multi_size())
     }
 
     /// The summary of `metric` for `key`, if measured.

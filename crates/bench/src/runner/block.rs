@@ -333,7 +333,9 @@ impl Bench {
                 evm(db, number, gas_limit).transact_commit(tx)
             })
             .with_context(|| format!("block {number}"))?;
-        let device_reads = major_faults().saturating_sub(faults);
+        let device_reads = faults
+            .zip(major_faults())
+            .map(|(before, after)| after.saturating_sub(before));
         let gas = success_gas(&block.output)?;
         let (reads, report, t) = (block.reads, block.commit, block.timings);
         let slots_written = block.writes.slots as u64;
@@ -386,14 +388,13 @@ fn buffer_options(config: &StudyConfig) -> Option<bintrie_store::BufferOptions> 
 }
 
 /// The process's major page faults so far, all threads (finished ones included): field 12 of
-/// `/proc/self/stat`, as `getrusage(RUSAGE_SELF)` counts them; 0 where it is unreadable.
-pub(crate) fn major_faults() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+/// `/proc/self/stat`, as `getrusage(RUSAGE_SELF)` counts them; `None` where it is unreadable.
+pub(crate) fn major_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces and parentheses: count after its last `)`.
     stat.rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().nth(9))
         .and_then(|f| f.parse().ok())
-        .unwrap_or(0)
 }
 
 pub(super) fn success_gas(result: &ExecutionResult) -> Result<u64> {
@@ -444,12 +445,12 @@ mod tests {
         evict_page_cache(dir.path()).unwrap();
         let store = StateStore::open_read_only(dir.path()).unwrap();
         let reader = store.reader().unwrap();
-        let before = major_faults();
+        let before = major_faults().unwrap();
         let mut rng = StdRng::seed_from_u64(1);
         for _ in 0..200 {
             reader.get_stem(&rng.random(), ReadPath::Flat).unwrap();
         }
-        let faults = major_faults() - before;
+        let faults = major_faults().unwrap() - before;
         assert!(
             faults > 0,
             "200 lookups of a cold database faulted nothing in"

@@ -160,21 +160,28 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     let t_all = Instant::now();
     let hash64_ns = measure_hash64_ns();
     tracing::info!(hash64_ns, "measured one 64-byte hash");
-    let combos: Vec<(ReadPath, bool)> = config
-        .read_paths
-        .iter()
-        .flat_map(|&r| config.prefetch.iter().map(move |&p| (r, p)))
+    // Every database, in the order they are built: state size, page size, group depth.
+    let plan: Vec<(u64, u32, u8)> = config
+        .sizes()
+        .into_iter()
+        .flat_map(|n| {
+            config
+                .page_sizes
+                .iter()
+                .flat_map(move |&p| config.group_depths.iter().map(move |&g| (n, p, g)))
+        })
         .collect();
-    let per_db = config.workloads.len() * combos.len() * config.runs as usize;
-    let sizes = config.sizes();
-    let dbs = sizes.len() * config.page_sizes.len() * config.group_depths.len();
+    let blocks_per_db = config.workloads.len()
+        * config.read_paths.len()
+        * config.prefetch.len()
+        * (config.runs * config.blocks_per_run) as usize;
 
     let bars = MultiProgress::with_draw_target(if opts.progress {
         ProgressDrawTarget::stderr()
     } else {
         ProgressDrawTarget::hidden()
     });
-    let overall = bars.add(ProgressBar::new((dbs * per_db) as u64));
+    let overall = bars.add(ProgressBar::new((plan.len() * blocks_per_db) as u64));
     overall.set_style(
         ProgressStyle::with_template(
             "{prefix:>8} [{bar:40}] {pos}/{len} blocks, {elapsed_precise} elapsed, eta {eta} {msg}",
@@ -186,132 +193,178 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
 
     std::fs::create_dir_all(&opts.db_dir)
         .with_context(|| format!("creating {}", opts.db_dir.display()))?;
-    let disk = if opts.probe_disk {
+    let disk = opts.probe_disk.then(|| {
         overall.set_message("measuring the disk");
-        match crate::device::probe_disk(&opts.db_dir, &crate::device::ProbeOptions::default()) {
-            Ok(d) => {
-                tracing::info!(
-                    qd1_us = d.read_qd1_us,
-                    qd16_us = d.read_qd16_us,
-                    saturation = d.saturation_depth,
-                    "measured the disk"
-                );
-                Some(d)
-            }
-            Err(e) => {
-                tracing::warn!("the disk probe failed, machine.disk stays empty: {e:#}");
-                None
-            }
-        }
-    } else {
-        None
+        probe(&opts.db_dir)
+    });
+    let mut study = Study {
+        opts,
+        hash64_ns,
+        several_sizes: config.sizes().len() > 1,
+        bars,
+        overall,
+        databases: Vec::new(),
+        runs: Vec::new(),
     };
-    let mut databases = Vec::new();
-    let mut runs = Vec::new();
-    for &stems in &sizes {
-        // The configuration at this state size: what the database is built from.
-        let config = &StudyConfig {
-            stems,
-            ..config.clone()
-        };
-        for &page_size in &config.page_sizes {
-            for &g in &config.group_depths {
-                // One size keeps the names earlier studies used (and --reuse-databases finds).
-                let name = if sizes.len() > 1 {
-                    format!("db-s{stems}-p{page_size}-g{g}")
-                } else {
-                    format!("db-p{page_size}-g{g}")
-                };
-                let dir = opts.db_dir.join(name);
-                let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
-                if dir.exists() && !reuse {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("removing stale {}", dir.display()))?;
-                }
-                overall.set_message(format!("building g={g} page={page_size}"));
-                let build = bars.add(ProgressBar::new_spinner());
-                build.set_style(
-                    ProgressStyle::with_template(
-                        "{spinner} {msg}: {pos} stems placed ({per_sec}), {elapsed}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                build.set_message(format!(
-                    "g={g}: building {} random stems + contracts (sorting in {} MiB, then \
-                 streaming)",
-                    config.stems,
-                    opts.memory_budget >> 20
-                ));
-                build.enable_steady_tick(Duration::from_millis(200));
-                let result = (|| -> Result<()> {
-                    let (mut bench, info) = if reuse {
-                        Bench::reopen(&dir, g, page_size, config)?
-                    } else {
-                        Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
-                            build.set_position(n)
-                        })?
-                    };
-                    build.finish_and_clear();
-                    tracing::info!(
-                        g,
-                        page_size,
-                        build_s = info.build_s,
-                        bytes = info.file_bytes,
-                        "database built"
-                    );
-                    databases.push(info);
-                    for &w in &config.workloads {
-                        let sizing = bench.size(w, config)?;
-                        tracing::info!(workload = w.name(), ?sizing, "sized");
-                        for &(rp, pf) in &combos {
-                            let key = ConfigKey {
-                                stems,
-                                page_size,
-                                group_depth: g,
-                                workload: w,
-                                read_path: rp,
-                                prefetch: pf,
-                            };
-                            overall.set_message(format!(
-                                "g={g} {} {} prefetch={}",
-                                w.name(),
-                                rp.name(),
-                                if pf { "on" } else { "off" }
-                            ));
-                            for run in 0..config.runs {
-                                for b in 0..config.blocks_per_run {
-                                    let row =
-                                        bench.measure(key, run, b, &sizing, config, hash64_ns)?;
-                                    runs.push(row);
-                                }
-                                overall.inc(1);
-                            }
-                        }
-                    }
-                    bench.finish()
-                })();
-                build.finish_and_clear();
-                if !opts.keep_databases && dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("deleting {}", dir.display()))?;
-                }
-                result.with_context(|| {
-                    format!("group depth {g}, page size {page_size}, {stems} stems")
-                })?;
-            }
-        }
+    for (stems, page_size, g) in plan {
+        study.database(stems, page_size, g)?;
     }
+    let Study {
+        overall,
+        databases,
+        runs,
+        ..
+    } = study;
     overall.finish_and_clear();
     Ok(Results {
         schema_version: SCHEMA_VERSION,
         started: humantime::format_rfc3339_seconds(started).to_string(),
         elapsed_s: t_all.elapsed().as_secs_f64(),
         command: opts.command.clone(),
-        machine: machine(hash64_ns, disk),
+        machine: machine(hash64_ns, disk.flatten()),
         config: opts.config.clone(),
         databases,
         runs,
         summaries: Vec::new(),
         comparisons: Vec::new(),
     })
+}
+
+/// The drive under `dir` (`None`, with a warning, when the probe fails).
+fn probe(dir: &Path) -> Option<crate::device::Disk> {
+    match crate::device::probe_disk(dir, &crate::device::ProbeOptions::default()) {
+        Ok(d) => {
+            tracing::info!(
+                qd1_us = d.read_qd1_us,
+                qd16_us = d.read_qd16_us,
+                saturation = d.saturation_depth,
+                "measured the disk"
+            );
+            Some(d)
+        }
+        Err(e) => {
+            tracing::warn!("the disk probe failed, machine.disk stays empty: {e:#}");
+            None
+        }
+    }
+}
+
+/// A study under way: what it measured so far, and its progress bars.
+struct Study<'a> {
+    opts: &'a StudyOptions,
+    hash64_ns: f64,
+    /// Several state sizes: database directories name theirs.
+    several_sizes: bool,
+    bars: MultiProgress,
+    overall: ProgressBar,
+    databases: Vec<DatabaseInfo>,
+    runs: Vec<RunRow>,
+}
+
+impl Study<'_> {
+    /// Builds (or reuses) the database of `stems` random stems, `page_size` and group depth
+    /// `g`, measures every workload, read path and prefetch setting on it, and deletes it
+    /// unless it is kept.
+    fn database(&mut self, stems: u64, page_size: u32, g: u8) -> Result<()> {
+        let opts = self.opts;
+        // The configuration at this state size: what the database is built from.
+        let config = &StudyConfig {
+            stems,
+            ..opts.config.clone()
+        };
+        // One size keeps the names earlier studies used (and --reuse-databases finds).
+        let name = if self.several_sizes {
+            format!("db-s{stems}-p{page_size}-g{g}")
+        } else {
+            format!("db-p{page_size}-g{g}")
+        };
+        let dir = opts.db_dir.join(name);
+        let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
+        if dir.exists() && !reuse {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("removing stale {}", dir.display()))?;
+        }
+        self.overall
+            .set_message(format!("building g={g} page={page_size} stems={stems}"));
+        let build = self.bars.add(ProgressBar::new_spinner());
+        build.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg}: {pos} stems placed ({per_sec}), {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        build.set_message(format!(
+            "g={g}: building {stems} random stems + contracts (sorting in {} MiB, then streaming)",
+            opts.memory_budget >> 20
+        ));
+        build.enable_steady_tick(Duration::from_millis(200));
+        let result = (|| -> Result<()> {
+            let (mut bench, info) = if reuse {
+                Bench::reopen(&dir, g, page_size, config)?
+            } else {
+                Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
+                    build.set_position(n)
+                })?
+            };
+            build.finish_and_clear();
+            tracing::info!(
+                g,
+                page_size,
+                build_s = info.build_s,
+                bytes = info.file_bytes,
+                "database built"
+            );
+            self.databases.push(info);
+            self.measure(&mut bench, config, stems, page_size, g)?;
+            bench.finish()
+        })();
+        build.finish_and_clear();
+        if !opts.keep_databases && dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("deleting {}", dir.display()))?;
+        }
+        result.with_context(|| format!("group depth {g}, page size {page_size}, {stems} stems"))
+    }
+
+    /// Every workload, read path and prefetch setting on one database: `runs` runs of
+    /// `blocks_per_run` blocks each.
+    fn measure(
+        &mut self,
+        bench: &mut Bench,
+        config: &StudyConfig,
+        stems: u64,
+        page_size: u32,
+        g: u8,
+    ) -> Result<()> {
+        for &w in &config.workloads {
+            let sizing = bench.size(w, config)?;
+            tracing::info!(workload = w.name(), ?sizing, "sized");
+            for &read_path in &config.read_paths {
+                for &prefetch in &config.prefetch {
+                    let key = ConfigKey {
+                        stems,
+                        page_size,
+                        group_depth: g,
+                        workload: w,
+                        read_path,
+                        prefetch,
+                    };
+                    self.overall.set_message(format!(
+                        "g={g} {} {} prefetch={}",
+                        w.name(),
+                        read_path.name(),
+                        if prefetch { "on" } else { "off" }
+                    ));
+                    for run in 0..config.runs {
+                        for b in 0..config.blocks_per_run {
+                            let row =
+                                bench.measure(key, run, b, &sizing, config, self.hash64_ns)?;
+                            self.runs.push(row);
+                            self.overall.inc(1);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
