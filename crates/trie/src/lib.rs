@@ -26,12 +26,14 @@ mod commit;
 mod proof;
 mod store;
 mod trie;
+mod witness;
 
 pub use build::{BuildError, SortedBuild};
 pub use commit::CommitSet;
 pub use proof::{Proof, ProofError};
 pub use store::{MemoryStore, NodeStore};
 pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
+pub use witness::{PartialTree, WitnessError, WitnessSize};
 
 use bintrie_node::{Hash32, Path};
 

@@ -16,6 +16,7 @@ mod collect;
 mod hash;
 mod load;
 mod update;
+mod witness;
 
 use collect::{collect_all, mark_committed};
 use hash::{hash_node, verify_node};

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use bintrie_keys::{Stem, TreeKey};
+use bintrie_trie::{MemoryStore, Trie};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -93,4 +94,53 @@ pub(crate) fn group_root(g: u8, entries: &[bintrie_node::GroupEntry]) -> [u8; 32
         }
     }
     node(g, entries, 0, 0)
+}
+
+/// Keys clustered under one prefix so that long shared paths, lone stems and empty siblings
+/// occur, with several values per stem.
+pub(crate) fn entries(seed: u64, n: usize) -> Entries {
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    let mut rng = StdRng::seed_from_u64(seed);
+    let base: [u8; 31] = rng.random();
+    let mut out = Entries::new();
+    for _ in 0..n {
+        let mut stem = base;
+        // Keep a random number of the base's leading bytes, randomise the rest.
+        let keep = rng.random_range(0..31);
+        rng.fill(&mut stem[keep..]);
+        for _ in 0..rng.random_range(1..4) {
+            let mut key = [0u8; 32];
+            key[..31].copy_from_slice(&stem);
+            key[31] = rng.random();
+            out.insert(key, rng.random());
+        }
+    }
+    out
+}
+
+pub(crate) fn trie(g: u8, e: &Entries) -> Trie<MemoryStore> {
+    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
+    t.update(
+        e.iter()
+            .map(|(k, v)| (TreeKey::from_bytes(*k), *v))
+            .collect(),
+    )
+    .unwrap();
+    t
+}
+
+/// Keys to prove: every present key, absent keys in present stems, keys on other stems' paths
+/// and keys in empty subtrees.
+pub(crate) fn probes(e: &Entries) -> Vec<[u8; 32]> {
+    let mut keys: Vec<[u8; 32]> = e.keys().copied().collect();
+    for k in e.keys().take(20) {
+        let mut other_index = *k;
+        other_index[31] ^= 0x55;
+        let mut near = *k;
+        near[30] ^= 0x01; // shares 247 bits with a present stem: ends at that stem
+        let mut far = *k;
+        far[0] ^= 0x80; // the other half of the tree
+        keys.extend([other_index, near, far]);
+    }
+    keys
 }

@@ -1,0 +1,216 @@
+//! Witnesses out of the engine: the tree pruned to a key set (the multiproof), the stored blobs
+//! a set of walks reads (the grouped-blob witness), and a partial tree rebuilt from such blobs.
+
+use super::*;
+use crate::witness::{Leaf, PInternal, PNode, PStem, PartialTree, WitnessError};
+use bintrie_node::PathKey;
+
+impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
+    /// Loads (and verifies) every node on the walks of the sorted, distinct `keys` (as an
+    /// update of them would) and hashes the tree, so every node has its hash cached.
+    fn load_walks(&mut self, keys: &[TreeKey]) -> Result<(), TrieError<S::Error>> {
+        if !keys.is_empty() {
+            let batch: Vec<(TreeKey, [u8; 32])> = keys.iter().map(|k| (*k, [0; 32])).collect();
+            let vacated = Mutex::new(Vec::new());
+            let mut root = std::mem::replace(&mut self.root, Node::Empty);
+            let loaded = preload::<S, H>(&self.ctx(&vacated), &mut root, Path::ROOT, &batch);
+            self.root = root;
+            loaded?;
+        }
+        self.root();
+        Ok(())
+    }
+
+    /// The multi-key proof of `keys` against [`Trie::root`] (uncommitted changes included): the
+    /// tree pruned to the keys' walks, each sibling subtree replaced by its hash, shared
+    /// siblings once. Inside a stem only the keys' leaves are kept, the other leaf subtrees by
+    /// hash. It answers for every key of the set (its value, or its absence), and takes writes
+    /// to them: see [`PartialTree`]. Loads what the walks need; errors as [`Trie::get`] does.
+    pub fn witness(&mut self, keys: &[TreeKey]) -> Result<PartialTree<H>, TrieError<S::Error>> {
+        let mut keys = keys.to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        self.load_walks(&keys)?;
+        Ok(PartialTree::from_node(prune::<H>(&self.root, &keys, 0)))
+    }
+
+    /// The stored blobs the walks to `stems` read, as the store holds them (path key, blob):
+    /// every group blob they cross and the stem blob where each ends (the key's own stem or
+    /// another one on its path): geth's witness, which depends on the group depth. Walks that
+    /// end in an empty subtree add nothing below their last group. In path-key order. The tree
+    /// must be committed ([`TrieError::Uncommitted`] otherwise): the blobs are the store's.
+    pub fn witness_blobs(
+        &mut self,
+        stems: &[Stem],
+    ) -> Result<Vec<(PathKey, Vec<u8>)>, TrieError<S::Error>> {
+        if self.root.is_dirty() {
+            return Err(TrieError::Uncommitted);
+        }
+        let mut keys: Vec<TreeKey> = stems
+            .iter()
+            .map(|s| TreeKey {
+                stem: *s,
+                sub_index: 0,
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        self.load_walks(&keys)?;
+        let mut paths = Vec::new();
+        stored_paths(&self.root, &keys, Path::ROOT, self.group_depth, &mut paths)?;
+        let mut out = Vec::with_capacity(paths.len());
+        for path in paths {
+            let key = path.to_key();
+            let blob = self
+                .store
+                .get_node(&key)
+                .map_err(TrieError::Store)?
+                .ok_or(TrieError::MissingNode { path })?;
+            out.push((key, blob));
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+}
+
+/// The paths of the stored blobs the walks of `keys` (sorted) cross below `node` at `path`.
+fn stored_paths<E: std::error::Error>(
+    node: &Node,
+    keys: &[TreeKey],
+    path: Path,
+    g: u8,
+    out: &mut Vec<Path>,
+) -> Result<(), TrieError<E>> {
+    match node {
+        Node::Internal(n) => {
+            if path.len().is_multiple_of(g as usize) {
+                out.push(path);
+            }
+            let depth = path.len();
+            let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+            let (lk, rk) = keys.split_at(split);
+            if !lk.is_empty() {
+                let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+                stored_paths(&n.left, lk, lp, g, out)?;
+            }
+            if !rk.is_empty() {
+                let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+                stored_paths(&n.right, rk, rp, g, out)?;
+            }
+        }
+        Node::Stem(_) => out.push(path),
+        Node::Empty | Node::Hashed(_) => {}
+    }
+    Ok(())
+}
+
+/// `node` pruned to the walks of `keys` (sorted, distinct), at `depth`. Expects every node on
+/// the walks loaded and every node hashed.
+fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
+    if keys.is_empty() {
+        return PNode::opaque(node.cached_hash().unwrap_or(ZERO_HASH));
+    }
+    match node {
+        Node::Empty => PNode::Empty,
+        Node::Hashed(h) => PNode::opaque(*h),
+        Node::Internal(n) => {
+            let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+            PNode::Internal(Box::new(PInternal {
+                left: prune::<H>(&n.left, &keys[..split], depth + 1),
+                right: prune::<H>(&n.right, &keys[split..], depth + 1),
+                hash: n.hash,
+            }))
+        }
+        Node::Stem(s) => {
+            let subs: Vec<u8> = keys
+                .iter()
+                .filter(|k| k.stem == s.stem)
+                .map(|k| k.sub_index)
+                .collect();
+            let leaves = if subs.is_empty() {
+                Leaf::opaque(s.values.subtree_root::<H>().0)
+            } else {
+                Leaf::pruned::<H>(&s.values, &subs)
+            };
+            PNode::Stem(Box::new(PStem {
+                stem: s.stem,
+                leaves,
+                hash: s.hash,
+            }))
+        }
+    }
+}
+
+/// Loads every node below `node` whose blob the store holds, verifying each against its
+/// parent's hash; nodes whose blob is absent stay unloaded.
+fn load_present<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    node: &mut Node,
+    path: Path,
+) -> Result<(), TrieError<S::Error>> {
+    if let Node::Hashed(h) = node {
+        let h = *h;
+        if ctx
+            .store
+            .get_node(&path.to_key())
+            .map_err(TrieError::Store)?
+            .is_none()
+        {
+            return Ok(());
+        }
+        *node = load::<S, H>(ctx, &path, h)?;
+    }
+    if let Node::Internal(n) = node {
+        let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+        let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+        load_present::<S, H>(ctx, &mut n.left, lp)?;
+        load_present::<S, H>(ctx, &mut n.right, rp)?;
+    }
+    Ok(())
+}
+
+/// The loaded part of a tree as a partial tree: unloaded nodes become hash-only subtrees,
+/// loaded stems keep all their leaves.
+fn to_partial(node: &Node) -> PNode {
+    match node {
+        Node::Empty => PNode::Empty,
+        Node::Hashed(h) => PNode::opaque(*h),
+        Node::Internal(n) => PNode::Internal(Box::new(PInternal {
+            left: to_partial(&n.left),
+            right: to_partial(&n.right),
+            hash: n.hash,
+        })),
+        Node::Stem(s) => PNode::Stem(Box::new(PStem {
+            stem: s.stem,
+            leaves: Leaf::full(&s.values),
+            hash: s.hash,
+        })),
+    }
+}
+
+impl<H: TreeHasher> PartialTree<H> {
+    /// The partial tree that stored blobs (from [`Trie::witness_blobs`], at group depth
+    /// `group_depth`) describe under `root`: every blob reachable from the root through the
+    /// others is decoded and checked against the hash its parent holds (the root blob against
+    /// `root`), exactly as a trie load checks it; subtrees whose blob is absent are hash-only.
+    /// A blob that does not hash to what its parent holds, or is malformed, is refused
+    /// ([`WitnessError::Malformed`] naming the path); blobs nothing reaches are ignored. The
+    /// result needs no [`PartialTree::verify`]: it hashes to `root` by construction.
+    pub fn from_blobs(
+        root: Hash32,
+        group_depth: u8,
+        blobs: impl IntoIterator<Item = (PathKey, Vec<u8>)>,
+    ) -> Result<Self, WitnessError> {
+        let mut store = crate::MemoryStore::new();
+        for (key, blob) in blobs {
+            store.insert_raw(key, blob);
+        }
+        let bad = |e: TrieError<std::convert::Infallible>| WitnessError::Malformed(e.to_string());
+        let mut trie: Trie<crate::MemoryStore, H> =
+            Trie::open(store, group_depth, root).map_err(bad)?;
+        let vacated = Mutex::new(Vec::new());
+        let mut node = std::mem::replace(&mut trie.root, Node::Empty);
+        load_present::<_, H>(&trie.ctx(&vacated), &mut node, Path::ROOT).map_err(bad)?;
+        Ok(PartialTree::from_node(to_partial(&node)))
+    }
+}

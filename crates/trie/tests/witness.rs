@@ -1,0 +1,197 @@
+//! Witnesses: the multiproof (`Trie::witness`) and the grouped-blob witness
+//! (`Trie::witness_blobs` + `PartialTree::from_blobs`) at every group depth answer every key of
+//! their set exactly as the full tree does, hash to the reference root, take writes to those
+//! keys and give the full tree's root after them; parts left out are reported, never guessed;
+//! every flipped byte of a multiproof is refused.
+
+mod common;
+
+use bintrie_keys::{Stem, TreeKey};
+use bintrie_node::Sha256Hasher;
+use bintrie_trie::{MemoryStore, PartialTree, Trie, WitnessError};
+use common::{Entries, entries, probes, reference_root, trie};
+use proptest::prelude::*;
+
+type Partial = PartialTree<Sha256Hasher>;
+
+fn keys_of(raw: &[[u8; 32]]) -> Vec<TreeKey> {
+    raw.iter().map(|k| TreeKey::from_bytes(*k)).collect()
+}
+
+/// Writes to the probed keys: changes, zeroes, new leaves, new stems beside old ones.
+fn writes(keys: &[TreeKey]) -> Vec<(TreeKey, [u8; 32])> {
+    keys.iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 0)
+        .map(|(i, k)| (*k, [(i % 251) as u8; 32]))
+        .collect()
+}
+
+/// Both witnesses of the probes of `e` at group depth `g`, rebuilt from their bytes.
+fn witnesses(g: u8, e: &Entries) -> (Trie<MemoryStore>, Vec<TreeKey>, Partial, Partial) {
+    let mut t = trie(g, e);
+    t.commit().unwrap();
+    let root = t.root();
+    let mut again: Trie<MemoryStore> = Trie::open(t.into_store(), g, root).unwrap();
+    let keys = keys_of(&probes(e));
+    let proof = again.witness(&keys).unwrap();
+    let mut bytes = Vec::new();
+    proof.encode(&mut bytes);
+    assert_eq!(proof.size().total() as usize, bytes.len());
+    let mut multi = Partial::decode(&bytes).unwrap();
+    multi.verify(&root).unwrap();
+    let stems: Vec<Stem> = keys.iter().map(|k| k.stem).collect();
+    let blobs = again.witness_blobs(&stems).unwrap();
+    let mut from_blobs = Partial::from_blobs(root, g, blobs).unwrap();
+    from_blobs.verify(&root).unwrap();
+    (again, keys, multi, from_blobs)
+}
+
+fn check(g: u8, e: &Entries) {
+    let root = reference_root(e);
+    let (mut full, keys, mut multi, mut blobs) = witnesses(g, e);
+    assert_eq!(full.root(), root);
+    for k in &keys {
+        let want = e.get(&k.to_bytes()).copied();
+        assert_eq!(multi.get(k), Ok(want), "g={g} multiproof {k:?}");
+        assert_eq!(blobs.get(k), Ok(want), "g={g} blobs {k:?}");
+    }
+    let w = writes(&keys);
+    full.update(w.clone()).unwrap();
+    multi.update(&w).unwrap();
+    blobs.update(&w).unwrap();
+    let mut after = e.clone();
+    for (k, v) in &w {
+        after.insert(k.to_bytes(), *v);
+    }
+    let want = reference_root(&after);
+    assert_eq!(full.root(), want);
+    assert_eq!(multi.root(), want, "g={g}: multiproof root after the writes");
+    assert_eq!(blobs.root(), want, "g={g}: blob witness root after the writes");
+}
+
+#[test]
+fn witnesses_answer_and_update_like_the_tree_at_every_group_depth() {
+    for g in 1..=8 {
+        for (seed, n) in [(1, 1), (2, 2), (3, 40), (4, 300)] {
+            check(g, &entries(seed, n));
+        }
+    }
+    check(4, &Entries::new());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn witnesses_match_the_tree(seed in any::<u64>(), n in 1usize..120, g in 1u8..=8) {
+        check(g, &entries(seed, n));
+    }
+}
+
+#[test]
+fn the_multiproof_shares_siblings_and_is_smaller_than_the_blobs() {
+    let e = entries(7, 400);
+    let (mut full, keys, multi, _) = witnesses(5, &e);
+    let singles: usize = keys
+        .iter()
+        .map(|k| {
+            let p = full.prove(k).unwrap();
+            32 * (p.siblings.len() + 8 + 2)
+        })
+        .sum();
+    let stems: Vec<Stem> = keys.iter().map(|k| k.stem).collect();
+    let blob_bytes: usize = full
+        .witness_blobs(&stems)
+        .unwrap()
+        .iter()
+        .map(|(k, b)| k.as_bytes().len() + b.len())
+        .sum();
+    let multi_bytes = multi.size().total() as usize;
+    assert!(multi_bytes < singles / 2, "{multi_bytes} vs {singles} (single proofs)");
+    assert!(multi_bytes < blob_bytes, "{multi_bytes} vs {blob_bytes} (blobs)");
+}
+
+#[test]
+fn keys_outside_the_witness_are_reported_not_guessed() {
+    let e = entries(3, 60);
+    let mut t = trie(4, &e);
+    let root = t.root();
+    let all = keys_of(&probes(&e));
+    let (some, rest) = all.split_at(all.len() / 2);
+    let mut w = t.witness(some).unwrap();
+    w.verify(&root).unwrap();
+    let mut refused = 0;
+    for k in rest {
+        match w.get(k) {
+            // Still proven: shares the walk (or the leaf subtree) of a key in the set.
+            Ok(v) => assert_eq!(v, e.get(&k.to_bytes()).copied()),
+            Err(WitnessError::Incomplete { .. } | WitnessError::IncompleteLeaf { .. }) => {
+                refused += 1
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(refused > 0, "no key outside the witness was refused");
+    // A write outside the witness changes nothing.
+    let outside = rest.iter().find(|k| w.get(k).is_err()).unwrap();
+    let before = w.root();
+    assert!(w.update(&[(some[0], [1; 32]), (*outside, [1; 32])]).is_err());
+    assert_eq!(w.root(), before);
+    assert_eq!(w.get(&some[0]), Ok(e.get(&some[0].to_bytes()).copied()));
+    // The blob witness: a missing blob leaves its subtree hash-only.
+    let stems: Vec<Stem> = some.iter().map(|k| k.stem).collect();
+    t.commit().unwrap();
+    let blobs = t.witness_blobs(&stems).unwrap();
+    let b = Partial::from_blobs(root, 4, blobs[..blobs.len() - 1].to_vec()).unwrap();
+    assert!(some.iter().any(|k| b.get(k).is_err()));
+}
+
+#[test]
+fn every_flipped_byte_of_a_multiproof_is_refused() {
+    let e = entries(5, 30);
+    let mut t = trie(3, &e);
+    let root = t.root();
+    let keys = keys_of(&probes(&e)[..12]);
+    let mut bytes = Vec::new();
+    t.witness(&keys).unwrap().encode(&mut bytes);
+    for i in 0..bytes.len() {
+        for flip in [0x01, 0x80] {
+            let mut bad = bytes.clone();
+            bad[i] ^= flip;
+            let refused = match Partial::decode(&bad) {
+                Err(_) => true,
+                Ok(mut p) => p.verify(&root).is_err(),
+            };
+            assert!(refused, "byte {i} ^ {flip:#x} accepted");
+        }
+    }
+}
+
+#[test]
+fn a_changed_blob_is_refused_or_left_out() {
+    let e = entries(6, 50);
+    let mut t = trie(4, &e);
+    t.commit().unwrap();
+    let root = t.root();
+    let keys = keys_of(&probes(&e)[..20]);
+    let stems: Vec<Stem> = keys.iter().map(|k| k.stem).collect();
+    let blobs = t.witness_blobs(&stems).unwrap();
+    for (n, (_, blob)) in blobs.iter().enumerate() {
+        for i in (0..blob.len()).step_by(7) {
+            let mut bad = blobs.clone();
+            bad[n].1[i] ^= 0x10;
+            match Partial::from_blobs(root, 4, bad) {
+                Err(WitnessError::Malformed(_)) => {}
+                Err(other) => panic!("{other}"),
+                // Only if the change cannot matter: every answer is still the tree's.
+                Ok(p) => {
+                    for k in &keys {
+                        if let Ok(v) = p.get(k) {
+                            assert_eq!(v, e.get(&k.to_bytes()).copied());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
