@@ -6,7 +6,7 @@
 
 use crate::StateError;
 use alloy_primitives::{B256, Bytes};
-use bintrie_keys::Stem;
+use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::StemValues;
 use std::sync::Arc;
 
@@ -32,6 +32,14 @@ pub trait StateSnapshot: Send + Sync {
 
     /// The bytecode stored under `hash`, or `None` when there is none.
     fn code(&self, hash: &B256) -> Result<Option<Bytes>, StateError>;
+
+    /// `Ok` when this snapshot can answer for `key`'s leaf. A full state always can (the
+    /// default); a stateless snapshot over a witness only for the leaves the witness proves,
+    /// and says which part is missing otherwise. [`crate::BlockDb`] asks before every account
+    /// and storage read, so a value a witness does not prove is never taken for absent.
+    fn check_leaf(&self, _key: &TreeKey) -> Result<(), StateError> {
+        Ok(())
+    }
 
     /// The lookups and bytes this snapshot has read so far (default: not counted, zero).
     fn io(&self) -> SnapshotIo {

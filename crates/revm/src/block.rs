@@ -4,7 +4,7 @@
 use crate::db::{StoredAccount, TrieDb, decode_account, slot_value};
 use crate::{BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot};
 use alloy_primitives::{Address, B256, U256};
-use bintrie_keys::{EMPTY_CODE_HASH, Stem, basic_data_key, storage_slot_key};
+use bintrie_keys::{EMPTY_CODE_HASH, Stem, TreeKey, basic_data_key, storage_slot_key};
 use bintrie_node::StemValues;
 use revm::bytecode::Bytecode;
 use revm::database_interface::{Database, DatabaseCommit, DatabaseRef};
@@ -133,6 +133,9 @@ pub struct BlockDb<B: StateBackend> {
     accounts: HashMap<Address, AccountChange>,
     storage: HashMap<(Address, U256), SlotChange>,
     new_code: HashMap<B256, Bytecode>,
+    /// Tree keys and code hashes execution read (prefetch not counted): the block's witness.
+    touched_keys: HashSet<TreeKey>,
+    touched_codes: HashSet<B256>,
     stats: ReadStats,
     commit_error: Option<StateError>,
 }
@@ -173,6 +176,8 @@ impl<B: StateBackend> BlockDb<B> {
             accounts: HashMap::new(),
             storage: HashMap::new(),
             new_code: HashMap::new(),
+            touched_keys: HashSet::new(),
+            touched_codes: HashSet::new(),
             stats: ReadStats::default(),
             commit_error: None,
         })
@@ -223,7 +228,12 @@ impl<B: StateBackend> BlockDb<B> {
         if *hash == EMPTY_CODE_HASH || *hash == B256::ZERO {
             return Ok(Bytecode::default());
         }
-        if let Some(c) = self.new_code.get(hash).or_else(|| self.codes.get(hash)) {
+        if let Some(c) = self.new_code.get(hash) {
+            self.stats.cache_hits += 1;
+            return Ok(c.clone());
+        }
+        self.touched_codes.insert(*hash);
+        if let Some(c) = self.codes.get(hash) {
             self.stats.cache_hits += 1;
             return Ok(c.clone());
         }
@@ -239,8 +249,21 @@ impl<B: StateBackend> BlockDb<B> {
         Ok(c)
     }
 
+    /// Records that execution read `key`, after checking the snapshot can answer for it.
+    fn touch(&mut self, key: TreeKey) -> Result<(), StateError> {
+        self.db.snapshot().check_leaf(&key)?;
+        self.touched_keys.insert(key);
+        Ok(())
+    }
+
     fn stored_account(&mut self, address: &Address) -> Result<Option<StoredAccount>, StateError> {
-        let acct = self.with_stem(&basic_data_key(address).stem, |v| {
+        let basic = basic_data_key(address);
+        self.touch(basic)?;
+        self.touch(TreeKey {
+            sub_index: bintrie_keys::CODE_HASH_LEAF_KEY,
+            ..basic
+        })?;
+        let acct = self.with_stem(&basic.stem, |v| {
             decode_account(address, v)
         })??;
         if let Some(a) = &acct {
@@ -342,6 +365,17 @@ impl<B: StateBackend> BlockDb<B> {
         self.storage
             .iter()
             .map(|((a, k), ch)| (*a, *k, ch.original, ch.current))
+    }
+
+    /// What execution read so far (prefetch not counted): the tree keys (an account read is
+    /// its BASIC_DATA and CODE_HASH leaves, a storage read its slot's leaf) and the code hashes
+    /// of code the block did not deploy itself, each sorted: what a block witness must prove.
+    pub fn touched(&self) -> (Vec<TreeKey>, Vec<B256>) {
+        let mut keys: Vec<TreeKey> = self.touched_keys.iter().copied().collect();
+        keys.sort_unstable();
+        let mut codes: Vec<B256> = self.touched_codes.iter().copied().collect();
+        codes.sort_unstable();
+        (keys, codes)
     }
 
     /// The block's tree writes with geth's semantics (SPEC §4): an account whose balance,
@@ -551,6 +585,7 @@ impl<B: StateBackend> Database for BlockDb<B> {
         }
         self.stats.slot_reads += 1;
         let key = storage_slot_key(&address, &index);
+        self.touch(key)?;
         self.with_stem(&key.stem, |v| slot_value(v, key.sub_index))
     }
 

@@ -25,6 +25,10 @@ pub enum StateError {
     /// this crate): its own error, boxed.
     #[error("backend: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A block witness does not prove what was asked (the path it is missing), is malformed,
+    /// or does not hash to its pre-state root.
+    #[error("{0}")]
+    Witness(bintrie_trie::WitnessError),
     /// A stored account leaf does not decode.
     #[error("corrupt account {address}: {reason}")]
     CorruptAccount {

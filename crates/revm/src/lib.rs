@@ -82,6 +82,7 @@ mod pipeline;
 mod prefetch;
 #[cfg(feature = "mdbx")]
 mod state;
+mod witness;
 
 #[cfg(feature = "mdbx")]
 pub use backend::{MdbxBackend, MdbxSnapshot};
@@ -101,3 +102,7 @@ pub use prefetch::{
 };
 #[cfg(feature = "mdbx")]
 pub use state::BinTrieState;
+pub use witness::{
+    BlockWitness, StatelessBackend, StatelessState, WitnessBytes, WitnessEncoding, WitnessNodes,
+    Witnesses,
+};

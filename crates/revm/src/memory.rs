@@ -214,6 +214,17 @@ impl BlockState for MemoryState {
     fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
         MemoryState::root_with(self, changes)
     }
+
+    fn witness(
+        &mut self,
+        block: u64,
+        keys: &[TreeKey],
+        codes: &[B256],
+    ) -> Result<crate::Witnesses, StateError> {
+        let flat = self.flat.clone();
+        let code = |h: &B256| Ok(flat.code.get(h).cloned());
+        crate::witness::build_witnesses(&mut self.trie, block, keys, codes, code, backend)
+    }
 }
 
 fn backend<E: std::error::Error + Send + Sync + 'static>(e: TrieError<E>) -> StateError {

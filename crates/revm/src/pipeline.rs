@@ -14,7 +14,8 @@
 use crate::StateError;
 use crate::{BlockChanges, BlockDb, BlockDbOptions, PrefetchList, ReadStats, StateBackend};
 use alloy_primitives::B256;
-use bintrie_keys::Stem;
+use crate::Witnesses;
+use bintrie_keys::{Stem, TreeKey};
 use bintrie_trie::{CommitStats, TrieStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -50,6 +51,9 @@ pub struct PipelineOptions {
     pub db: BlockDbOptions,
     /// Threads of the state prefetch and of the trie prefetch (each its own read transaction).
     pub workers: usize,
+    /// Build the block's witness (both encodings) from the pre-state, between the execution
+    /// and the commit; its time is not part of the stage timings.
+    pub witness: bool,
 }
 
 impl Default for PipelineOptions {
@@ -57,6 +61,7 @@ impl Default for PipelineOptions {
         PipelineOptions {
             db: BlockDbOptions::default(),
             workers: DEFAULT_PREFETCH_WORKERS,
+            witness: false,
         }
     }
 }
@@ -65,6 +70,12 @@ impl PipelineOptions {
     /// With these block-database options.
     pub fn with_db(mut self, db: BlockDbOptions) -> Self {
         self.db = db;
+        self
+    }
+
+    /// Building the block's witness, or not.
+    pub fn with_witness(mut self, witness: bool) -> Self {
+        self.witness = witness;
         self
     }
 
@@ -135,6 +146,8 @@ pub struct BlockRun<T> {
     pub timings: StageTimings,
     /// The commit: the new root, blobs written, trie work.
     pub commit: CommitReport,
+    /// The block's witness, when [`PipelineOptions::witness`] asked for it.
+    pub witness: Option<Witnesses>,
 }
 
 /// Why a block did not go through: the execution's own error, or the state's.
@@ -198,6 +211,17 @@ pub trait BlockState {
     /// The root the state would have after `changes`, without committing them.
     fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError>;
 
+    /// The witness of block `block`, about to be committed on this state (so built from the
+    /// last committed one): both encodings for the tree keys the block read or wrote
+    /// (`keys`, sorted) and the bytecode of `codes` (see [`crate::BlockWitness`]). Loads what
+    /// the walks need; changes nothing.
+    fn witness(
+        &mut self,
+        block: u64,
+        keys: &[TreeKey],
+        codes: &[B256],
+    ) -> Result<Witnesses, StateError>;
+
     /// Runs one block: trie prefetch beside state prefetch and `execute` over the block's
     /// database, then the trie update and the commit as block `plan.number` (see the module
     /// docs for the picture). `execute` runs revm (or alloy-evm) over `&mut BlockDb` and
@@ -246,8 +270,17 @@ pub trait BlockState {
             };
             (executed, trie_prefetch, t_wait.elapsed())
         });
-        let (output, reads, exec_wall, changes) = executed?;
+        let (output, reads, exec_wall, changes, touched) = executed?;
         let trie_prefetch = trie_prefetch?;
+        let witness = if options.witness {
+            let (mut keys, codes) = touched;
+            keys.extend(changes.writes.iter().map(|(k, _)| *k));
+            keys.sort_unstable();
+            keys.dedup();
+            Some(self.witness(plan.number, &keys, &codes)?)
+        } else {
+            None
+        };
         // The stems the block wrote that the plan did not name: their paths are loaded now, in
         // parallel, instead of one by one inside the trie update.
         let t_load = Instant::now();
@@ -279,7 +312,9 @@ pub trait BlockState {
             trie_update: wait + load + commit.trie_update,
             trie_prefetch_wait: wait,
             commit: commit.commit,
-            total: t_total.elapsed(),
+            total: t_total
+                .elapsed()
+                .saturating_sub(witness.as_ref().map_or(Duration::ZERO, |w| w.build_time)),
         };
         Ok(BlockRun {
             output,
@@ -287,19 +322,23 @@ pub trait BlockState {
             writes,
             timings,
             commit,
+            witness,
         })
     }
 }
 
+/// What execution read: tree keys and code hashes ([`BlockDb::touched`]).
+type Touched = (Vec<TreeKey>, Vec<B256>);
+
 /// The state prefetch and the execution over one block database; returns the output, the
-/// read counters, the execution's wall time and the block's writes.
+/// read counters, the execution's wall time, the block's writes and what it read.
 #[allow(clippy::type_complexity)]
 fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
     state: &'s S,
     plan: &BlockPlan,
     options: &PipelineOptions,
     execute: impl FnOnce(&mut BlockDb<S::Backend<'s>>) -> Result<T, E>,
-) -> Result<(T, ReadStats, Duration, BlockChanges), PipelineError<E>> {
+) -> Result<(T, ReadStats, Duration, BlockChanges, Touched), PipelineError<E>> {
     let mut db = state
         .block_db(options.db)?
         .with_block_hashes(plan.block_hashes.iter().copied());
@@ -310,6 +349,11 @@ fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
     let output = execute(&mut db).map_err(PipelineError::Execute)?;
     let exec_wall = t.elapsed();
     let reads = db.stats();
+    let touched = if options.witness {
+        db.touched()
+    } else {
+        Default::default()
+    };
     let changes = db.into_changes()?;
-    Ok((output, reads, exec_wall, changes))
+    Ok((output, reads, exec_wall, changes, touched))
 }

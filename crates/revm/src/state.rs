@@ -158,6 +158,20 @@ impl BinTrieState {
 }
 
 impl BlockState for BinTrieState {
+    fn witness(
+        &mut self,
+        block: u64,
+        keys: &[bintrie_keys::TreeKey],
+        codes: &[B256],
+    ) -> Result<crate::Witnesses, StateError> {
+        let store = self.trie.store().clone();
+        let reader = store.reader()?;
+        let code = |h: &B256| -> Result<Option<alloy_primitives::Bytes>, StateError> {
+            Ok(reader.get_code(&h.0)?.map(Into::into))
+        };
+        crate::witness::build_witnesses(&mut self.trie, block, keys, codes, code, StateError::Trie)
+    }
+
     type Backend<'a> = MdbxBackend<'a>;
 
     fn root(&self) -> B256 {

@@ -9,8 +9,9 @@ use common::*;
 use alloy_primitives::{Address, Bytes, U256, address, keccak256};
 use bintrie_keys::{AccountState, TreeKey, storage_slot_key};
 use bintrie_revm::{
-    BlockChanges, BlockDbOptions, BlockPlan, BlockState, MemorySnapshot, MemoryState,
-    PipelineError, PipelineOptions, TrieDb,
+    BlockChanges, BlockDbOptions, BlockPlan, BlockState, BlockWitness, MemorySnapshot,
+    MemoryState, PipelineError, PipelineOptions, StatelessState, TrieDb, WitnessEncoding,
+    WitnessNodes, Witnesses,
 };
 use revm::bytecode::Bytecode;
 use revm::context::result::ExecutionResult;
@@ -365,6 +366,110 @@ fn the_pipeline_runs_over_memory_and_commits_nothing_on_error() {
     assert!(ran.writes.slots > 0 && ran.commit.stats.blobs > 0);
 }
 
+/// Runs block 1 on `state` through the pipeline with its witness built; returns the witness
+/// and the committed root.
+fn block1_with_witness<S: BlockState>(state: &mut S) -> (Witnesses, alloy_primitives::B256) {
+    let plan = BlockPlan {
+        number: 1,
+        ..Default::default()
+    };
+    let options = PipelineOptions::default().with_witness(true).with_workers(2);
+    let ran = state
+        .run_block(&plan, &options, |db| {
+            Ok::<_, std::convert::Infallible>(run(db, &block1()))
+        })
+        .unwrap();
+    (ran.witness.unwrap(), ran.commit.root)
+}
+
+/// Runs `txs` as block 1 on a stateless state built from the witness file `bytes`: the
+/// post-state root, or the first error (decoding, proving, executing, committing).
+fn run_stateless(bytes: &[u8], txs: &[TxEnv]) -> Result<alloy_primitives::B256, String> {
+    let witness = BlockWitness::decode(bytes).map_err(|e| e.to_string())?;
+    let mut state = StatelessState::from_witness(&witness).map_err(|e| e.to_string())?;
+    let plan = BlockPlan {
+        number: 1,
+        ..Default::default()
+    };
+    let ran = state
+        .run_block(&plan, &PipelineOptions::default(), |db| {
+            let mut evm = Context::mainnet()
+                .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
+                .modify_block_chained(|b| {
+                    b.number = U256::from(1);
+                    b.basefee = BASEFEE;
+                    b.beneficiary = COINBASE;
+                    b.gas_limit = 100_000_000;
+                })
+                .with_db(db)
+                .build_mainnet();
+            for t in txs {
+                let r = evm
+                    .transact_commit(t.clone())
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                if !r.is_success() {
+                    return Err(std::io::Error::other(format!("{r:?}")));
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(ran.commit.root)
+}
+
+/// Stateless execution: block 1's witness, in either encoding, written out and read back,
+/// runs block 1 with no state and gives the stateful root; a block that needs more than the
+/// witness holds says where the witness is incomplete; every flipped byte of either file is
+/// refused or changes nothing (the same root).
+#[test]
+fn blocks_run_stateless_from_either_witness() {
+    let mut state = memory_state();
+    let pre_root = state.root();
+    let (witnesses, root) = block1_with_witness(&mut state);
+    assert!(witnesses.keys > 0 && witnesses.stems > 0);
+    // An address whose walk leaves both witnesses (the pre-state is tiny: most addresses end
+    // at a stem or an empty subtree the witness holds).
+    let trees: Vec<bintrie_trie::PartialTree> = [&witnesses.multiproof, &witnesses.blobs]
+        .iter()
+        .map(|w| match &w.nodes {
+            WitnessNodes::Multiproof(t) => t.clone(),
+            WitnessNodes::Blobs(b) => {
+                bintrie_trie::PartialTree::from_blobs(pre_root.0, w.group_depth, b.clone())
+                    .unwrap()
+            }
+        })
+        .collect();
+    let carol = (1u64..)
+        .map(|i| Address::left_padding_from(&i.to_be_bytes()))
+        .find(|a| {
+            let key = bintrie_keys::basic_data_key(a);
+            trees.iter().all(|t| t.get(&key).is_err())
+        })
+        .unwrap();
+    for encoding in [WitnessEncoding::Multiproof, WitnessEncoding::Blobs] {
+        let w = witnesses.get(encoding);
+        assert_eq!(w.pre_root, pre_root);
+        assert_eq!(w.codes.len(), 1, "STORE's code (the deployed one is the block's own)");
+        let bytes = w.encode();
+        assert_eq!(bytes.len() as u64, w.bytes().total, "{encoding:?}");
+        assert_eq!(run_stateless(&bytes, &block1()), Ok(root), "{encoding:?}");
+        let more = [block1(), vec![tx(BOB, 1, Some(carol), 1, Bytes::new())]].concat();
+        let e = run_stateless(&bytes, &more).unwrap_err();
+        assert!(e.contains("witness incomplete at path"), "{encoding:?}: {e}");
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x04;
+            if let Ok(other) = run_stateless(&bad, &block1()) {
+                assert_eq!(other, root, "{encoding:?}: byte {i} changed the root");
+            }
+        }
+    }
+    let m = witnesses.multiproof.bytes();
+    let b = witnesses.blobs.bytes();
+    assert!(m.total < b.total, "multiproof {m:?} vs blobs {b:?}");
+    assert_eq!(m.code, b.code);
+}
+
 /// A snapshot keeps the state it was opened at while the state commits (copy-on-write), and a
 /// `'static` `TrieDb` answers from another thread.
 #[test]
@@ -452,6 +557,25 @@ mod mdbx {
             assert_eq!(block.commit.root, memory_root);
             let committed = TrieDb::new(state.store(), read_path).unwrap();
             check_block1(&committed, &results);
+        }
+    }
+
+    /// The witness of an MDBX state (blobs read back from the store) runs stateless to the
+    /// same root; its multiproof is the in-memory state's, byte for byte (the tree is the same;
+    /// only the blobs depend on the group depth).
+    #[test]
+    fn mdbx_witnesses_run_stateless() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        let (witnesses, root) = block1_with_witness(&mut state);
+        let (in_memory, memory_root) = block1_with_witness(&mut memory_state());
+        assert_eq!(root, memory_root);
+        let mut same_depth = witnesses.multiproof.clone();
+        same_depth.group_depth = in_memory.multiproof.group_depth;
+        assert_eq!(same_depth.encode(), in_memory.multiproof.encode());
+        for encoding in [WitnessEncoding::Multiproof, WitnessEncoding::Blobs] {
+            let bytes = witnesses.get(encoding).encode();
+            assert_eq!(run_stateless(&bytes, &block1()), Ok(root), "{encoding:?}");
         }
     }
 }
