@@ -263,9 +263,7 @@ impl<B: StateBackend> BlockDb<B> {
             sub_index: bintrie_keys::CODE_HASH_LEAF_KEY,
             ..basic
         })?;
-        let acct = self.with_stem(&basic.stem, |v| {
-            decode_account(address, v)
-        })??;
+        let acct = self.with_stem(&basic.stem, |v| decode_account(address, v))??;
         if let Some(a) = &acct {
             self.code_sizes.insert(*address, a.code_size);
         }

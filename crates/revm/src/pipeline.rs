@@ -12,9 +12,9 @@
 //! execution fails the trie prefetch is stopped and nothing is committed.
 
 use crate::StateError;
+use crate::Witnesses;
 use crate::{BlockChanges, BlockDb, BlockDbOptions, PrefetchList, ReadStats, StateBackend};
 use alloy_primitives::B256;
-use crate::Witnesses;
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_trie::{CommitStats, TrieStats};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -269,9 +269,10 @@ impl BlockWitness {
                 while s.at < section.len() {
                     let klen = s.u8("a path key's length")? as usize;
                     let at = s.at;
-                    let key = PathKey::from_bytes(s.take(klen, "a path key")?).ok_or_else(|| {
-                        malformed(format!("the path key at byte {at} of the nodes is invalid"))
-                    })?;
+                    let key =
+                        PathKey::from_bytes(s.take(klen, "a path key")?).ok_or_else(|| {
+                            malformed(format!("the path key at byte {at} of the nodes is invalid"))
+                        })?;
                     let blen = u32::from_be_bytes(s.array("a blob's length")?) as usize;
                     blobs.push((key, s.take(blen, "a blob")?.to_vec()));
                 }
@@ -460,7 +461,10 @@ impl BlockState for StatelessState {
         self.block
     }
 
-    fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<StatelessBackend<'_>>, StateError> {
+    fn block_db(
+        &self,
+        options: BlockDbOptions,
+    ) -> Result<BlockDb<StatelessBackend<'_>>, StateError> {
         BlockDb::over(StatelessBackend(self), options)
     }
 

@@ -9,9 +9,9 @@ use common::*;
 use alloy_primitives::{Address, Bytes, U256, address, keccak256};
 use bintrie_keys::{AccountState, TreeKey, storage_slot_key};
 use bintrie_revm::{
-    BlockChanges, BlockDbOptions, BlockPlan, BlockState, BlockWitness, MemorySnapshot,
-    MemoryState, PipelineError, PipelineOptions, StatelessState, TrieDb, WitnessEncoding,
-    WitnessNodes, Witnesses,
+    BlockChanges, BlockDbOptions, BlockPlan, BlockState, BlockWitness, MemorySnapshot, MemoryState,
+    PipelineError, PipelineOptions, StatelessState, TrieDb, WitnessEncoding, WitnessNodes,
+    Witnesses,
 };
 use revm::bytecode::Bytecode;
 use revm::context::result::ExecutionResult;
@@ -373,7 +373,9 @@ fn block1_with_witness<S: BlockState>(state: &mut S) -> (Witnesses, alloy_primit
         number: 1,
         ..Default::default()
     };
-    let options = PipelineOptions::default().with_witness(true).with_workers(2);
+    let options = PipelineOptions::default()
+        .with_witness(true)
+        .with_workers(2);
     let ran = state
         .run_block(&plan, &options, |db| {
             Ok::<_, std::convert::Infallible>(run(db, &block1()))
@@ -434,8 +436,7 @@ fn blocks_run_stateless_from_either_witness() {
         .map(|w| match &w.nodes {
             WitnessNodes::Multiproof(t) => t.clone(),
             WitnessNodes::Blobs(b) => {
-                bintrie_trie::PartialTree::from_blobs(pre_root.0, w.group_depth, b.clone())
-                    .unwrap()
+                bintrie_trie::PartialTree::from_blobs(pre_root.0, w.group_depth, b.clone()).unwrap()
             }
         })
         .collect();
@@ -449,13 +450,20 @@ fn blocks_run_stateless_from_either_witness() {
     for encoding in [WitnessEncoding::Multiproof, WitnessEncoding::Blobs] {
         let w = witnesses.get(encoding);
         assert_eq!(w.pre_root, pre_root);
-        assert_eq!(w.codes.len(), 1, "STORE's code (the deployed one is the block's own)");
+        assert_eq!(
+            w.codes.len(),
+            1,
+            "STORE's code (the deployed one is the block's own)"
+        );
         let bytes = w.encode();
         assert_eq!(bytes.len() as u64, w.bytes().total, "{encoding:?}");
         assert_eq!(run_stateless(&bytes, &block1()), Ok(root), "{encoding:?}");
         let more = [block1(), vec![tx(BOB, 1, Some(carol), 1, Bytes::new())]].concat();
         let e = run_stateless(&bytes, &more).unwrap_err();
-        assert!(e.contains("witness incomplete at path"), "{encoding:?}: {e}");
+        assert!(
+            e.contains("witness incomplete at path"),
+            "{encoding:?}: {e}"
+        );
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x04;

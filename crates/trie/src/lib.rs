@@ -33,7 +33,7 @@ pub use commit::CommitSet;
 pub use proof::{Proof, ProofError};
 pub use store::{MemoryStore, NodeStore};
 pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
-pub use witness::{PartialTree, WitnessError, WitnessSize};
+pub use witness::{PartialTree, WitnessBlobs, WitnessError, WitnessSize};
 
 use bintrie_node::{Hash32, Path};
 

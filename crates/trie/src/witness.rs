@@ -193,7 +193,9 @@ impl Leaf {
             }
             if depth == LEAF_LEVELS {
                 // A non-zero leaf hash: the value is present.
-                return values.get(pos as u8).map_or(Leaf::Zero, |v| Leaf::Value(*v));
+                return values
+                    .get(pos as u8)
+                    .map_or(Leaf::Zero, |v| Leaf::Value(*v));
             }
             let bit = 7 - depth;
             let split = wanted.partition_point(|i| (i >> bit) & 1 == 0);
@@ -251,19 +253,23 @@ impl Leaf {
     }
 
     /// The present values the witness holds, in sub-index order.
-    fn collect(&self, depth: usize, pos: usize, out: &mut StemValues) {
+    fn collect(&self, pos: usize, out: &mut StemValues) {
         match self {
             Leaf::Value(v) => {
                 out.set(pos as u8, *v);
             }
             Leaf::Inner(c) => {
-                c[0].collect(depth + 1, 2 * pos, out);
-                c[1].collect(depth + 1, 2 * pos + 1, out);
+                c[0].collect(2 * pos, out);
+                c[1].collect(2 * pos + 1, out);
             }
             Leaf::Zero | Leaf::Opaque(_) => {}
         }
     }
 }
+
+/// Stored blobs by path key, as [`Trie::witness_blobs`](crate::Trie::witness_blobs) returns
+/// them: a grouped-blob witness.
+pub type WitnessBlobs = Vec<(bintrie_node::PathKey, Vec<u8>)>;
 
 /// What a partial tree holds, by encoded bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -373,7 +379,7 @@ impl<H: TreeHasher> PartialTree<H> {
     pub fn stem_values(&self, stem: &Stem) -> Result<Option<StemValues>, WitnessError> {
         Ok(self.find(stem)?.map(|s| {
             let mut out = StemValues::new();
-            s.leaves.collect(0, 0, &mut out);
+            s.leaves.collect(0, &mut out);
             out
         }))
     }
@@ -760,8 +766,14 @@ mod tests {
         assert_eq!(t.get(&key(0x80, 200)).unwrap(), Some([1; 32]));
         assert_eq!(t.get(&key(0x80, 201)).unwrap(), None);
         let e = t.get(&key(0x80, 3)).unwrap_err();
-        assert!(matches!(e, WitnessError::IncompleteLeaf { index: 3, .. }), "{e}");
-        assert!(e.to_string().starts_with("witness incomplete at path 1: leaf 3"));
+        assert!(
+            matches!(e, WitnessError::IncompleteLeaf { index: 3, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("witness incomplete at path 1: leaf 3")
+        );
         assert!(matches!(
             t.get(&key(0x00, 0)).unwrap_err(),
             WitnessError::Incomplete { .. }

@@ -66,8 +66,16 @@ fn check(g: u8, e: &Entries) {
     }
     let want = reference_root(&after);
     assert_eq!(full.root(), want);
-    assert_eq!(multi.root(), want, "g={g}: multiproof root after the writes");
-    assert_eq!(blobs.root(), want, "g={g}: blob witness root after the writes");
+    assert_eq!(
+        multi.root(),
+        want,
+        "g={g}: multiproof root after the writes"
+    );
+    assert_eq!(
+        blobs.root(),
+        want,
+        "g={g}: blob witness root after the writes"
+    );
 }
 
 #[test]
@@ -107,8 +115,14 @@ fn the_multiproof_shares_siblings_and_is_smaller_than_the_blobs() {
         .map(|(k, b)| k.as_bytes().len() + b.len())
         .sum();
     let multi_bytes = multi.size().total() as usize;
-    assert!(multi_bytes < singles / 2, "{multi_bytes} vs {singles} (single proofs)");
-    assert!(multi_bytes < blob_bytes, "{multi_bytes} vs {blob_bytes} (blobs)");
+    assert!(
+        multi_bytes < singles / 2,
+        "{multi_bytes} vs {singles} (single proofs)"
+    );
+    assert!(
+        multi_bytes < blob_bytes,
+        "{multi_bytes} vs {blob_bytes} (blobs)"
+    );
 }
 
 #[test]
@@ -135,7 +149,10 @@ fn keys_outside_the_witness_are_reported_not_guessed() {
     // A write outside the witness changes nothing.
     let outside = rest.iter().find(|k| w.get(k).is_err()).unwrap();
     let before = w.root();
-    assert!(w.update(&[(some[0], [1; 32]), (*outside, [1; 32])]).is_err());
+    assert!(
+        w.update(&[(some[0], [1; 32]), (*outside, [1; 32])])
+            .is_err()
+    );
     assert_eq!(w.root(), before);
     assert_eq!(w.get(&some[0]), Ok(e.get(&some[0].to_bytes()).copied()));
     // The blob witness: a missing blob leaves its subtree hash-only.

@@ -2,7 +2,7 @@
 //! a set of walks reads (the grouped-blob witness), and a partial tree rebuilt from such blobs.
 
 use super::*;
-use crate::witness::{Leaf, PInternal, PNode, PStem, PartialTree, WitnessError};
+use crate::witness::{Leaf, PInternal, PNode, PStem, PartialTree, WitnessBlobs, WitnessError};
 use bintrie_node::PathKey;
 
 impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
@@ -39,10 +39,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// another one on its path): geth's witness, which depends on the group depth. Walks that
     /// end in an empty subtree add nothing below their last group. In path-key order. The tree
     /// must be committed ([`TrieError::Uncommitted`] otherwise): the blobs are the store's.
-    pub fn witness_blobs(
-        &mut self,
-        stems: &[Stem],
-    ) -> Result<Vec<(PathKey, Vec<u8>)>, TrieError<S::Error>> {
+    pub fn witness_blobs(&mut self, stems: &[Stem]) -> Result<WitnessBlobs, TrieError<S::Error>> {
         if self.root.is_dirty() {
             return Err(TrieError::Uncommitted);
         }
@@ -68,7 +65,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                 .ok_or(TrieError::MissingNode { path })?;
             out.push((key, blob));
         }
-        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out.sort_unstable_by_key(|(key, _)| *key);
         Ok(out)
     }
 }
