@@ -104,6 +104,11 @@ pub(crate) struct BenchArgs {
     /// 1 GiB scratch file). Without it the report has no device efficiency.
     #[arg(long)]
     no_disk_probe: bool,
+    /// Do not build the blocks' witnesses (by default every measured block's witness is built
+    /// in both encodings after its execution, outside the timed stages, and its size recorded:
+    /// `witness_*` in results.json, "Witness size" in the report).
+    #[arg(long)]
+    no_witness: bool,
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -148,6 +153,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 } else {
                     0
                 }),
+                witness: !args.no_witness,
                 ..StudyConfig::for_scale(scale)
             };
             let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));

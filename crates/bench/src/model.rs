@@ -185,6 +185,19 @@ pub struct RunRow {
     pub ms_per_written_slot: Option<f64>,
     /// trie_update_ms / (hashes x the measured cost of one hash); `None` without hashes.
     pub hash_floor: Option<f64>,
+    /// Tree keys the block read or wrote (an account read is two keys, its BASIC_DATA and
+    /// CODE_HASH leaves; a slot one): what its witness proves. `None` when witnesses were not
+    /// built ([`StudyConfig::witness`](crate::model::StudyConfig::witness)).
+    #[serde(default)]
+    pub witness_keys: Option<u64>,
+    /// Bytes of the block's witness as a multiproof (the tree pruned to its keys, sibling
+    /// hashes only), code included; `None` when not built.
+    #[serde(default)]
+    pub witness_multiproof_bytes: Option<u64>,
+    /// Bytes of the block's witness as stored blobs (every group and stem blob its walks
+    /// cross, geth's choice), code included; `None` when not built.
+    #[serde(default)]
+    pub witness_blobs_bytes: Option<u64>,
 }
 
 /// A metric the statistics summarise: one numeric field of [`RunRow`], named (in `results.json`
@@ -236,11 +249,17 @@ pub enum Metric {
     TrieUpdateMs,
     /// [`RunRow::trie_warm_ms`].
     TrieWarmMs,
+    /// [`RunRow::witness_blobs_bytes`] (optional).
+    WitnessBlobsBytes,
+    /// [`RunRow::witness_keys`] (optional).
+    WitnessKeys,
+    /// [`RunRow::witness_multiproof_bytes`] (optional).
+    WitnessMultiproofBytes,
 }
 
 impl Metric {
     /// Every metric, in report order (the order [`crate::stats::compare`] emits them in).
-    pub const ALL: [Metric; 20] = [
+    pub const ALL: [Metric; 23] = [
         Metric::Gas,
         Metric::TotalMs,
         Metric::StateReadMs,
@@ -261,6 +280,9 @@ impl Metric {
         Metric::MsPerColdRead,
         Metric::MsPerWrittenSlot,
         Metric::HashFloor,
+        Metric::WitnessKeys,
+        Metric::WitnessMultiproofBytes,
+        Metric::WitnessBlobsBytes,
     ];
 
     /// The metric's name: the [`RunRow`] field it reads, as in `results.json`.
@@ -286,6 +308,9 @@ impl Metric {
             Metric::MsPerColdRead => "ms_per_cold_read",
             Metric::MsPerWrittenSlot => "ms_per_written_slot",
             Metric::HashFloor => "hash_floor",
+            Metric::WitnessKeys => "witness_keys",
+            Metric::WitnessMultiproofBytes => "witness_multiproof_bytes",
+            Metric::WitnessBlobsBytes => "witness_blobs_bytes",
         }
     }
 }
@@ -314,6 +339,11 @@ impl RunRow {
             Metric::MsPerColdRead => return self.ms_per_cold_read,
             Metric::MsPerWrittenSlot => return self.ms_per_written_slot,
             Metric::HashFloor => return self.hash_floor,
+            Metric::WitnessKeys => return self.witness_keys.map(|n| n as f64),
+            Metric::WitnessMultiproofBytes => {
+                return self.witness_multiproof_bytes.map(|n| n as f64);
+            }
+            Metric::WitnessBlobsBytes => return self.witness_blobs_bytes.map(|n| n as f64),
         })
     }
 }
@@ -536,6 +566,9 @@ mod tests {
             ms_per_cold_read: Some(17.0),
             ms_per_written_slot: Some(18.0),
             hash_floor: Some(19.0),
+            witness_keys: None,
+            witness_multiproof_bytes: None,
+            witness_blobs_bytes: None,
         }
     }
 

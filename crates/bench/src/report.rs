@@ -13,6 +13,7 @@ mod findings;
 mod format;
 mod recommend;
 mod view;
+mod witness;
 
 use std::fs;
 use std::path::Path;
@@ -209,7 +210,10 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
     for w in workloads {
         b.push(Block::Heading(3, w.name().to_string()));
         b.push(Block::Para(describe(w, r)));
-        for chart in charts.iter().filter(|ch| ch.workload == Some(w)) {
+        for chart in charts
+            .iter()
+            .filter(|ch| ch.workload == Some(w) && ch.kind != ChartKind::Witness)
+        {
             b.push(image(chart));
         }
         for combo in view.combos(w) {
@@ -243,6 +247,8 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
             b.push(image(chart));
         }
     }
+
+    b.extend(witness::witness_blocks(view, charts));
 
     b.push(Block::Heading(2, "Findings".to_string()));
     b.extend(findings::findings(view));

@@ -102,6 +102,24 @@ fn tiny_study_measures_every_cell_with_the_work_each_workload_claims() {
         assert!(r.cold_reads > 1_000, "{r:?}");
         assert_eq!(r.slots_written, 0);
     }
+    // Every block's witness: each read and written key, multiproof smaller than the blobs;
+    // the multiproof is the same tree at every group depth (same seed, same blocks).
+    for r in &results.runs {
+        let keys = r.witness_keys.unwrap();
+        assert!(keys >= r.slots_written, "{r:?}");
+        let (m, b) = (
+            r.witness_multiproof_bytes.unwrap(),
+            r.witness_blobs_bytes.unwrap(),
+        );
+        assert!(m > 32 * r.slots_written && m < b, "{r:?}");
+    }
+    let multiproof = |g: u8| {
+        rows(&results.runs, Workload::Erc20Approve)
+            .filter(|r| r.key.group_depth == g && r.run == 1)
+            .map(|r| r.witness_multiproof_bytes)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(multiproof(1), multiproof(6));
     // Approve: hundreds of brand-new slots per block.
     for r in rows(&results.runs, Workload::Erc20Approve) {
         assert!(r.slots_written > 300, "{r:?}");

@@ -281,6 +281,7 @@ pub fn execute_block<S: BlockState>(
             writes: run.writes,
             timings: run.timings,
             commit: run.commit,
+            witness: run.witness,
         },
     })
 }

@@ -46,7 +46,7 @@ pub use execute::{
     import_pre_state_over, prefetch_list,
 };
 pub use fixture::Fixture;
-pub use validate::{Check, Validation, validate};
+pub use validate::{Check, Validation, validate, validate_over};
 
 use bintrie_revm::StateError;
 

@@ -417,6 +417,12 @@ impl StatelessState {
         })
     }
 
+    /// A backend over this state as it is now (after a commit: the post-state, as far as the
+    /// witness reaches), e.g. to read post values back.
+    pub fn backend(&self) -> StatelessBackend<'_> {
+        StatelessBackend(self)
+    }
+
     fn after(&self, changes: &BlockChanges) -> Result<PartialTree, StateError> {
         let mut tree = self.tree.clone();
         tree.update(&changes.writes).map_err(StateError::Witness)?;

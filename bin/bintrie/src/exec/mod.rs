@@ -3,6 +3,7 @@
 //! and validate the result against the header and the fixture's post values.
 
 mod base;
+mod witness;
 
 use anyhow::{Context, Result, bail};
 use bintrie_exec::{
@@ -56,6 +57,30 @@ pub(crate) struct ExecArgs {
     /// in flight per thread).
     #[arg(long, default_value_t = bintrie_revm::DEFAULT_PREFETCH_WORKERS as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
+    /// Write the block's witness to this file: the pre-state root, the tree nodes of every key
+    /// the block reads or writes and the code it runs, enough for a verifier without the state
+    /// to execute the block and compute the post-state root (`--stateless`). Both encodings
+    /// are built and measured; --json reports their sizes. File format: README, "Block
+    /// witnesses".
+    #[arg(long, value_name = "FILE")]
+    witness_out: Option<PathBuf>,
+    /// The encoding written by --witness-out: `multiproof` (the tree pruned to the block's
+    /// keys, sibling hashes only) or `blobs` (the stored group and stem blobs, geth's choice;
+    /// depends on the group depth).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "multiproof",
+        requires = "witness_out"
+    )]
+    witness_encoding: witness::EncodingArg,
+    /// Execute the block statelessly from this witness (written by --witness-out): no database,
+    /// the fixture's pre-state is not read (it may be absent). Every value is proven against
+    /// the witness's pre-state root before execution uses it; the writes are applied to the
+    /// partial tree and the post-state root computed. A witness that lacks something the block
+    /// needs fails with "witness incomplete at path ...". No prefetch (nothing to read ahead).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "pre_state", "cold", "base_stems", "base_db", "witness_out"])]
+    stateless: Option<PathBuf>,
     #[command(flatten)]
     write: crate::durability::WriteArgs,
     #[command(flatten)]
@@ -70,6 +95,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
+    if let Some(w) = &args.stateless {
+        return witness::cmd_stateless(&args, w);
+    }
     let t = Instant::now();
     let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;
     let load_time = t.elapsed();
@@ -116,7 +144,8 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                         .with_cache(!args.no_cache)
                         .with_read_path(read_path),
                 )
-                .with_workers(args.workers as usize),
+                .with_workers(args.workers as usize)
+                .with_witness(args.witness_out.is_some()),
         )
         .with_prefetch(match (args.no_prefetch, args.no_block_access_list) {
             (true, _) => Prefetch::None,
@@ -125,6 +154,11 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         });
     let executed = execute_block(&mut state, &fx, &exec_options)?;
     let v = validate(&state, &fx, &executed, read_path)?;
+    let encoding = args.witness_encoding.into();
+    let witness_json = match (&args.witness_out, &executed.run.witness) {
+        (Some(path), Some(w)) => Some(witness::write(w, encoding, path)?),
+        _ => None,
+    };
     // Sync what the write buffer holds: the database is whole on disk when this returns.
     state
         .flush()
@@ -147,11 +181,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     // A closed stdout (`| head -0`) or a full one (`> /dev/full`) is an error, not a panic.
     let mut out = std::io::stdout().lock();
     if args.json {
-        let checks: serde_json::Map<String, serde_json::Value> = v
-            .checks
-            .iter()
-            .map(|(c, ok)| (c.name().to_string(), (*ok).into()))
-            .collect();
+        let checks = witness::checks_json(&v);
         let j = json!({
             "fixture": args.fixture.display().to_string(),
             "format": fx.format,
@@ -189,6 +219,8 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             },
             "root": run.commit.root.to_string(),
             "durable_block": durable_block,
+            "witness": witness_json,
+            "witness_bytes": witness_json.as_ref().map(|w| w[encoding.name()]["total"].clone()),
             "base_stems": base.as_ref().map_or(0, |b| b.stems),
             "base": base.as_ref().map(|b| json!({
                 "stems": b.stems,
@@ -299,13 +331,26 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         )
         .context(WRITING)?;
         writeln!(out, "  root        {}", run.commit.root).context(WRITING)?;
+        if let (Some(path), Some(w)) = (&args.witness_out, &run.witness) {
+            writeln!(
+                out,
+                "  witness     {}",
+                witness::describe(w, encoding, path)
+            )
+            .context(WRITING)?;
+        }
         for e in &v.findings {
             writeln!(out, "  MISMATCH    {e}").context(WRITING)?;
         }
     }
     out.flush().context(WRITING)?;
     drop(out);
-    if !valid {
+    fail_if_invalid(number, &v)
+}
+
+/// Exits with an error naming the failed checks when the block does not validate.
+fn fail_if_invalid(number: u64, v: &bintrie_exec::Validation) -> Result<()> {
+    if !v.valid() {
         let failed: Vec<&str> = v.failed().iter().map(|c| c.name()).collect();
         bail!(
             "block {number} does not validate: {} failed; {} difference(s){}",

@@ -112,6 +112,11 @@ pub struct StudyConfig {
     /// block that triggers it (0: no buffer, every block is its own MDBX transaction).
     #[serde(default)]
     pub buffer_blocks: u64,
+    /// Build every measured block's witness in both encodings (multiproof and stored blobs)
+    /// after its execution, outside its timed stages, and record their sizes. Off in files
+    /// from before witnesses were measured.
+    #[serde(default)]
+    pub witness: bool,
 }
 
 fn one() -> u32 {
@@ -142,6 +147,7 @@ impl StudyConfig {
             seed: 7864,
             blocks_per_run: 1,
             buffer_blocks: 0,
+            witness: true,
         }
     }
 

@@ -26,6 +26,9 @@ pub(super) enum ChartKind {
     /// Median per-slot cost (cold read, or written slot) by state size, one line per workload
     /// and group depth, in the preferred combination.
     StateSize,
+    /// Median witness bytes per key touched by group depth for one workload: the multiproof
+    /// and the stored blobs.
+    Witness,
 }
 
 /// The x axis of a chart: group depths, or state sizes on a log scale.
@@ -177,6 +180,40 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
                 )?;
                 charts.push(Chart {
                     kind: ChartKind::ColdRead,
+                    workload: Some(w),
+                    file,
+                    title,
+                });
+            }
+        }
+        if let Some(c) = super::witness::witness_combo(view, w) {
+            let rows = super::witness::witness_rows(view, w, c);
+            let line = |label: &str, i: usize, pick: fn(&(u8, f64, f64, f64)) -> f64| Series {
+                label: label.to_string(),
+                color: COLORS[i],
+                dashed: false,
+                points: rows
+                    .iter()
+                    .filter(|r| r.1 > 0.0)
+                    .map(|r| (f64::from(r.0), pick(r) / r.1))
+                    .collect(),
+            };
+            let series = vec![
+                line("multiproof", 0, |r| r.2),
+                line("stored blobs (geth's witness)", 1, |r| r.3),
+            ];
+            if series.iter().any(|s| !s.points.is_empty()) {
+                let file = format!("witness_{}.svg", w.name());
+                let title = format!("{}: witness bytes per key touched", w.name());
+                line_chart(
+                    &out.join(&file),
+                    &title,
+                    "bytes per key (median, code included)",
+                    &series,
+                    XAxis::GroupDepth,
+                )?;
+                charts.push(Chart {
+                    kind: ChartKind::Witness,
                     workload: Some(w),
                     file,
                     title,

@@ -63,6 +63,9 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         ms_per_cold_read: Some(state_read_ms / cold_reads as f64),
         ms_per_written_slot: writes.then(|| total_ms / slots_written as f64),
         hash_floor: writes.then(|| trie_update_ms / (1_000.0 * 60e-6)),
+        witness_keys: None,
+        witness_multiproof_bytes: None,
+        witness_blobs_bytes: None,
     }
 }
 
@@ -123,6 +126,7 @@ fn synthetic(shape: &Shape) -> Results {
             state_sizes: Vec::new(),
             blocks_per_run: 1,
             buffer_blocks: 0,
+            witness: false,
             scale: Scale::Smoke,
             stems: 1_000_000,
             holders: 10_000,
@@ -610,4 +614,47 @@ fn old_results_read_with_the_configured_state_size() {
     results.runs[0].key.stems = 0;
     std::fs::write(&path, serde_json::to_string(&results).unwrap()).unwrap();
     assert_eq!(Results::read(&path).unwrap().runs[0].key.stems, 0);
+}
+
+/// Witness sizes get their own section: a table by group depth with both encodings per block
+/// and per key, the ratio, a chart per workload, and the MPT comparison; without them, none.
+#[test]
+fn witness_sizes_get_a_section_and_a_chart() {
+    let shape = Shape {
+        gds: &[1, 2, 3, 4],
+        workloads: &[Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 3,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&synthetic(&shape), dir.path()).unwrap();
+    assert!(!read(dir.path(), "report.md").contains("Witness size"));
+
+    let mut results = synthetic(&shape);
+    for r in &mut results.runs {
+        let gd = u64::from(r.key.group_depth);
+        r.witness_keys = Some(1_000);
+        r.witness_multiproof_bytes = Some(100_000);
+        r.witness_blobs_bytes = Some(100_000 + 50_000 * gd);
+    }
+    results.summaries = crate::stats::summarize(&results.runs);
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let md = read(dir.path(), "report.md");
+    let section = &md[md.find("## Witness size").expect("no witness section")..];
+    assert!(
+        section.contains("| 2 | 1,000 | 97.66 KiB | 195.3 KiB | 100.0 | 200.0 | 2.00x |"),
+        "{section}"
+    );
+    assert!(
+        section.contains("smallest at GD-1 and largest at GD-4"),
+        "{section}"
+    );
+    assert!(section.contains("3.8 KB (38.00x"), "{section}");
+    assert!(section.contains("witness_erc20_approve.svg"));
+    let svg = read(dir.path(), "witness_erc20_approve.svg");
+    assert!(has_text(&svg, "multiproof") && svg.contains("stored blobs (geth"));
+    // The chart is in the witness section only, not repeated under the workload.
+    assert_eq!(md.matches("witness_erc20_approve.svg").count(), 1);
 }

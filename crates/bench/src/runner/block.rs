@@ -203,6 +203,31 @@ impl Bench {
         Ok((gas, out.state))
     }
 
+    /// The witness (both encodings) of the next block with calldata `data`, built from the
+    /// committed state: a dry run through a block database gives the tree keys execution reads
+    /// and the code it runs, its changes the keys it writes (what the pipeline would record).
+    fn witness(&mut self, data: Bytes) -> Result<bintrie_revm::Witnesses> {
+        let number = self.state().block() + 1;
+        let tx = self.tx(data, None)?;
+        let gas_limit = self.block_gas_limit;
+        let state = self
+            .state
+            .as_mut()
+            .context("the state is open between blocks")?;
+        let (keys, codes) = {
+            let mut db = state.block_db(BlockDbOptions::default())?;
+            let out = evm(&mut db, number, gas_limit).transact(tx)?;
+            success_gas(&out.result)?;
+            let (mut keys, codes) = db.touched();
+            revm::DatabaseCommit::commit(&mut db, out.state);
+            keys.extend(db.into_changes()?.writes.into_iter().map(|(k, _)| k));
+            keys.sort_unstable();
+            keys.dedup();
+            (keys, codes)
+        };
+        Ok(state.witness(number, &keys, &codes)?)
+    }
+
     /// Gas per loop iteration and fixed gas of calldata `f(count)`, from two dry runs.
     pub(super) fn gas_line(&mut self, f: impl Fn(&mut Self, u64) -> Bytes) -> Result<(f64, f64)> {
         let (a, b) = (16u64, 80u64);
@@ -275,6 +300,7 @@ impl Bench {
         hash64_ns: f64,
     ) -> Result<RunRow> {
         let data = self.calldata(key.workload, sizing);
+        let data_for_witness = data.clone();
         let mut prefetch_list = None;
         // The stems the block will write (what an EIP-7928 block access list tells apart from
         // its reads): the trie prefetcher preloads their paths.
@@ -308,6 +334,13 @@ impl Bench {
             self.tx(data, None)?
         };
 
+        // The witness is built from the pre-state before the eviction and the reopen, so the
+        // measured block finds neither its pages cached nor its nodes loaded.
+        let witness = if config.witness {
+            Some(self.witness(data_for_witness)?)
+        } else {
+            None
+        };
         let writeback = self.go_cold()?;
         let read_path = key.read_path;
         let plan = BlockPlan {
@@ -375,6 +408,9 @@ impl Bench {
             ms_per_cold_read: (slots_read > 0).then(|| state_read_ms / slots_read as f64),
             ms_per_written_slot: (slots_written > 0).then(|| total_ms / slots_written as f64),
             hash_floor: (hashes > 0).then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
+            witness_keys: witness.as_ref().map(|w| w.keys as u64),
+            witness_multiproof_bytes: witness.as_ref().map(|w| w.multiproof.bytes().total),
+            witness_blobs_bytes: witness.as_ref().map(|w| w.blobs.bytes().total),
         })
     }
 }

@@ -1,0 +1,229 @@
+//! `exec --witness-out W` (write the block's witness) and `exec --stateless W` (execute a block
+//! from a witness alone, no database).
+
+use super::{ExecArgs, WRITING, ms};
+use anyhow::{Context, Result, bail};
+use bintrie_exec::{ExecOptions, Prefetch, Validation, execute_block, fixture, validate_over};
+use bintrie_revm::{
+    BlockDbOptions, BlockState, BlockWitness, PipelineOptions, StatelessState, WitnessBytes,
+    WitnessEncoding, Witnesses,
+};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Instant;
+
+/// `--witness-encoding`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum EncodingArg {
+    /// The tree pruned to the block's keys: sibling hashes only.
+    Multiproof,
+    /// The stored group and stem blobs the block's walks cross (geth's choice).
+    Blobs,
+}
+
+impl From<EncodingArg> for WitnessEncoding {
+    fn from(e: EncodingArg) -> Self {
+        match e {
+            EncodingArg::Multiproof => WitnessEncoding::Multiproof,
+            EncodingArg::Blobs => WitnessEncoding::Blobs,
+        }
+    }
+}
+
+/// The largest witness file read: far above any block's.
+const MAX_WITNESS_BYTES: u64 = 1 << 32;
+
+fn bytes_json(b: &WitnessBytes) -> Value {
+    json!({"nodes": b.nodes, "values": b.values, "code": b.code, "total": b.total})
+}
+
+/// Writes the chosen encoding of `w` to `path`; returns what `exec --json` reports as
+/// `witness`.
+pub(crate) fn write(w: &Witnesses, encoding: WitnessEncoding, path: &Path) -> Result<Value> {
+    let chosen = w.get(encoding);
+    std::fs::write(path, chosen.encode())
+        .with_context(|| format!("writing the witness to {}", path.display()))?;
+    Ok(json!({
+        "path": path.display().to_string(),
+        "encoding": encoding.name(),
+        "keys": w.keys,
+        "stems": w.stems,
+        "codes": chosen.codes.len(),
+        "build_ms": ms(w.build_time),
+        "multiproof": bytes_json(&w.multiproof.bytes()),
+        "blobs": bytes_json(&w.blobs.bytes()),
+        "blobs_over_multiproof": w.blobs.bytes().total as f64 / w.multiproof.bytes().total.max(1) as f64,
+    }))
+}
+
+/// The text line `exec` prints for a witness it wrote.
+pub(crate) fn describe(w: &Witnesses, encoding: WitnessEncoding, path: &Path) -> String {
+    let (m, b) = (w.multiproof.bytes(), w.blobs.bytes());
+    format!(
+        "{} written to {} ({} keys, {} stems); multiproof {} bytes (nodes {}, values {}, code {}), \
+         blobs {} bytes (nodes {}, values {}, code {})",
+        encoding.name(),
+        path.display(),
+        w.keys,
+        w.stems,
+        m.total,
+        m.nodes,
+        m.values,
+        m.code,
+        b.total,
+        b.nodes,
+        b.values,
+        b.code
+    )
+}
+
+fn read_witness(path: &Path) -> Result<BlockWitness> {
+    let mut raw = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_WITNESS_BYTES + 1).read_to_end(&mut raw))
+        .with_context(|| format!("reading {}", path.display()))?;
+    if raw.len() as u64 > MAX_WITNESS_BYTES {
+        bail!("{}: larger than {MAX_WITNESS_BYTES} bytes", path.display());
+    }
+    BlockWitness::decode(&raw).with_context(|| format!("{}", path.display()))
+}
+
+/// The `checks` object of `exec --json`.
+pub(crate) fn checks_json(v: &Validation) -> serde_json::Map<String, Value> {
+    v.checks
+        .iter()
+        .map(|(c, ok)| (c.name().to_string(), (*ok).into()))
+        .collect()
+}
+
+/// `exec --stateless W`.
+pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
+    let t = Instant::now();
+    let fx = fixture::load_without_pre_state(&args.fixture)?;
+    let load_time = t.elapsed();
+    let number = fx.number();
+    let t = Instant::now();
+    let witness = read_witness(path)?;
+    let read_time = t.elapsed();
+    if witness.block != number {
+        bail!(
+            "{} is the witness of block {}, the fixture's block is {number}",
+            path.display(),
+            witness.block
+        );
+    }
+    let bytes = witness.bytes();
+    let t = Instant::now();
+    let mut state = StatelessState::from_witness(&witness)
+        .with_context(|| format!("{} does not prove its pre-state", path.display()))?;
+    let prove_time = t.elapsed();
+    let pre_root = state.root();
+    let options = ExecOptions::default()
+        .with_pipeline(
+            PipelineOptions::default()
+                .with_db(BlockDbOptions::default().with_cache(!args.no_cache))
+                .with_workers(1),
+        )
+        .with_prefetch(Prefetch::None);
+    let executed = execute_block(&mut state, &fx, &options)
+        .with_context(|| format!("executing block {number} from {}", path.display()))?;
+    let v = validate_over(&state.backend(), &fx, &executed)?;
+    let run = &executed.run;
+    let t = &run.timings;
+    let total = prove_time + t.state_read + t.execution + t.trie_update;
+    let valid = v.valid();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let j = json!({
+            "fixture": args.fixture.display().to_string(),
+            "format": fx.format,
+            "block": number,
+            "hash": fx.block.header.hash.to_string(),
+            "spec": format!("{:?}", executed.spec),
+            "stateless": true,
+            "transactions": fx.block.transactions.len(),
+            "gas_used": run.output.gas_used,
+            "valid": valid,
+            "checks": checks_json(&v),
+            "post_accounts_checked": v.post_accounts,
+            "post_slots_checked": v.post_slots,
+            "post_unproven": v.post_unproven,
+            "errors": v.findings,
+            "keys_written": run.writes.keys,
+            "pre_root": pre_root.to_string(),
+            "root": run.commit.root.to_string(),
+            "witness": {
+                "path": path.display().to_string(),
+                "encoding": witness.encoding().name(),
+                "group_depth": witness.group_depth,
+                "codes": witness.codes.len(),
+                "bytes": bytes_json(&bytes),
+            },
+            "witness_bytes": bytes.total,
+            "timings_ms": {
+                "load": ms(load_time),
+                "witness_read": ms(read_time),
+                "prove": ms(prove_time),
+                "state_read": ms(t.state_read),
+                "execution": ms(t.execution),
+                "trie_update": ms(t.trie_update),
+                "total": ms(total),
+            },
+        });
+        writeln!(out, "{j}").context(WRITING)?;
+    } else {
+        writeln!(
+            out,
+            "block {number} ({}, {:?}), stateless from {}: {} transactions, {} gas, {}",
+            fx.format,
+            executed.spec,
+            path.display(),
+            fx.block.transactions.len(),
+            run.output.gas_used,
+            if valid { "valid" } else { "INVALID" }
+        )
+        .context(WRITING)?;
+        let checks: Vec<String> = v
+            .checks
+            .iter()
+            .map(|(c, ok)| format!("{} {}", c.name(), if *ok { "ok" } else { "FAILED" }))
+            .collect();
+        writeln!(out, "  checks      {}", checks.join(", ")).context(WRITING)?;
+        writeln!(
+            out,
+            "  post-state  {} accounts and {} slots compared, {} outside the witness",
+            v.post_accounts, v.post_slots, v.post_unproven
+        )
+        .context(WRITING)?;
+        writeln!(
+            out,
+            "  witness     {} at group depth {}, {} bytes (nodes {}, values {}, code {})",
+            witness.encoding().name(),
+            witness.group_depth,
+            bytes.total,
+            bytes.nodes,
+            bytes.values,
+            bytes.code
+        )
+        .context(WRITING)?;
+        writeln!(
+            out,
+            "  time        prove {:.3} ms, state read {:.3} ms, execution {:.3} ms, trie update {:.3} ms (total {:.3} ms)",
+            ms(prove_time),
+            ms(t.state_read),
+            ms(t.execution),
+            ms(t.trie_update),
+            ms(total)
+        )
+        .context(WRITING)?;
+        writeln!(out, "  pre-root    {pre_root}").context(WRITING)?;
+        writeln!(out, "  root        {}", run.commit.root).context(WRITING)?;
+        for e in &v.findings {
+            writeln!(out, "  MISMATCH    {e}").context(WRITING)?;
+        }
+    }
+    out.flush().context(WRITING)?;
+    drop(out);
+    super::fail_if_invalid(number, &v)
+}
