@@ -53,14 +53,15 @@ enum Command {
     /// equal to its hash. Exit status 1 naming the first bad path, stem or code hash.
     /// Opens the database read-only.
     Verify(db::VerifyArgs),
-    /// Print a proof of the value at a tree key (or of its absence) against the database's
-    /// root, as JSON: `root`, `key`, `value` (null: absent), `siblings` (root level first),
-    /// `stem` (null: the walk ends in an empty subtree), `stem_siblings` (8, leaf level first,
-    /// iff the walk ends at the key's stem) or `subtree_root` (iff it ends at another stem).
-    /// Opens the database read-only.
+    /// Print a proof of the value at each tree key given (or of its absence) against the
+    /// database's root, one JSON line per key: `root`, `key`, `value` (null: absent),
+    /// `siblings` (root level first), `stem` (null: the walk ends in an empty subtree),
+    /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
+    /// `subtree_root` (iff it ends at another stem). Opens the database read-only.
     Prove(proof::ProveArgs),
-    /// Check a proof printed by `prove`: exit 0 printing the value (or `absent`), exit 1 with
-    /// the reason when it does not verify against --root (default: its own root field).
+    /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
+    /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify
+    /// against --root (default: its own root field) and why.
     VerifyProof(proof::VerifyProofArgs),
     /// Execute a mainnet block from a fixture on a binary-trie database and validate it.
     ///

@@ -124,3 +124,73 @@ fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }
+
+/// Several keys give one proof line each; `verify-proof` checks a file of them line by line
+/// and names the first that fails.
+#[test]
+fn many_proofs_one_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input: String = (0..50u32)
+        .map(|n| format!("{} {:064x}\n", key(n * 2, 1), n + 1))
+        .collect();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input).unwrap();
+    let db = dir.path().join("db");
+    let o = bin()
+        .args(["import", "--relaxed", "--db"])
+        .arg(&db)
+        .arg("-i")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let keys = [key(0, 1), key(1, 1), key(98, 1), key(4, 9)];
+    let o = bin()
+        .args(["prove", "--db"])
+        .arg(&db)
+        .args(&keys)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = stdout(&o);
+    assert_eq!(lines.lines().count(), 4);
+    let proofs = dir.path().join("proofs.jsonl");
+    std::fs::write(&proofs, &lines).unwrap();
+    let o = bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&proofs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("0x{:064x}\nabsent\n0x{:064x}\nabsent", 1, 50)
+    );
+    // The third proof changed: exit 1 naming it.
+    let mut bad: Vec<String> = lines.lines().map(String::from).collect();
+    bad[2] = bad[2].replacen("\"value\":\"0x00", "\"value\":\"0x01", 1);
+    std::fs::write(&proofs, bad.join("\n")).unwrap();
+    let o = bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&proofs)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("proof 3 (byte"), "{}", stderr(&o));
+    // An empty file holds no proof.
+    std::fs::write(&proofs, "\n").unwrap();
+    let o = bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&proofs)
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("no proof in it"), "{}", stderr(&o));
+    // A bad key among several is named by position.
+    let o = bin()
+        .args(["prove", "--db"])
+        .arg(&db)
+        .args([keys[0].as_str(), "0xzz"])
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("KEY 2"), "{}", stderr(&o));
+}

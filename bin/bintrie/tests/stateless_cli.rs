@@ -85,7 +85,10 @@ fn every_fixture_runs_stateless_from_its_witness() {
                 .sum();
             assert!(sum < part["total"].as_u64().unwrap(), "{name}: {part}");
         }
-        assert!(m["total"].as_u64() < b["total"].as_u64(), "{name}: {report}");
+        assert!(
+            m["total"].as_u64() < b["total"].as_u64(),
+            "{name}: {report}"
+        );
         assert_eq!(m["code"], b["code"]);
 
         let bare = without_pre_state(dir.path(), name);
@@ -147,7 +150,11 @@ fn bad_witnesses_fail_clearly() {
     let w2 = dir.path().join("w2");
     with_witness(&fixture(FIXTURES[0]), &w2, "multiproof");
     let o = stateless(&fx, &w2);
-    assert!(stderr(&o).contains("is the witness of block"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is the witness of block"),
+        "{}",
+        stderr(&o)
+    );
     // Missing file, a directory, and flags that make no sense without a database.
     let o = stateless(&fx, &dir.path().join("missing"));
     assert!(stderr(&o).contains("reading"), "{}", stderr(&o));

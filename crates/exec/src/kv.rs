@@ -29,8 +29,9 @@ pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
 
 /// Exactly `N` bytes of hex (0x optional); errors say how many digits were given.
 pub fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
-    let digits = strip_0x(s).chars().count();
-    if digits != 2 * N {
+    let hex = strip_0x(s);
+    if hex.len() != 2 * N {
+        let digits = hex.chars().count();
         bail!(
             "expected {N} bytes of hex ({} digits), got {digits} characters",
             2 * N
