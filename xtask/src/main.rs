@@ -24,6 +24,11 @@ Commands:
              state-read time (and its speed-up over no cache), the block total and the read
              amplification; --base-stems puts each pre-state on N random stems (built once in
              target/exec-bench/base-N)
+  witness [--runs N] [--fixtures DIR] [--base-stems N]
+             every recorded mainnet block's witness at group depths 1..8 (both encodings:
+             stored blobs, multiproof), then at GD-5 the block executed statelessly from each
+             against the warm stateful run (medians of N runs, default 5); witnesses are kept
+             in target/witness; --base-stems as exec-bench (bases in target/exec-bench)
   ef-tests [PATH...] [bintrie blockchain-test options]
              Ethereum's blockchain tests (all 2,648 files, ~1 minute on 2 cores) on the
              binary-trie state: `bintrie blockchain-test` in a release build; PATH defaults to
@@ -233,6 +238,10 @@ fn main() -> Result<()> {
             ensure_system_deps()?;
             cargo(&["test", "--workspace"])
         }
+        Some("witness") => {
+            ensure_system_deps()?;
+            witness_bench(&args[1..])
+        }
         Some("exec-bench") => {
             ensure_system_deps()?;
             exec_bench(&args[1..])
@@ -323,46 +332,14 @@ fn exec_bench(args: &[String]) -> Result<()> {
             other => bail!("exec-bench: unknown argument {other:?}"),
         }
     }
-    let dir = std::path::PathBuf::from(dir);
-    if !dir.is_dir() {
-        bail!(
-            "no fixtures at {} (set BINTRIE_FIXTURES or pass --fixtures DIR)",
-            dir.display()
-        );
-    }
-    cargo(&["build", "--release", "--quiet", "-p", "bintrie"])?;
-    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/bintrie");
-    let mut fixtures: Vec<_> = std::fs::read_dir(&dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .to_string();
-            n.contains(".zkpi.") || n.contains(".rpccache.") || n.ends_with(".block.json")
-        })
-        .collect();
-    fixtures.sort();
+    let fixtures = fixture_files(&dir)?;
+    let bin = release_bintrie()?;
     let modes: [(&str, &[&str]); 3] = [
         ("no cache", &["--no-cache", "--no-prefetch"]),
         ("cache", &["--no-prefetch"]),
         ("cache + prefetch", &[]),
     ];
-    let base_args: Vec<String> = match base_stems {
-        Some(n) => {
-            let keep = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("../target/exec-bench/base-{n}"));
-            vec![
-                "--base-stems".into(),
-                n.to_string(),
-                "--base-db".into(),
-                keep.display().to_string(),
-            ]
-        }
-        None => Vec::new(),
-    };
+    let base_args = base_args(base_stems, None);
     println!(
         "# recorded mainnet blocks, cold, median of {runs} runs{}\n",
         base_stems.map_or(String::new(), |n| format!(
@@ -411,6 +388,238 @@ fn exec_bench(args: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The block fixtures in `dir` (zkpi, rpccache, `.block.json`), sorted.
+fn fixture_files(dir: &str) -> Result<Vec<std::path::PathBuf>> {
+    let dir = std::path::PathBuf::from(dir);
+    if !dir.is_dir() {
+        bail!(
+            "no fixtures at {} (set BINTRIE_FIXTURES or pass --fixtures DIR)",
+            dir.display()
+        );
+    }
+    let mut fixtures: Vec<_> = std::fs::read_dir(&dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            n.contains(".zkpi.") || n.contains(".rpccache.") || n.ends_with(".block.json")
+        })
+        .collect();
+    fixtures.sort();
+    Ok(fixtures)
+}
+
+/// Builds bintrie in release and returns its path.
+fn release_bintrie() -> Result<std::path::PathBuf> {
+    cargo(&["build", "--release", "--quiet", "-p", "bintrie"])?;
+    Ok(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/bintrie"))
+}
+
+/// `exec`'s arguments for a base of `n` random stems kept in target/exec-bench (`base-N` at
+/// the default group depth, `base-N-gG` at group depth G); none without a base.
+fn base_args(base_stems: Option<u64>, group_depth: Option<u8>) -> Vec<String> {
+    let Some(n) = base_stems else {
+        return Vec::new();
+    };
+    let name = match group_depth {
+        None => format!("base-{n}"),
+        Some(g) => format!("base-{n}-g{g}"),
+    };
+    let keep = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/exec-bench")
+        .join(name);
+    vec![
+        "--base-stems".into(),
+        n.to_string(),
+        "--base-db".into(),
+        keep.display().to_string(),
+    ]
+}
+
+/// Runs `bintrie ARGS` and returns its JSON output; fails with its stderr when it fails.
+fn bintrie_json(bin: &std::path::Path, args: &[String]) -> Result<serde_json::Value> {
+    let out = Command::new(bin).args(args).output()?;
+    if !out.status.success() {
+        bail!(
+            "bintrie {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| format!("bintrie {}", args.join(" ")))
+}
+
+/// `cargo xtask witness`: for every fixture, the block's witness at each group depth in both
+/// encodings, and stateless execution from it against the warm stateful run.
+fn witness_bench(args: &[String]) -> Result<()> {
+    let mut runs = 5usize;
+    let mut base_stems: Option<u64> = None;
+    let mut dir =
+        std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |what: &str| it.next().with_context(|| format!("{a} {what}")).cloned();
+        match a.as_str() {
+            "--runs" => runs = value("N")?.parse().context("--runs N")?,
+            "--fixtures" => dir = value("DIR")?,
+            "--base-stems" => base_stems = Some(value("N")?.parse().context("--base-stems N")?),
+            other => bail!("witness: unknown argument {other:?}"),
+        }
+    }
+    let fixtures = fixture_files(&dir)?;
+    let bin = release_bintrie()?;
+    let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/witness");
+    std::fs::create_dir_all(&out_dir)?;
+    let base_note = base_stems.map_or(String::new(), |n| {
+        format!(", each pre-state on a base of {n} random stems")
+    });
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    println!("# Block witness size by group depth{base_note}\n");
+    println!(
+        "bytes of the whole file (tree + code); blobs = the stored group and stem blobs the \
+         block's walks cross (geth's witness); multiproof = sibling hashes only (the same at \
+         every group depth)\n"
+    );
+    println!(
+        "| block | keys | code | multiproof | multiproof tree | GD-1 | GD-2 | GD-3 | GD-4 | GD-5 | GD-6 | GD-7 | GD-8 | blobs / multiproof at GD-5 | tree only |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut at_gd5 = Vec::new();
+    for f in &fixtures {
+        let (mut row, mut first) = (Vec::new(), serde_json::Value::Null);
+        for g in 1..=8u8 {
+            let w = out_dir.join(format!("{}-g{g}.witness", file_stem(f)));
+            let mut a: Vec<String> = vec![
+                "exec".into(),
+                "--json".into(),
+                "--relaxed".into(),
+                "-g".into(),
+                g.to_string(),
+                "--witness-out".into(),
+                w.display().to_string(),
+                "--fixture".into(),
+                f.display().to_string(),
+            ];
+            a.extend(base_args(base_stems, Some(g)));
+            let j = bintrie_json(&bin, &a)?;
+            if j["valid"] != true {
+                bail!("{}: not valid at GD-{g}", f.display());
+            }
+            row.push(j["witness"]["blobs"].clone());
+            if g == 1 {
+                first = j["witness"].clone();
+            }
+            if g == 5 {
+                at_gd5.push((f.clone(), w, j));
+            }
+        }
+        let total = |v: &serde_json::Value| v["total"].as_f64().unwrap_or(0.0);
+        let tree = |v: &serde_json::Value| {
+            v["nodes"].as_f64().unwrap_or(0.0) + v["values"].as_f64().unwrap_or(0.0)
+        };
+        let m = &first["multiproof"];
+        let cells: Vec<String> = row.iter().map(|b| kb(total(b))).collect();
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.2}x | {:.2}x |",
+            at_gd5
+                .last()
+                .map_or(serde_json::Value::Null, |x| x.2["block"].clone()),
+            first["keys"],
+            kb(m["code"].as_f64().unwrap_or(0.0)),
+            kb(total(m)),
+            kb(tree(m)),
+            cells.join(" | "),
+            ratio(total(&row[4]), total(m)),
+            ratio(tree(&row[4]), tree(m)),
+        );
+    }
+    println!("\n# Stateless execution at GD-5{base_note}: median of {runs} runs\n");
+    println!(
+        "stateful: a warm `exec` (pre-state imported, nothing evicted), execution + trie update; \
+         stateless: `exec --stateless` from the witness alone, prove (hash the witness against \
+         the pre-root) + state read + execution + trie update\n"
+    );
+    println!(
+        "| block | stateful exec + update ms | stateless (multiproof) ms | ratio | stateless (blobs) ms | ratio | valid, same root |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (f, w, stateful) in &at_gd5 {
+        let mut warm = Vec::new();
+        for _ in 0..runs {
+            let mut a: Vec<String> = vec![
+                "exec".into(),
+                "--json".into(),
+                "--relaxed".into(),
+                "--fixture".into(),
+                f.display().to_string(),
+            ];
+            a.extend(base_args(base_stems, Some(5)));
+            let t = &bintrie_json(&bin, &a)?["timings_ms"];
+            warm.push(
+                t["execution"].as_f64().unwrap_or(0.0) + t["trie_update"].as_f64().unwrap_or(0.0),
+            );
+        }
+        let warm = median(&mut warm);
+        let blobs = out_dir.join(format!("{}-g5.blobs.witness", file_stem(f)));
+        let mut a: Vec<String> = vec![
+            "exec".into(),
+            "--json".into(),
+            "--relaxed".into(),
+            "--witness-encoding".into(),
+            "blobs".into(),
+            "--witness-out".into(),
+            blobs.display().to_string(),
+            "--fixture".into(),
+            f.display().to_string(),
+        ];
+        a.extend(base_args(base_stems, Some(5)));
+        bintrie_json(&bin, &a)?;
+        let mut cells = Vec::new();
+        let mut ok = true;
+        for witness in [w, &blobs] {
+            let mut t = Vec::new();
+            for _ in 0..runs {
+                let j = bintrie_json(
+                    &bin,
+                    &[
+                        "exec".into(),
+                        "--json".into(),
+                        "--fixture".into(),
+                        f.display().to_string(),
+                        "--stateless".into(),
+                        witness.display().to_string(),
+                    ],
+                )?;
+                ok &= j["valid"] == true && j["root"] == stateful["root"];
+                t.push(j["timings_ms"]["total"].as_f64().unwrap_or(0.0));
+            }
+            let t = median(&mut t);
+            cells.push(format!("{t:.2} | {:.2}x", ratio(t, warm)));
+        }
+        println!(
+            "| {} | {warm:.2} | {} | {ok} |",
+            stateful["block"],
+            cells.join(" | ")
+        );
+    }
+    Ok(())
+}
+
+/// A fixture's file name up to its first dot (`22188088-cancun`).
+fn file_stem(f: &std::path::Path) -> String {
+    let name = f.file_name().unwrap_or_default().to_string_lossy();
+    name.split('.').next().unwrap_or_default().to_string()
+}
+
+/// Bytes as KB (1 KB = 1000 bytes), one decimal.
+fn kb(bytes: f64) -> String {
+    format!("{:.1} KB", bytes / 1e3)
 }
 
 #[cfg(test)]

@@ -25,6 +25,11 @@ pub(crate) struct BlockchainTestArgs {
     /// on it.
     #[arg(long, short = 'g', default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
     group_depth: u8,
+    /// Also run every accepted block statelessly from its witness (both encodings, written
+    /// out and read back: no state, every read proven against the pre-state root) and fail
+    /// the test unless it passes the same checks and reaches the same root.
+    #[arg(long)]
+    stateless: bool,
     /// Run only the tests whose name matches this regular expression.
     #[arg(long)]
     filter: Option<String>,
@@ -64,7 +69,9 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
         bar
     };
     let counts = std::sync::Mutex::new(Summary::default());
-    let options = TestOptions::default().with_group_depth(args.group_depth);
+    let options = TestOptions::default()
+        .with_group_depth(args.group_depth)
+        .with_stateless(args.stateless);
     let selected = |name: &str| filter.as_ref().is_none_or(|f| f.is_match(name));
     let done = |r: &TestResult| {
         let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());

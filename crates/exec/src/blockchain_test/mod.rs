@@ -35,7 +35,8 @@ use alloy_consensus::{Block, Header, TxEnvelope};
 use alloy_primitives::{Address, B256, U256, keccak256};
 use bintrie_keys::AccountState;
 use bintrie_revm::{
-    BlockChanges, BlockPlan, MemoryState, PipelineError, PipelineOptions, StateError,
+    BlockChanges, BlockPlan, BlockWitness, MemoryState, PipelineError, PipelineOptions, StateError,
+    StatelessState, WitnessEncoding, Witnesses,
 };
 use revm::database_interface::DatabaseRef;
 use std::collections::{BTreeMap, BTreeSet};
@@ -123,15 +124,28 @@ impl TestOutcome {
 pub struct TestOptions {
     /// The group depth of the state's tree (1..=8; the root does not depend on it).
     pub group_depth: u8,
+    /// Also run every accepted block statelessly, from its witness in both encodings
+    /// (written out and read back), and fail the test unless it passes the same checks and
+    /// reaches the same root.
+    pub stateless: bool,
 }
 
 impl Default for TestOptions {
     fn default() -> Self {
-        TestOptions { group_depth: 8 }
+        TestOptions {
+            group_depth: 8,
+            stateless: false,
+        }
     }
 }
 
 impl TestOptions {
+    /// With the stateless cross-check ([`TestOptions::stateless`]) on or off.
+    pub fn with_stateless(mut self, stateless: bool) -> Self {
+        self.stateless = stateless;
+        self
+    }
+
     /// With this group depth.
     pub fn with_group_depth(mut self, group_depth: u8) -> Self {
         self.group_depth = group_depth;
@@ -211,6 +225,9 @@ pub fn run_test(test: &BlockchainTest, options: &TestOptions) -> TestOutcome {
             }
             (Err(BlockFault::State(e)), _) => {
                 return TestOutcome::failed(format!("block {i}: the state failed: {e}"));
+            }
+            (Err(f @ BlockFault::Stateless(_)), _) => {
+                return TestOutcome::failed(format!("block {i}: {}", f.describe()));
             }
             (Err(BlockFault::Invalid(reason)), None) => {
                 return rn.judge(format!("block {i} was rejected: {reason}"));
@@ -292,6 +309,8 @@ enum BlockFault {
     Unrepresentable(String),
     /// The state failed.
     State(StateError),
+    /// The block ran, but not statelessly from its witness (encoding: reason).
+    Stateless(String),
 }
 
 impl BlockFault {
@@ -299,6 +318,7 @@ impl BlockFault {
         match self {
             BlockFault::Invalid(r) | BlockFault::Unrepresentable(r) => r.clone(),
             BlockFault::State(e) => e.to_string(),
+            BlockFault::Stateless(r) => format!("stateless: {r}"),
         }
     }
 }
@@ -322,6 +342,8 @@ struct ChainRun<'c> {
     /// A creation onto an account that had storage but no code and nonce 0 (EIP-7610), which
     /// the binary trie cannot see: the first such address.
     eip7610: Option<Address>,
+    /// [`TestOptions::stateless`].
+    stateless: bool,
 }
 
 impl<'c> ChainRun<'c> {
@@ -359,6 +381,7 @@ impl<'c> ChainRun<'c> {
                 .flat_map(|(a, s)| s.storage.iter().map(|(k, _)| (*a, *k)))
                 .collect(),
             eip7610: None,
+            stateless: options.stateless,
         };
         Ok((state, run))
     }
@@ -394,7 +417,9 @@ impl<'c> ChainRun<'c> {
             write_stems: Vec::new(),
             block_hashes: self.hashes.iter().map(|(n, h)| (*n, *h)).collect(),
         };
-        let options = PipelineOptions::default().with_workers(1);
+        let options = PipelineOptions::default()
+            .with_workers(1)
+            .with_witness(self.stateless);
         let mut collision = None;
         let run = run_evm_block(
             state,
@@ -431,11 +456,55 @@ impl<'c> ChainRun<'c> {
                 return Err(BlockFault::Invalid(e));
             }
         };
+        if let Some(w) = &run.witness {
+            self.check_stateless(w, &evm_block, &plan, run.commit.root)?;
+        }
         let (touched, slots, _) = run.output.1;
         self.touched.extend(touched);
         self.slots.extend(slots);
         self.hashes.insert(header.number, header.hash_slow());
         self.parent = block.header;
+        Ok(())
+    }
+
+    /// Runs `block` again on a [`StatelessState`] from each encoding of its witness `w`
+    /// (encoded and decoded), with the same header checks: it must pass them and reach `root`.
+    fn check_stateless(
+        &self,
+        w: &Witnesses,
+        block: &EvmBlock<'_>,
+        plan: &BlockPlan,
+        root: B256,
+    ) -> Result<(), BlockFault> {
+        for encoding in [WitnessEncoding::Multiproof, WitnessEncoding::Blobs] {
+            let fail = |e: String| BlockFault::Stateless(format!("{}: {e}", encoding.name()));
+            let witness =
+                BlockWitness::decode(&w.get(encoding).encode()).map_err(|e| fail(e.to_string()))?;
+            let mut state =
+                StatelessState::from_witness(&witness).map_err(|e| fail(e.to_string()))?;
+            let run = run_evm_block(
+                &mut state,
+                self.chain,
+                block,
+                plan,
+                &PipelineOptions::default().with_workers(1),
+                |result, _| {
+                    let mut v = crate::Validation::default();
+                    crate::validate::check_result(&mut v, block.header, result);
+                    match v.findings.is_empty() {
+                        true => Ok(()),
+                        false => Err(v.findings.join("; ")),
+                    }
+                },
+            )
+            .map_err(|e| fail(e.to_string()))?;
+            if run.1.commit.root != root {
+                return Err(fail(format!(
+                    "root {}, the stateful run's is {root}",
+                    run.1.commit.root
+                )));
+            }
+        }
         Ok(())
     }
 
