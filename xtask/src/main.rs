@@ -312,26 +312,11 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and prefetch.
 fn exec_bench(args: &[String]) -> Result<()> {
-    let mut runs = 5usize;
-    let mut base_stems: Option<u64> = None;
-    let mut dir =
-        std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--runs" => runs = it.next().context("--runs N")?.parse().context("--runs N")?,
-            "--fixtures" => dir = it.next().context("--fixtures DIR")?.clone(),
-            "--base-stems" => {
-                base_stems = Some(
-                    it.next()
-                        .context("--base-stems N")?
-                        .parse()
-                        .context("--base-stems N")?,
-                )
-            }
-            other => bail!("exec-bench: unknown argument {other:?}"),
-        }
-    }
+    let FixtureArgs {
+        runs,
+        base_stems,
+        dir,
+    } = FixtureArgs::parse("exec-bench", args)?;
     let fixtures = fixture_files(&dir)?;
     let bin = release_bintrie()?;
     let modes: [(&str, &[&str]); 3] = [
@@ -388,6 +373,38 @@ fn exec_bench(args: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The arguments `exec-bench` and `witness` share: `--runs N` (default 5), `--fixtures DIR`
+/// (default $BINTRIE_FIXTURES or ../shared/fixtures/mainnet), `--base-stems N`.
+struct FixtureArgs {
+    runs: usize,
+    base_stems: Option<u64>,
+    dir: String,
+}
+
+impl FixtureArgs {
+    fn parse(command: &str, args: &[String]) -> Result<Self> {
+        let mut out = FixtureArgs {
+            runs: 5,
+            base_stems: None,
+            dir: std::env::var("BINTRIE_FIXTURES")
+                .unwrap_or_else(|_| "../shared/fixtures/mainnet".into()),
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = |what: &str| it.next().with_context(|| format!("{a} {what}")).cloned();
+            match a.as_str() {
+                "--runs" => out.runs = value("N")?.parse().context("--runs N")?,
+                "--fixtures" => out.dir = value("DIR")?,
+                "--base-stems" => {
+                    out.base_stems = Some(value("N")?.parse().context("--base-stems N")?)
+                }
+                other => bail!("{command}: unknown argument {other:?}"),
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The block fixtures in `dir` (zkpi, rpccache, `.block.json`), sorted.
@@ -458,20 +475,11 @@ fn bintrie_json(bin: &std::path::Path, args: &[String]) -> Result<serde_json::Va
 /// `cargo xtask witness`: for every fixture, the block's witness at each group depth in both
 /// encodings, and stateless execution from it against the warm stateful run.
 fn witness_bench(args: &[String]) -> Result<()> {
-    let mut runs = 5usize;
-    let mut base_stems: Option<u64> = None;
-    let mut dir =
-        std::env::var("BINTRIE_FIXTURES").unwrap_or_else(|_| "../shared/fixtures/mainnet".into());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |what: &str| it.next().with_context(|| format!("{a} {what}")).cloned();
-        match a.as_str() {
-            "--runs" => runs = value("N")?.parse().context("--runs N")?,
-            "--fixtures" => dir = value("DIR")?,
-            "--base-stems" => base_stems = Some(value("N")?.parse().context("--base-stems N")?),
-            other => bail!("witness: unknown argument {other:?}"),
-        }
-    }
+    let FixtureArgs {
+        runs,
+        base_stems,
+        dir,
+    } = FixtureArgs::parse("witness", args)?;
     let fixtures = fixture_files(&dir)?;
     let bin = release_bintrie()?;
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/witness");

@@ -12,6 +12,22 @@ fn key(n: u32, sub: u8) -> String {
     format!("{:054x}{n:08x}{sub:02x}", 0)
 }
 
+/// A database in `dir`/db holding the `KEY VALUE` `lines`.
+fn import(dir: &Path, lines: impl Iterator<Item = String>) -> std::path::PathBuf {
+    let file = dir.join("in.txt");
+    std::fs::write(&file, lines.collect::<String>()).unwrap();
+    let db = dir.join("db");
+    let o = bin()
+        .args(["import", "--relaxed", "--db"])
+        .arg(&db)
+        .arg("-i")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    db
+}
+
 fn prove(db: &Path, k: &str) -> serde_json::Value {
     let o = bin()
         .args(["prove", "--db"])
@@ -37,20 +53,10 @@ fn verify(dir: &Path, proof: &serde_json::Value, extra: &[&str]) -> Output {
 #[test]
 fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
     let dir = tempfile::tempdir().unwrap();
-    let input: String = (0..200u32)
-        .map(|n| format!("{} {:064x}\n", key(n * 3, (n % 7) as u8), n + 1))
-        .collect();
-    let file = dir.path().join("in.txt");
-    std::fs::write(&file, input).unwrap();
-    let db = dir.path().join("db");
-    let o = bin()
-        .args(["import", "--relaxed", "--db"])
-        .arg(&db)
-        .arg("-i")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let db = import(
+        dir.path(),
+        (0..200u32).map(|n| format!("{} {:064x}\n", key(n * 3, (n % 7) as u8), n + 1)),
+    );
 
     // Present: the value `get` reads.
     for n in [0u32, 5, 199] {
@@ -130,20 +136,10 @@ fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
 #[test]
 fn many_proofs_one_per_line() {
     let dir = tempfile::tempdir().unwrap();
-    let input: String = (0..50u32)
-        .map(|n| format!("{} {:064x}\n", key(n * 2, 1), n + 1))
-        .collect();
-    let file = dir.path().join("in.txt");
-    std::fs::write(&file, input).unwrap();
-    let db = dir.path().join("db");
-    let o = bin()
-        .args(["import", "--relaxed", "--db"])
-        .arg(&db)
-        .arg("-i")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let db = import(
+        dir.path(),
+        (0..50u32).map(|n| format!("{} {:064x}\n", key(n * 2, 1), n + 1)),
+    );
     let keys = [key(0, 1), key(1, 1), key(98, 1), key(4, 9)];
     let o = bin()
         .args(["prove", "--db"])

@@ -380,7 +380,9 @@ pub(crate) fn build_witnesses<S: NodeStore>(
 /// root first: every value execution reads afterwards comes from a tree that hashes to it.
 /// Reads of keys the witness does not prove, and writes to them, are errors naming the missing
 /// path ([`WitnessError::Incomplete`], [`WitnessError::IncompleteLeaf`]); code is looked up by
-/// its keccak-256, so a changed bytecode is simply not found (`MissingCode`).
+/// its keccak-256, so a changed bytecode is simply not found (`MissingCode`). Everything is in
+/// memory, so a plan needs no prefetch list; one that names a key the witness does not hold
+/// fails like a read of it would.
 #[derive(Debug)]
 pub struct StatelessState {
     tree: PartialTree,

@@ -114,11 +114,9 @@ fn block2() -> Vec<TxEnv> {
     vec![tx(BOB, 1, Some(STORE), 0, word(0))]
 }
 
-fn run<DB: Database + DatabaseCommit>(db: DB, txs: &[TxEnv]) -> Vec<ExecutionResult>
-where
-    DB::Error: std::fmt::Debug,
-{
-    let mut evm = Context::mainnet()
+/// revm for block 1 over `db` (Prague, the test's base fee and coinbase).
+fn evm1<DB: Database>(db: DB) -> revm::handler::MainnetEvm<revm::handler::MainnetContext<DB>> {
+    Context::mainnet()
         .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
         .modify_block_chained(|b| {
             b.number = U256::from(1);
@@ -127,7 +125,14 @@ where
             b.gas_limit = 100_000_000;
         })
         .with_db(db)
-        .build_mainnet();
+        .build_mainnet()
+}
+
+fn run<DB: Database + DatabaseCommit>(db: DB, txs: &[TxEnv]) -> Vec<ExecutionResult>
+where
+    DB::Error: std::fmt::Debug,
+{
+    let mut evm = evm1(db);
     let results: Vec<ExecutionResult> = txs
         .iter()
         .map(|t| evm.transact_commit(t.clone()).unwrap())
@@ -395,16 +400,7 @@ fn run_stateless(bytes: &[u8], txs: &[TxEnv]) -> Result<alloy_primitives::B256, 
     };
     let ran = state
         .run_block(&plan, &PipelineOptions::default(), |db| {
-            let mut evm = Context::mainnet()
-                .modify_cfg_chained(|c| c.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
-                .modify_block_chained(|b| {
-                    b.number = U256::from(1);
-                    b.basefee = BASEFEE;
-                    b.beneficiary = COINBASE;
-                    b.gas_limit = 100_000_000;
-                })
-                .with_db(db)
-                .build_mainnet();
+            let mut evm = evm1(db);
             for t in txs {
                 let r = evm
                     .transact_commit(t.clone())

@@ -255,12 +255,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             if valid { "valid" } else { "INVALID" }
         )
         .context(WRITING)?;
-        let checks: Vec<String> = v
-            .checks
-            .iter()
-            .map(|(c, ok)| format!("{} {}", c.name(), if *ok { "ok" } else { "FAILED" }))
-            .collect();
-        writeln!(out, "  checks      {}", checks.join(", ")).context(WRITING)?;
+        writeln!(out, "  checks      {}", witness::checks_text(&v)).context(WRITING)?;
         if fx.expected.is_some() {
             writeln!(
                 out,

@@ -97,6 +97,16 @@ pub(crate) fn checks_json(v: &Validation) -> serde_json::Map<String, Value> {
         .collect()
 }
 
+/// The `checks` line of `exec`'s text output: `gas_used ok, receipts_root FAILED, ...`.
+pub(crate) fn checks_text(v: &Validation) -> String {
+    let checks: Vec<String> = v
+        .checks
+        .iter()
+        .map(|(c, ok)| format!("{} {}", c.name(), if *ok { "ok" } else { "FAILED" }))
+        .collect();
+    checks.join(", ")
+}
+
 /// `exec --stateless W`.
 pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
     let t = Instant::now();
@@ -184,12 +194,7 @@ pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
             if valid { "valid" } else { "INVALID" }
         )
         .context(WRITING)?;
-        let checks: Vec<String> = v
-            .checks
-            .iter()
-            .map(|(c, ok)| format!("{} {}", c.name(), if *ok { "ok" } else { "FAILED" }))
-            .collect();
-        writeln!(out, "  checks      {}", checks.join(", ")).context(WRITING)?;
+        writeln!(out, "  checks      {}", checks_text(&v)).context(WRITING)?;
         writeln!(
             out,
             "  post-state  {} accounts and {} slots compared, {} outside the witness",
