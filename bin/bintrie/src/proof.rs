@@ -63,65 +63,65 @@ pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
 /// (and a hostile file cannot make this command hold more).
 const MAX_PROOF_BYTES: usize = 1 << 20;
 
+/// Finds where JSON objects end in a byte stream, one byte at a time: the nesting depth of
+/// `{}`/`[]` outside strings. Linear in the input whatever its shape.
+#[derive(Default)]
+struct Framer {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Framer {
+    /// Feeds one byte; true when it closes a top-level value.
+    fn feed(&mut self, b: u8) -> bool {
+        if self.in_string {
+            match (self.escaped, b) {
+                (true, _) => self.escaped = false,
+                (false, b'\\') => self.escaped = true,
+                (false, b'"') => self.in_string = false,
+                _ => {}
+            }
+            return false;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth = self.depth.saturating_sub(1);
+                return self.depth == 0;
+            }
+            _ => {}
+        }
+        false
+    }
+}
+
 pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
-    use std::io::BufRead;
     let root = args
         .root
         .as_deref()
         .map(|r| parse_b32(r).context("--root"))
         .transpose()?;
-    let (src, input): (String, Box<dyn Read>) = if args.proof == "-" {
+    let (src, mut input): (String, Box<dyn Read>) = if args.proof == "-" {
         ("stdin".into(), Box::new(std::io::stdin().lock()))
     } else {
         let f =
             std::fs::File::open(&args.proof).with_context(|| format!("reading {}", args.proof))?;
         (args.proof.clone(), Box::new(f))
     };
-    let mut input = std::io::BufReader::with_capacity(1 << 16, input);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    // Proofs are read a line at a time: one JSON object per line parses as soon as its line is
-    // in; a pretty-printed one is complete after its last line.
-    let mut buf: Vec<u8> = Vec::new();
-    let (mut n, mut at, mut line) = (0usize, 0u64, 0u64);
-    loop {
-        let start = buf.len();
-        let read = input
-            .by_ref()
-            .take((MAX_PROOF_BYTES + 1 - buf.len().min(MAX_PROOF_BYTES)) as u64)
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("reading {src}"))?;
-        line += read as u64;
-        if buf[..start].iter().all(u8::is_ascii_whitespace) {
-            // Nothing pending before this line: a proof starts here.
-            at = line - read as u64;
-        }
-        let pending = !buf.iter().all(u8::is_ascii_whitespace);
-        if read == 0 && !pending {
-            break;
-        }
-        if buf.len() > MAX_PROOF_BYTES {
-            bail!(
-                "{src}: proof {} (byte {at}) is larger than {MAX_PROOF_BYTES} bytes: not a proof",
-                n + 1
-            );
-        }
-        if !pending {
-            buf.clear();
-            continue;
-        }
-        let json: ProofJson = match serde_json::from_slice(&buf) {
-            Ok(j) => j,
-            // Incomplete: wait for the next line (unless there is none).
-            Err(e) if e.is_eof() && read > 0 => continue,
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("{src}: proof {} (byte {at}): not a proof", n + 1));
-            }
-        };
-        n += 1;
+    // The input is read in chunks and cut where each top-level value closes; each value is
+    // parsed once, from a slice (its strings borrowed).
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut pending: Vec<u8> = Vec::new();
+    let mut framer = Framer::default();
+    let (mut n, mut offset, mut at) = (0usize, 0u64, 0u64);
+    let mut verify_one = |value: &[u8], n: usize, at: u64| -> Result<()> {
         let which = || format!("{src}: proof {n} (byte {at})");
+        let json: ProofJson =
+            serde_json::from_slice(value).with_context(|| format!("{}: not a proof", which()))?;
         let (own_root, proof) = json.parse().with_context(which)?;
-        buf.clear();
         let value = proof
             .verify::<Sha256Hasher>(&root.unwrap_or(own_root))
             .with_context(|| format!("{} does not verify", which()))?;
@@ -129,7 +129,40 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
             Some(v) => writeln!(out, "{}", hex0x(v)),
             None => writeln!(out, "absent"),
         }
-        .context("writing output")?;
+        .context("writing output")
+    };
+    loop {
+        let read = input
+            .read(&mut chunk)
+            .with_context(|| format!("reading {src}"))?;
+        if read == 0 {
+            break;
+        }
+        for (i, &b) in chunk[..read].iter().enumerate() {
+            if pending.is_empty() {
+                if b.is_ascii_whitespace() {
+                    continue;
+                }
+                at = offset + i as u64;
+            }
+            pending.push(b);
+            if framer.feed(b) {
+                n += 1;
+                verify_one(&pending, n, at)?;
+                pending.clear();
+            } else if pending.len() > MAX_PROOF_BYTES {
+                bail!(
+                    "{src}: proof {} (byte {at}) is larger than {MAX_PROOF_BYTES} bytes: not a proof",
+                    n + 1
+                );
+            }
+        }
+        offset += read as u64;
+    }
+    if !pending.is_empty() {
+        // An unclosed value (or stray text): the parser says what is wrong with it.
+        n += 1;
+        verify_one(&pending, n, at)?;
     }
     if n == 0 {
         bail!("{src}: no proof in it");

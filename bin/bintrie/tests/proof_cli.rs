@@ -173,6 +173,27 @@ fn many_proofs_one_per_line() {
         .unwrap();
     assert!(!o.status.success());
     assert!(stderr(&o).contains("proof 3 (byte"), "{}", stderr(&o));
+    // Two proofs on one line, and one pretty-printed over many lines, are three proofs.
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    let one_line = format!("{} {}", first, first);
+    let pretty = serde_json::to_string_pretty(&first).unwrap();
+    std::fs::write(&proofs, format!("{one_line}\n{pretty}\n")).unwrap();
+    let o = bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&proofs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 3);
+    // An object that never closes is refused once it passes 1 MiB (the input is read once:
+    // re-parsing the pending text at every newline took time quadratic in it).
+    std::fs::write(&proofs, format!("{{{}", "\n".repeat(2 << 20))).unwrap();
+    let o = bin()
+        .args(["verify-proof", "--proof"])
+        .arg(&proofs)
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("larger than"), "{}", stderr(&o));
     // An empty file holds no proof.
     std::fs::write(&proofs, "\n").unwrap();
     let o = bin()

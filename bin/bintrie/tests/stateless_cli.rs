@@ -146,6 +146,31 @@ fn bad_witnesses_fail_clearly() {
             assert_eq!(json_of(&o)["root"], root, "byte {i} changed the root");
         }
     }
+    // A trusted pre-state root: the witness must be against it.
+    let with_root = |r: &str| {
+        run(&[
+            "--json".as_ref(),
+            "--fixture".as_ref(),
+            fx.as_os_str(),
+            "--stateless".as_ref(),
+            w.as_os_str(),
+            "--pre-root".as_ref(),
+            r.as_ref(),
+        ])
+    };
+    let own = json_of(&stateless(&fx, &w))["pre_root"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(json_of(&with_root(&own))["root"], root);
+    let o = with_root(&format!("0x{}", "ab".repeat(32)));
+    assert!(
+        stderr(&o).contains("not the trusted --pre-root"),
+        "{}",
+        stderr(&o)
+    );
+    let o = with_root("0x12");
+    assert!(stderr(&o).contains("--pre-root"), "{}", stderr(&o));
     // Another block's witness.
     let w2 = dir.path().join("w2");
     with_witness(&fixture(FIXTURES[0]), &w2, "multiproof");

@@ -156,7 +156,13 @@ impl<S: StateSnapshot> TrieDb<S> {
 
     /// Reads and decodes an account, with the code size from BASIC_DATA.
     pub fn read_account(&self, address: &Address) -> Result<Option<StoredAccount>, StateError> {
-        let stem = self.read_stem(&basic_data_key(address).stem)?;
+        let basic = basic_data_key(address);
+        self.snapshot.check_leaf(&basic)?;
+        self.snapshot.check_leaf(&bintrie_keys::TreeKey {
+            sub_index: bintrie_keys::CODE_HASH_LEAF_KEY,
+            ..basic
+        })?;
+        let stem = self.read_stem(&basic.stem)?;
         decode_account(address, stem.as_ref())
     }
 
@@ -195,6 +201,7 @@ impl<S: StateSnapshot> DatabaseRef for TrieDb<S> {
 
     fn storage_ref(&self, address: Address, index: U256) -> Result<U256, StateError> {
         let key = storage_slot_key(&address, &index);
+        self.snapshot.check_leaf(&key)?;
         Ok(slot_value(
             self.read_stem(&key.stem)?.as_ref(),
             key.sub_index,

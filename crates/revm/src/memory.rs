@@ -215,15 +215,21 @@ impl BlockState for MemoryState {
         MemoryState::root_with(self, changes)
     }
 
+    /// Built on a throw-away trie over the committed nodes: this state is not changed.
     fn witness(
-        &mut self,
+        &self,
         block: u64,
         keys: &[TreeKey],
         codes: &[B256],
     ) -> Result<crate::Witnesses, StateError> {
-        let flat = self.flat.clone();
-        let code = |h: &B256| Ok(flat.code.get(h).cloned());
-        crate::witness::build_witnesses(&mut self.trie, block, keys, codes, code, backend)
+        let mut trie: Trie<Committed<'_>> = Trie::open(
+            Committed(self.trie.store()),
+            self.trie.group_depth(),
+            self.root.0,
+        )
+        .map_err(backend)?;
+        let code = |h: &B256| Ok(self.flat.code.get(h).cloned());
+        crate::witness::build_witnesses(&mut trie, block, keys, codes, code, backend)
     }
 }
 

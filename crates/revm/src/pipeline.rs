@@ -213,10 +213,10 @@ pub trait BlockState {
 
     /// The witness of block `block`, about to be committed on this state (so built from the
     /// last committed one): both encodings for the tree keys the block read or wrote
-    /// (`keys`, sorted) and the bytecode of `codes` (see [`crate::BlockWitness`]). Loads what
+    /// (`keys`, sorted) and the bytecode of `codes` (see [`crate::BlockWitness`]). Reads what
     /// the walks need; changes nothing.
     fn witness(
-        &mut self,
+        &self,
         block: u64,
         keys: &[TreeKey],
         codes: &[B256],

@@ -158,18 +158,22 @@ impl BinTrieState {
 }
 
 impl BlockState for BinTrieState {
+    /// Built on a throw-away trie at the committed root, so this state's own trie (and the
+    /// trie update that follows) is not changed; the reads warm the page cache.
     fn witness(
-        &mut self,
+        &self,
         block: u64,
         keys: &[bintrie_keys::TreeKey],
         codes: &[B256],
     ) -> Result<crate::Witnesses, StateError> {
         let store = self.trie.store().clone();
+        let meta = store.meta();
+        let mut trie: Trie<StateStore> = Trie::open(store.clone(), meta.group_depth, meta.root)?;
         let reader = store.reader()?;
         let code = |h: &B256| -> Result<Option<alloy_primitives::Bytes>, StateError> {
             Ok(reader.get_code(&h.0)?.map(Into::into))
         };
-        crate::witness::build_witnesses(&mut self.trie, block, keys, codes, code, StateError::Trie)
+        crate::witness::build_witnesses(&mut trie, block, keys, codes, code, StateError::Trie)
     }
 
     type Backend<'a> = MdbxBackend<'a>;

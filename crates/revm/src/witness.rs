@@ -53,8 +53,10 @@ const MAGIC: &[u8; 9] = b"BTWITNESS";
 const VERSION: u8 = 1;
 /// Bytes before the node section: magic, version, encoding, group depth, block, pre-root.
 const HEADER_LEN: usize = 9 + 1 + 1 + 1 + 8 + 32;
-/// The largest witness section read: far above any block's (mainnet MPT witnesses are ~17 MB).
-const MAX_SECTION: u64 = 1 << 32;
+/// The largest node section read: far above any block's (an average mainnet MPT witness is
+/// ~17 MB; the study's largest blob witness, GD-8 at 17M stems, 30 MiB). A decoded multiproof
+/// takes up to ~40x its bytes in memory, so this also bounds what a hostile file costs.
+const MAX_SECTION: u64 = 256 << 20;
 
 /// How a witness holds the tree's nodes (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -396,20 +398,20 @@ impl StatelessState {
     /// root (a multiproof by hashing it; blobs by checking each against its parent as it is
     /// decoded), and its code by hash. A witness that does not hash to its pre-root, or whose
     /// blobs do not fit together, is refused.
-    pub fn from_witness(witness: &BlockWitness) -> Result<Self, StateError> {
+    pub fn from_witness(witness: BlockWitness) -> Result<Self, StateError> {
         let root = witness.pre_root;
-        let mut tree = match &witness.nodes {
-            WitnessNodes::Multiproof(t) => t.clone(),
+        let mut tree = match witness.nodes {
+            WitnessNodes::Multiproof(t) => t,
             WitnessNodes::Blobs(blobs) => {
-                PartialTree::from_blobs(root.0, witness.group_depth, blobs.iter().cloned())
+                PartialTree::from_blobs(root.0, witness.group_depth, blobs)
                     .map_err(StateError::Witness)?
             }
         };
         tree.verify(&root.0).map_err(StateError::Witness)?;
         let codes = witness
             .codes
-            .iter()
-            .map(|c| (keccak256(c), c.clone()))
+            .into_iter()
+            .map(|c| (keccak256(&c), c))
             .collect();
         Ok(StatelessState {
             tree,
@@ -511,7 +513,7 @@ impl BlockState for StatelessState {
 
     /// A witness holds only part of a tree: no witness is built from it.
     fn witness(
-        &mut self,
+        &self,
         _block: u64,
         _keys: &[TreeKey],
         _codes: &[B256],

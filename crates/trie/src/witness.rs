@@ -418,9 +418,22 @@ impl<H: TreeHasher> PartialTree<H> {
         hash_pnode::<H>(&mut self.root)
     }
 
-    /// Checks that the tree hashes to `root`: after this, every value it answers with is
-    /// proven against `root`.
+    /// Checks that the tree hashes to `root`, and that every stem node in it opens at least one
+    /// present leaf: after this, every value it answers with is proven against `root`.
+    ///
+    /// Why the leaf: a stem node's preimage (stem, 0x00, subtree root) and an internal node's
+    /// (two hashes) are both 64 bytes, so an internal node whose left child's hash ends in 0x00
+    /// also hashes as a "stem" (the first 31 bytes of that hash) over the right child's hash,
+    /// which would prove every other key below it absent. A real stem always holds a value
+    /// (values are never removed), and a present leaf is the hash of 32 bytes: no such leaf
+    /// can be found under a hash whose preimage is 64 bytes, so the forged stem cannot open one.
     pub fn verify(&mut self, root: &Hash32) -> Result<(), WitnessError> {
+        if let Some(stem) = stem_without_value(&self.root) {
+            return Err(WitnessError::Malformed(format!(
+                "stem 0x{} opens no present leaf: every stem must show one of its values",
+                hex(&stem)
+            )));
+        }
         let computed = self.root();
         if computed == *root {
             Ok(())
@@ -476,6 +489,22 @@ impl<H: TreeHasher> PartialTree<H> {
         let mut c = (0, 0, 0);
         walk(&self.root, &mut c);
         c
+    }
+}
+
+/// The first stem of the tree (pre-order) whose leaves hold no present value.
+fn stem_without_value(node: &PNode) -> Option<Stem> {
+    fn has_value(l: &Leaf) -> bool {
+        match l {
+            Leaf::Value(_) => true,
+            Leaf::Inner(c) => has_value(&c[0]) || has_value(&c[1]),
+            Leaf::Zero | Leaf::Opaque(_) => false,
+        }
+    }
+    match node {
+        PNode::Internal(n) => stem_without_value(&n.left).or_else(|| stem_without_value(&n.right)),
+        PNode::Stem(s) => (!has_value(&s.leaves)).then_some(s.stem),
+        PNode::Empty | PNode::Opaque(_) => None,
     }
 }
 
@@ -786,6 +815,37 @@ mod tests {
         assert!(matches!(e, WitnessError::IncompleteLeaf { .. }));
         assert_eq!(t.root(), before);
         assert_eq!(t.get(&key(0x80, 201)).unwrap(), None);
+    }
+
+    /// The stem/internal preimage ambiguity: an internal node whose left child's hash ends in
+    /// 0x00 hashes exactly like a stem (those 31 bytes) over the right child's hash. Such a
+    /// forged stem would prove every key under it absent; it opens no present leaf, so verify
+    /// refuses it, while the honest tree verifies.
+    #[test]
+    fn a_stem_forged_from_an_internal_node_is_refused() {
+        use bintrie_node::TreeHasher;
+        let mut left = [0x42u8; 32];
+        left[31] = 0x00;
+        let right = [0x17u8; 32];
+        let root = Sha256Hasher::hash_pair(&left, &right);
+        let mut stem = [0u8; 31];
+        stem.copy_from_slice(&left[..31]);
+        assert_eq!(stem_node_hash::<Sha256Hasher>(&stem, &right), root);
+        let mut honest: PartialTree =
+            PartialTree::from_node(PNode::Internal(Box::new(PInternal {
+                left: PNode::Opaque(left),
+                right: PNode::Opaque(right),
+                hash: None,
+            })));
+        honest.verify(&root).unwrap();
+        let mut forged: PartialTree = PartialTree::from_node(PNode::Stem(Box::new(PStem {
+            stem,
+            leaves: Leaf::Opaque(right),
+            hash: None,
+        })));
+        assert_eq!(forged.root(), root, "the forgery hashes right");
+        let e = forged.verify(&root).unwrap_err();
+        assert!(e.to_string().contains("opens no present leaf"), "{e}");
     }
 
     #[test]

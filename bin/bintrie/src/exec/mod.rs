@@ -81,6 +81,12 @@ pub(crate) struct ExecArgs {
     /// needs fails with "witness incomplete at path ...". No prefetch (nothing to read ahead).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "pre_state", "cold", "base_stems", "base_db", "witness_out"])]
     stateless: Option<PathBuf>,
+    /// With --stateless: the pre-state root you trust (the parent block's state root). The
+    /// witness must be against it; without this option the witness's own pre-state root is
+    /// taken, so a valid run shows the block executes on *a* state with that root (printed as
+    /// `pre-root`), which the caller must compare with the one it trusts.
+    #[arg(long, value_name = "0x…", requires = "stateless")]
+    pre_root: Option<String>,
     #[command(flatten)]
     write: crate::durability::WriteArgs,
     #[command(flatten)]

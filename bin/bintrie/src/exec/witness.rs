@@ -31,8 +31,9 @@ impl From<EncodingArg> for WitnessEncoding {
     }
 }
 
-/// The largest witness file read: far above any block's.
-const MAX_WITNESS_BYTES: u64 = 1 << 32;
+/// The largest witness file read: far above any block's (the node section is capped at 256 MiB,
+/// the code of a block is a few MB).
+const MAX_WITNESS_BYTES: u64 = 512 << 20;
 
 fn bytes_json(b: &WitnessBytes) -> Value {
     json!({"nodes": b.nodes, "values": b.values, "code": b.code, "total": b.total})
@@ -123,9 +124,22 @@ pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
             witness.block
         );
     }
+    if let Some(trusted) = &args.pre_root {
+        let trusted = bintrie_exec::kv::parse_b32(trusted).context("--pre-root")?;
+        if witness.pre_root.0 != trusted {
+            bail!(
+                "{} is a witness against pre-state root {}, not the trusted --pre-root {}",
+                path.display(),
+                witness.pre_root,
+                alloy_primitives::B256::from(trusted)
+            );
+        }
+    }
     let bytes = witness.bytes();
+    let (encoding, group_depth, codes) =
+        (witness.encoding(), witness.group_depth, witness.codes.len());
     let t = Instant::now();
-    let mut state = StatelessState::from_witness(&witness)
+    let mut state = StatelessState::from_witness(witness)
         .with_context(|| format!("{} does not prove its pre-state", path.display()))?;
     let prove_time = t.elapsed();
     let pre_root = state.root();
@@ -165,9 +179,9 @@ pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
             "root": run.commit.root.to_string(),
             "witness": {
                 "path": path.display().to_string(),
-                "encoding": witness.encoding().name(),
-                "group_depth": witness.group_depth,
-                "codes": witness.codes.len(),
+                "encoding": encoding.name(),
+                "group_depth": group_depth,
+                "codes": codes,
                 "bytes": bytes_json(&bytes),
             },
             "witness_bytes": bytes.total,
@@ -204,8 +218,8 @@ pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
         writeln!(
             out,
             "  witness     {} at group depth {}, {} bytes (nodes {}, values {}, code {})",
-            witness.encoding().name(),
-            witness.group_depth,
+            encoding.name(),
+            group_depth,
             bytes.total,
             bytes.nodes,
             bytes.values,

@@ -481,7 +481,7 @@ impl<'c> ChainRun<'c> {
             let witness =
                 BlockWitness::decode(&w.get(encoding).encode()).map_err(|e| fail(e.to_string()))?;
             let mut state =
-                StatelessState::from_witness(&witness).map_err(|e| fail(e.to_string()))?;
+                StatelessState::from_witness(witness).map_err(|e| fail(e.to_string()))?;
             let run = run_evm_block(
                 &mut state,
                 self.chain,

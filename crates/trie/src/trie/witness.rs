@@ -119,16 +119,20 @@ fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
             }))
         }
         Node::Stem(s) => {
-            let subs: Vec<u8> = keys
+            let mut subs: Vec<u8> = keys
                 .iter()
                 .filter(|k| k.stem == s.stem)
                 .map(|k| k.sub_index)
                 .collect();
-            let leaves = if subs.is_empty() {
-                Leaf::opaque(s.values.subtree_root::<H>().0)
-            } else {
-                Leaf::pruned::<H>(&s.values, &subs)
-            };
+            // Every stem opens one present leaf (see `PartialTree::verify`): the first, when
+            // none of the keys' leaves is present.
+            if !subs.iter().any(|&i| s.values.get(i).is_some())
+                && let Some((first, _)) = s.values.iter().next()
+            {
+                let at = subs.partition_point(|&i| i < first);
+                subs.insert(at, first);
+            }
+            let leaves = Leaf::pruned::<H>(&s.values, &subs);
             PNode::Stem(Box::new(PStem {
                 stem: s.stem,
                 leaves,
