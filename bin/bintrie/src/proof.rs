@@ -63,8 +63,9 @@ pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
 /// (and a hostile file cannot make this command hold more).
 const MAX_PROOF_BYTES: usize = 1 << 20;
 
-/// Finds where JSON objects end in a byte stream, one byte at a time: the nesting depth of
-/// `{}`/`[]` outside strings. Linear in the input whatever its shape.
+/// Finds where JSON values end in a byte stream: the nesting depth of `{}`/`[]` outside
+/// strings, carried across chunks. Linear in the input whatever its shape; strings are skipped
+/// to their next quote or backslash at once.
 #[derive(Default)]
 struct Framer {
     depth: usize,
@@ -73,27 +74,46 @@ struct Framer {
 }
 
 impl Framer {
-    /// Feeds one byte; true when it closes a top-level value.
-    fn feed(&mut self, b: u8) -> bool {
-        if self.in_string {
-            match (self.escaped, b) {
-                (true, _) => self.escaped = false,
-                (false, b'\\') => self.escaped = true,
-                (false, b'"') => self.in_string = false,
+    /// Scans `bytes` (continuing where the last call stopped); `Some(n)`: the first `n` bytes
+    /// close a top-level value (the state is then reset for the next one).
+    fn scan(&mut self, bytes: &[u8]) -> Option<usize> {
+        let mut j = 0;
+        while j < bytes.len() {
+            if self.escaped {
+                self.escaped = false;
+                j += 1;
+                continue;
+            }
+            if self.in_string {
+                match memchr::memchr2(b'"', b'\\', &bytes[j..]) {
+                    None => return None,
+                    Some(p) => {
+                        j += p;
+                        if bytes[j] == b'\\' {
+                            self.escaped = true;
+                        } else {
+                            self.in_string = false;
+                        }
+                        j += 1;
+                    }
+                }
+                continue;
+            }
+            match bytes[j] {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        *self = Framer::default();
+                        return Some(j + 1);
+                    }
+                }
                 _ => {}
             }
-            return false;
+            j += 1;
         }
-        match b {
-            b'"' => self.in_string = true,
-            b'{' | b'[' => self.depth += 1,
-            b'}' | b']' => {
-                self.depth = self.depth.saturating_sub(1);
-                return self.depth == 0;
-            }
-            _ => {}
-        }
-        false
+        None
     }
 }
 
@@ -138,23 +158,43 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
         if read == 0 {
             break;
         }
-        for (i, &b) in chunk[..read].iter().enumerate() {
-            if pending.is_empty() {
-                if b.is_ascii_whitespace() {
-                    continue;
+        let data = &chunk[..read];
+        let mut i = 0;
+        while i < data.len() {
+            // Where the value being read starts in this chunk: here, or before it (pending).
+            let seg = if pending.is_empty() {
+                match data[i..].iter().position(|b| !b.is_ascii_whitespace()) {
+                    None => break,
+                    Some(p) => i += p,
                 }
                 at = offset + i as u64;
-            }
-            pending.push(b);
-            if framer.feed(b) {
-                n += 1;
-                verify_one(&pending, n, at)?;
-                pending.clear();
-            } else if pending.len() > MAX_PROOF_BYTES {
-                bail!(
-                    "{src}: proof {} (byte {at}) is larger than {MAX_PROOF_BYTES} bytes: not a proof",
-                    n + 1
-                );
+                i
+            } else {
+                i
+            };
+            match framer.scan(&data[i..]) {
+                Some(len) => {
+                    n += 1;
+                    if pending.is_empty() {
+                        verify_one(&data[seg..i + len], n, at)?;
+                    } else {
+                        pending.extend_from_slice(&data[seg..i + len]);
+                        verify_one(&pending, n, at)?;
+                        pending.clear();
+                    }
+                    i += len;
+                }
+                None => {
+                    pending.extend_from_slice(&data[seg..]);
+                    if pending.len() > MAX_PROOF_BYTES {
+                        bail!(
+                            "{src}: proof {} (byte {at}) is larger than {MAX_PROOF_BYTES} bytes: \
+                             not a proof",
+                            n + 1
+                        );
+                    }
+                    i = data.len();
+                }
             }
         }
         offset += read as u64;
