@@ -113,8 +113,8 @@ pub struct StudyConfig {
     #[serde(default)]
     pub buffer_blocks: u64,
     /// Build every measured block's witness in both encodings (multiproof and stored blobs)
-    /// after its execution, outside its timed stages, and record their sizes. Off in files
-    /// from before witnesses were measured.
+    /// from its pre-state, by an unmeasured dry run before the block (before the eviction and
+    /// the reopen), and record their sizes. Off in files from before witnesses were measured.
     #[serde(default)]
     pub witness: bool,
 }
