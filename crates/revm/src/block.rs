@@ -24,6 +24,9 @@ pub struct BlockDbOptions {
     /// backends ignore it).
     #[cfg(feature = "mdbx")]
     pub read_path: bintrie_store::ReadPath,
+    /// Record the tree keys and code hashes execution reads ([`BlockDb::touched`]: what a
+    /// block witness must prove). Off by default: it is a set insert on every read.
+    pub record_touched: bool,
 }
 
 impl Default for BlockDbOptions {
@@ -32,6 +35,7 @@ impl Default for BlockDbOptions {
             cache: true,
             #[cfg(feature = "mdbx")]
             read_path: bintrie_store::ReadPath::Flat,
+            record_touched: false,
         }
     }
 }
@@ -40,6 +44,12 @@ impl BlockDbOptions {
     /// With the per-block cache on or off.
     pub fn with_cache(mut self, cache: bool) -> Self {
         self.cache = cache;
+        self
+    }
+
+    /// Recording what execution reads ([`BlockDbOptions::record_touched`]), or not.
+    pub fn with_record_touched(mut self, record: bool) -> Self {
+        self.record_touched = record;
         self
     }
 
@@ -232,7 +242,9 @@ impl<B: StateBackend> BlockDb<B> {
             self.stats.cache_hits += 1;
             return Ok(c.clone());
         }
-        self.touched_codes.insert(*hash);
+        if self.options.record_touched {
+            self.touched_codes.insert(*hash);
+        }
         if let Some(c) = self.codes.get(hash) {
             self.stats.cache_hits += 1;
             return Ok(c.clone());
@@ -252,7 +264,9 @@ impl<B: StateBackend> BlockDb<B> {
     /// Records that execution read `key`, after checking the snapshot can answer for it.
     fn touch(&mut self, key: TreeKey) -> Result<(), StateError> {
         self.db.snapshot().check_leaf(&key)?;
-        self.touched_keys.insert(key);
+        if self.options.record_touched {
+            self.touched_keys.insert(key);
+        }
         Ok(())
     }
 
@@ -368,6 +382,7 @@ impl<B: StateBackend> BlockDb<B> {
     /// What execution read so far (prefetch not counted): the tree keys (an account read is
     /// its BASIC_DATA and CODE_HASH leaves, a storage read its slot's leaf) and the code hashes
     /// of code the block did not deploy itself, each sorted: what a block witness must prove.
+    /// Empty unless [`BlockDbOptions::record_touched`] is on.
     pub fn touched(&self) -> (Vec<TreeKey>, Vec<B256>) {
         let mut keys: Vec<TreeKey> = self.touched_keys.iter().copied().collect();
         keys.sort_unstable();

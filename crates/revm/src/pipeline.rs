@@ -340,7 +340,7 @@ fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
     execute: impl FnOnce(&mut BlockDb<S::Backend<'s>>) -> Result<T, E>,
 ) -> Result<(T, ReadStats, Duration, BlockChanges, Touched), PipelineError<E>> {
     let mut db = state
-        .block_db(options.db)?
+        .block_db(options.db.with_record_touched(options.witness))?
         .with_block_hashes(plan.block_hashes.iter().copied());
     if let Some(list) = &plan.prefetch {
         db.prefetch(list, options.workers)?;
@@ -349,11 +349,8 @@ fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
     let output = execute(&mut db).map_err(PipelineError::Execute)?;
     let exec_wall = t.elapsed();
     let reads = db.stats();
-    let touched = if options.witness {
-        db.touched()
-    } else {
-        Default::default()
-    };
+    // Empty unless the witness asked for the reads to be recorded.
+    let touched = db.touched();
     let changes = db.into_changes()?;
     Ok((output, reads, exec_wall, changes, touched))
 }

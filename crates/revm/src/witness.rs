@@ -44,7 +44,7 @@ use crate::{
 };
 use alloy_primitives::{B256, Bytes, keccak256};
 use bintrie_keys::{Stem, TreeKey};
-use bintrie_node::{NodeBlob, PathKey};
+use bintrie_node::{PathKey, split_stem_blob};
 use bintrie_trie::{NodeStore, PartialTree, Trie, TrieError, WitnessError};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -173,10 +173,16 @@ impl BlockWitness {
                 let mut nodes = 0;
                 let mut values = 0;
                 for (key, blob) in blobs {
-                    let v = match NodeBlob::decode(blob) {
-                        Ok(NodeBlob::Stem(_, vals)) => 32 * vals.len() as u64,
-                        _ => 0,
-                    };
+                    // A stem blob's values: 32 bytes per set bit of its bitmap.
+                    let v = split_stem_blob(blob)
+                        .and_then(|(_, rest)| rest.get(..32))
+                        .map_or(0, |bitmap| {
+                            32 * bitmap
+                                .iter()
+                                .map(|b| u64::from(b.count_ones()))
+                                .sum::<u64>()
+                        })
+                        .min(blob.len() as u64);
                     values += v;
                     nodes += 1 + key.as_bytes().len() as u64 + 4 + blob.len() as u64 - v;
                 }
@@ -195,7 +201,7 @@ impl BlockWitness {
 
     /// The file form (module docs).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.bytes().total as usize);
+        let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.push(VERSION);
         out.push(match self.encoding() {

@@ -313,9 +313,9 @@ impl<H: TreeHasher> PartialTree<H> {
         }
     }
 
-    /// Walks to where `stem`'s walk ends: its stem node, `None` for an empty subtree or another
-    /// stem, or the path of a hash-only subtree met on the way.
-    fn find(&self, stem: &Stem) -> Result<Option<&PStem>, WitnessError> {
+    /// Walks to where `stem`'s walk ends: its stem node and depth, `None` for an empty subtree
+    /// or another stem, or the path of a hash-only subtree met on the way.
+    fn find(&self, stem: &Stem) -> Result<Option<(&PStem, usize)>, WitnessError> {
         let mut node = &self.root;
         let mut depth = 0;
         loop {
@@ -326,7 +326,7 @@ impl<H: TreeHasher> PartialTree<H> {
                         path: Path::from_stem_prefix(stem, depth),
                     });
                 }
-                PNode::Stem(s) => return Ok((s.stem == *stem).then_some(&**s)),
+                PNode::Stem(s) => return Ok((s.stem == *stem).then_some((&**s, depth))),
                 PNode::Internal(n) => {
                     if depth >= MAX_DEPTH {
                         return Err(WitnessError::Malformed("a path deeper than 248".into()));
@@ -345,39 +345,20 @@ impl<H: TreeHasher> PartialTree<H> {
     /// The value at `key`: `Ok(None)` when the witness proves it absent, an error when the
     /// witness does not reach it.
     pub fn get(&self, key: &TreeKey) -> Result<Option<[u8; 32]>, WitnessError> {
-        let Some(s) = self.find(&key.stem)? else {
+        let Some((s, depth)) = self.find(&key.stem)? else {
             return Ok(None);
         };
         s.leaves
             .get(key.sub_index)
             .map(|v| v.copied())
-            .map_err(|()| self.leaf_missing(s, key.sub_index))
-    }
-
-    fn leaf_missing(&self, s: &PStem, index: u8) -> WitnessError {
-        // The stem sits at the depth where its walk ended; recompute it for the message.
-        let mut depth = 0;
-        let mut node = &self.root;
-        while let PNode::Internal(n) = node {
-            node = if bit(&s.stem, depth) == 0 {
-                &n.left
-            } else {
-                &n.right
-            };
-            depth += 1;
-        }
-        WitnessError::IncompleteLeaf {
-            path: Path::from_stem_prefix(&s.stem, depth),
-            stem: s.stem,
-            index,
-        }
+            .map_err(|()| leaf_missing(s, depth, key.sub_index))
     }
 
     /// The present values of `stem` that the witness holds (`Ok(None)`: the stem is proven
     /// absent). Leaves the witness does not hold are left out: check a key with
     /// [`PartialTree::get`] (or [`PartialTree::check_leaf`]) before trusting its absence here.
     pub fn stem_values(&self, stem: &Stem) -> Result<Option<StemValues>, WitnessError> {
-        Ok(self.find(stem)?.map(|s| {
+        Ok(self.find(stem)?.map(|(s, _)| {
             let mut out = StemValues::new();
             s.leaves.collect(0, &mut out);
             out
@@ -393,8 +374,8 @@ impl<H: TreeHasher> PartialTree<H> {
     /// stem, or at its own stem with the leaf known.
     fn check_write(&self, key: &TreeKey) -> Result<(), WitnessError> {
         match self.find(&key.stem)? {
-            Some(s) if !s.leaves.writable(key.sub_index) => {
-                Err(self.leaf_missing(s, key.sub_index))
+            Some((s, depth)) if !s.leaves.writable(key.sub_index) => {
+                Err(leaf_missing(s, depth, key.sub_index))
             }
             _ => Ok(()),
         }
@@ -489,6 +470,15 @@ impl<H: TreeHasher> PartialTree<H> {
         let mut c = (0, 0, 0);
         walk(&self.root, &mut c);
         c
+    }
+}
+
+/// The error for leaf `index` of stem node `s` (at `depth`), which the witness holds by hash.
+fn leaf_missing(s: &PStem, depth: usize, index: u8) -> WitnessError {
+    WitnessError::IncompleteLeaf {
+        path: Path::from_stem_prefix(&s.stem, depth),
+        stem: s.stem,
+        index,
     }
 }
 

@@ -215,7 +215,7 @@ impl Bench {
             .as_mut()
             .context("the state is open between blocks")?;
         let (keys, codes) = {
-            let mut db = state.block_db(BlockDbOptions::default())?;
+            let mut db = state.block_db(BlockDbOptions::default().with_record_touched(true))?;
             let out = evm(&mut db, number, gas_limit).transact(tx)?;
             success_gas(&out.result)?;
             let (mut keys, codes) = db.touched();

@@ -142,21 +142,17 @@ fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
     }
 }
 
-/// Loads every node below `node` whose blob the store holds, verifying each against its
-/// parent's hash; nodes whose blob is absent stay unloaded.
+/// Loads every node below `node` whose path is in `present` (the keys the store holds),
+/// verifying each against its parent's hash; the others stay unloaded.
 fn load_present<S: NodeStore, H: TreeHasher>(
     ctx: &Ctx<'_, S>,
+    present: &std::collections::HashSet<PathKey>,
     node: &mut Node,
     path: Path,
 ) -> Result<(), TrieError<S::Error>> {
     if let Node::Hashed(h) = node {
         let h = *h;
-        if ctx
-            .store
-            .get_node(&path.to_key())
-            .map_err(TrieError::Store)?
-            .is_none()
-        {
+        if !present.contains(&path.to_key()) {
             return Ok(());
         }
         *node = load::<S, H>(ctx, &path, h)?;
@@ -164,8 +160,8 @@ fn load_present<S: NodeStore, H: TreeHasher>(
     if let Node::Internal(n) = node {
         let lp = path.child(0).ok_or(TrieError::TooDeep)?;
         let rp = path.child(1).ok_or(TrieError::TooDeep)?;
-        load_present::<S, H>(ctx, &mut n.left, lp)?;
-        load_present::<S, H>(ctx, &mut n.right, rp)?;
+        load_present::<S, H>(ctx, present, &mut n.left, lp)?;
+        load_present::<S, H>(ctx, present, &mut n.right, rp)?;
     }
     Ok(())
 }
@@ -203,7 +199,9 @@ impl<H: TreeHasher> PartialTree<H> {
         blobs: impl IntoIterator<Item = (PathKey, Vec<u8>)>,
     ) -> Result<Self, WitnessError> {
         let mut store = crate::MemoryStore::new();
+        let mut present = std::collections::HashSet::new();
         for (key, blob) in blobs {
+            present.insert(key);
             store.insert_raw(key, blob);
         }
         let bad = |e: TrieError<std::convert::Infallible>| WitnessError::Malformed(e.to_string());
@@ -211,7 +209,7 @@ impl<H: TreeHasher> PartialTree<H> {
             Trie::open(store, group_depth, root).map_err(bad)?;
         let vacated = Mutex::new(Vec::new());
         let mut node = std::mem::replace(&mut trie.root, Node::Empty);
-        load_present::<_, H>(&trie.ctx(&vacated), &mut node, Path::ROOT).map_err(bad)?;
+        load_present::<_, H>(&trie.ctx(&vacated), &present, &mut node, Path::ROOT).map_err(bad)?;
         Ok(PartialTree::from_node(to_partial(&node)))
     }
 }
