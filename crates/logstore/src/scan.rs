@@ -1,0 +1,294 @@
+//! Rebuilding the index at open: every segment read once, front to back.
+
+use crate::record::{self, CommitRecord, HEADER, Kind, Parsed};
+use crate::{Change, Index, Loc, LogError, Meta, io_err, segment_name, stem_of_blob};
+use bintrie_node::PathKey;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The segment files of `dir` (`log.NNNNNN`), by number; empty when the directory is missing.
+pub(crate) fn segment_files(dir: &Path) -> std::io::Result<Vec<(u32, PathBuf)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("log."))
+            .filter(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        out.push((n, entry.path()));
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The index at the last whole block, and where the writer continues in the last segment.
+pub(crate) struct Scanned {
+    pub(crate) index: Index,
+    pub(crate) end: u64,
+}
+
+/// Scans `files` in order. A torn tail of the last segment is cut off when `writing` (ignored
+/// otherwise); damage anywhere else, or followed by a valid commit, is an error.
+pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, LogError> {
+    for (i, (n, path)) in files.iter().enumerate() {
+        if *n as usize != i + 1 {
+            return Err(LogError::Corrupt(format!(
+                "segment {} is missing before {}",
+                segment_name(i as u32 + 1),
+                path.display()
+            )));
+        }
+    }
+    let mut index = Index::default();
+    let mut building = false;
+    let mut end = 0;
+    for (i, (n, path)) in files.iter().enumerate() {
+        let last = i + 1 == files.len();
+        let seg = Segment::scan(*n, path, &mut index, &mut building)?;
+        if let Some(damage) = seg.damage {
+            let later = later_commit(path, damage.at).map_err(io_err(path))?;
+            if !last || later.is_some() {
+                return Err(LogError::Corrupt(format!(
+                    "{} at offset {}: {}{}",
+                    path.display(),
+                    damage.at,
+                    damage.why,
+                    later.map_or(String::new(), |m| format!(
+                        ", yet a committed block follows at offset {m}"
+                    ))
+                )));
+            }
+            tracing::warn!(
+                segment = %path.display(),
+                kept = seg.good_end,
+                dropped = seg.len - seg.good_end,
+                why = damage.why,
+                "the log's last block is torn (a crash mid-write): cut back to the last whole block"
+            );
+            if writing {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io_err(path))?;
+                f.set_len(seg.good_end)
+                    .and_then(|()| f.sync_all())
+                    .map_err(io_err(path))?;
+            }
+        }
+        end = seg.good_end;
+    }
+    if building {
+        return Err(LogError::Building);
+    }
+    Ok(Scanned { index, end })
+}
+
+struct Damage {
+    at: u64,
+    why: &'static str,
+}
+
+struct Segment {
+    len: u64,
+    good_end: u64,
+    damage: Option<Damage>,
+}
+
+impl Segment {
+    fn scan(
+        n: u32,
+        path: &Path,
+        index: &mut Index,
+        building: &mut bool,
+    ) -> Result<Segment, LogError> {
+        let mut file = std::fs::File::open(path).map_err(io_err(path))?;
+        let len = file.metadata().map_err(io_err(path))?.len();
+        const CHUNK: usize = 16 << 20;
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+        let mut buf_pos = 0u64; // file offset of buf[0]
+        let mut i = 0usize; // cursor in buf
+        let mut eof = false;
+        let mut good_end = 0u64;
+        let mut body = crc32fast::Hasher::new();
+        let mut count = 0u32;
+        let mut pending: Vec<Change> = Vec::new();
+        let damage = loop {
+            let pos = buf_pos + i as u64;
+            let parsed = record::parse(&buf[i..], pos);
+            let (rec, rec_len) = match parsed {
+                Parsed::Record(r, l) => (r, l),
+                Parsed::Skip(k) => {
+                    body.update(&buf[i..i + k]);
+                    i += k;
+                    continue;
+                }
+                Parsed::Short(need) => {
+                    if eof {
+                        if i == buf.len() && pending.is_empty() && pos == good_end {
+                            break None;
+                        }
+                        break Some(Damage {
+                            at: pos,
+                            why: if i == buf.len() {
+                                "a block without its commit record"
+                            } else {
+                                "a record cut short"
+                            },
+                        });
+                    }
+                    buf.drain(..i);
+                    buf_pos += i as u64;
+                    i = 0;
+                    let want = need.max(CHUNK);
+                    let have = buf.len();
+                    buf.resize(have + want, 0);
+                    let mut got = 0;
+                    while got < want {
+                        match file.read(&mut buf[have + got..]) {
+                            Ok(0) => {
+                                eof = true;
+                                break;
+                            }
+                            Ok(k) => got += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(io_err(path)(e)),
+                        }
+                    }
+                    buf.truncate(have + got);
+                    continue;
+                }
+                Parsed::Bad(why) => break Some(Damage { at: pos, why }),
+            };
+            let key_ok = match rec.kind {
+                Kind::Node | Kind::Remove => PathKey::from_bytes(rec.key).is_some(),
+                Kind::Code => rec.key.len() == 32,
+                Kind::Pad | Kind::Commit => rec.key.is_empty(),
+            };
+            if !key_ok {
+                break Some(Damage {
+                    at: pos,
+                    why: "a record key of the wrong size",
+                });
+            }
+            let bytes = &buf[i..i + rec_len];
+            let Some(loc) = Loc::new(n, pos, rec_len) else {
+                break Some(Damage {
+                    at: pos,
+                    why: "a record past the addressable size",
+                });
+            };
+            match rec.kind {
+                Kind::Commit => {
+                    let c = CommitRecord::decode(rec.value).expect("checked by parse");
+                    let body_crc = std::mem::take(&mut body).finalize();
+                    if c.records != count || c.body_crc != body_crc || c.body_start != good_end {
+                        break Some(Damage {
+                            at: pos,
+                            why: "a commit record that does not match its block",
+                        });
+                    }
+                    if let Some(m) = index.meta
+                        && m.group_depth != c.group_depth
+                    {
+                        break Some(Damage {
+                            at: pos,
+                            why: "a commit at another group depth",
+                        });
+                    }
+                    if !(1..=8).contains(&c.group_depth) {
+                        break Some(Damage {
+                            at: pos,
+                            why: "a commit with a group depth outside 1..8",
+                        });
+                    }
+                    index.apply(std::mem::take(&mut pending));
+                    index.log_bytes += pos + rec_len as u64 - good_end;
+                    *building = c.building;
+                    if !c.building {
+                        index.meta = Some(Meta {
+                            root: c.root,
+                            block: c.block,
+                            group_depth: c.group_depth,
+                        });
+                    } else if index.meta.is_none() {
+                        index.meta = Some(Meta {
+                            root: bintrie_node::ZERO_HASH,
+                            block: 0,
+                            group_depth: c.group_depth,
+                        });
+                    }
+                    count = 0;
+                    good_end = pos + rec_len as u64;
+                }
+                kind => {
+                    body.update(bytes);
+                    let key = PathKey::from_bytes(rec.key);
+                    match kind {
+                        Kind::Node => {
+                            count += 1;
+                            pending.push(Change::Node(
+                                key.expect("checked"),
+                                loc,
+                                rec_len,
+                                stem_of_blob(rec.value),
+                            ));
+                        }
+                        Kind::Remove => {
+                            count += 1;
+                            pending.push(Change::Remove(key.expect("checked")));
+                        }
+                        Kind::Code => {
+                            count += 1;
+                            pending.push(Change::Code(
+                                rec.key.try_into().expect("checked"),
+                                loc,
+                                rec_len,
+                            ));
+                        }
+                        Kind::Pad | Kind::Commit => {}
+                    }
+                }
+            }
+            i += rec_len;
+        };
+        Ok(Segment {
+            len,
+            good_end,
+            damage,
+        })
+    }
+}
+
+/// The offset of a valid commit record after `from` in the segment at `path`, if any: tells
+/// damage inside committed blocks (refused) from a torn last block (cut).
+fn later_commit(path: &Path, from: u64) -> std::io::Result<Option<u64>> {
+    let bytes = std::fs::read(path)?;
+    let magic = CommitRecord::magic();
+    let start = from as usize + 1;
+    let mut at = start;
+    while let Some(k) = bytes
+        .get(at..)
+        .and_then(|rest| rest.windows(magic.len()).position(|w| w == magic))
+    {
+        let m = at + k;
+        if let Some(rec) = m.checked_sub(HEADER)
+            && rec >= start
+            && let Parsed::Record(r, _) = record::parse(&bytes[rec..], rec as u64)
+            && r.kind == Kind::Commit
+        {
+            return Ok(Some(rec as u64));
+        }
+        at = m + 1;
+    }
+    Ok(None)
+}

@@ -1,0 +1,340 @@
+use super::*;
+use bintrie_keys::TreeKey;
+use bintrie_trie::MemoryStore;
+
+type Trie<S> = bintrie_trie::Trie<S, bintrie_node::Sha256Hasher>;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
+    (0..n)
+        .map(|_| {
+            let mut stem = [0u8; 31];
+            rng.fill(&mut stem[..]);
+            // Some stems share long prefixes: splits push stems down and vacate paths.
+            if rng.random_bool(0.2) {
+                stem[..18].fill(0xaa);
+            }
+            (TreeKey::new(stem, rng.random()), rng.random())
+        })
+        .collect()
+}
+
+fn opts(g: u8) -> LogOptions {
+    LogOptions {
+        group_depth: Some(g),
+        ..Default::default()
+    }
+}
+
+/// Commits `writes` as block `block` through a trie over the log.
+fn commit(trie: &mut Trie<LogStore>, writes: Vec<(TreeKey, [u8; 32])>, block: u64) -> Hash32 {
+    trie.update(writes).unwrap();
+    let root = trie.root();
+    trie.commit_with(|s, set| s.write_block(set, block, &[]))
+        .unwrap();
+    root
+}
+
+#[test]
+fn blocks_reopen_at_the_root_a_memory_trie_computes_at_every_group_depth() {
+    for g in 1..=8u8 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(u64::from(g));
+        let mut reference = Trie::new(MemoryStore::new(), g).unwrap();
+        let mut trie = Trie::new(LogStore::open(dir.path(), &opts(g)).unwrap(), g).unwrap();
+        let mut all = Vec::new();
+        for block in 1..=5u64 {
+            let w = random_writes(&mut rng, 300);
+            reference.update(w.clone()).unwrap();
+            all.extend(w.clone());
+            assert_eq!(
+                commit(&mut trie, w, block),
+                reference.root(),
+                "g={g} block {block}"
+            );
+        }
+        drop(trie);
+        let store = LogStore::open(dir.path(), &opts(g)).unwrap();
+        assert_eq!(store.meta().block, 5);
+        assert_eq!(store.meta().root, reference.root());
+        // Every stem reads back its last values through the flat index.
+        let mut last = std::collections::HashMap::new();
+        for (k, v) in &all {
+            last.insert((k.stem, k.sub_index), *v);
+        }
+        for ((stem, suffix), v) in &last {
+            let values = store.get_stem(stem, None).unwrap().unwrap();
+            assert_eq!(values.get(*suffix), Some(v));
+        }
+        let mut absent = [0x55u8; 31];
+        absent[0] = 0x01;
+        assert!(store.get_stem(&absent, None).unwrap().is_none());
+        // And the tree verifies from the log.
+        let mut trie = Trie::open(store, g, reference.root()).unwrap();
+        assert_eq!(trie.verify().unwrap(), reference.root());
+    }
+}
+
+#[test]
+fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    let r1 = commit(&mut trie, random_writes(&mut rng, 500), 1);
+    let seg = dir.path().join("log.000001");
+    let after1 = std::fs::metadata(&seg).unwrap().len();
+    let w2 = random_writes(&mut rng, 500);
+    let r2 = commit(&mut trie, w2.clone(), 2);
+    drop(trie);
+    let full = std::fs::read(&seg).unwrap();
+    for cut in [
+        after1 + 1,
+        after1 + 4096,
+        (after1 + full.len() as u64) / 2,
+        full.len() as u64 - 1,
+    ] {
+        std::fs::write(&seg, &full[..cut as usize]).unwrap();
+        let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+        assert_eq!(
+            (store.meta().block, store.meta().root),
+            (1, r1),
+            "cut at {cut}"
+        );
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), after1, "cut back");
+        let mut trie = Trie::open(store, 5, r1).unwrap();
+        assert_eq!(commit(&mut trie, w2.clone(), 2), r2);
+        drop(trie);
+        std::fs::write(&seg, &full).unwrap();
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_committed_block_is_refused_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(4)).unwrap(), 4).unwrap();
+    commit(&mut trie, random_writes(&mut rng, 200), 1);
+    commit(&mut trie, random_writes(&mut rng, 200), 2);
+    drop(trie);
+    let seg = dir.path().join("log.000001");
+    let good = std::fs::read(&seg).unwrap();
+    for at in [200usize, good.len() / 3, good.len() / 2] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        std::fs::write(&seg, &bad).unwrap();
+        let err = LogStore::open(dir.path(), &opts(4)).unwrap_err();
+        assert!(matches!(err, LogError::Corrupt(_)), "flip at {at}: {err}");
+        assert!(err.to_string().contains("committed block follows"), "{err}");
+    }
+    // A flip in the data a read returns is caught by the read, too.
+    std::fs::write(&seg, &good).unwrap();
+    let store = LogStore::open(
+        dir.path(),
+        &LogOptions {
+            read_only: true,
+            ..opts(4)
+        },
+    )
+    .unwrap();
+    let (key, loc) = {
+        let index = store.index();
+        let (k, l) = index.nodes.iter().next().unwrap();
+        (*k, *l)
+    };
+    let mut bad = good.clone();
+    bad[loc.off() as usize + HEADER + key.as_bytes().len()] ^= 1;
+    std::fs::write(&seg, &bad).unwrap();
+    let err = store.get_node(&key).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+#[test]
+fn one_writer_at_a_time_and_handles_that_fell_behind_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+    let err = LogStore::open(dir.path(), &opts(5)).unwrap_err();
+    assert!(matches!(err, LogError::Locked(_)), "{err}");
+    // Readers open beside the writer.
+    LogStore::open(
+        dir.path(),
+        &LogOptions {
+            read_only: true,
+            ..opts(5)
+        },
+    )
+    .unwrap();
+    let err = LogStore::open(dir.path(), &opts(6)).unwrap_err();
+    assert!(matches!(err, LogError::Locked(_)), "{err}");
+
+    let mut rng = StdRng::seed_from_u64(9);
+    let stale = store.clone();
+    let mut trie = Trie::new(store, 5).unwrap();
+    commit(&mut trie, random_writes(&mut rng, 50), 1);
+    let mut other = Trie::new(stale, 5).unwrap();
+    other.update(random_writes(&mut rng, 50)).unwrap();
+    let err = other
+        .commit_with(|s, set| s.write_block(set, 2, &[]))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("another handle committed"),
+        "{err}"
+    );
+    drop((trie, other));
+    let err = LogStore::open(dir.path(), &opts(6)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LogError::GroupDepth {
+                stored: 5,
+                asked: 6
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_trie_prefetch_loads_every_blob_an_update_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(10);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    let root = commit(&mut trie, random_writes(&mut rng, 3000), 1);
+    let store = trie.into_store();
+    let mut reference = Trie::open(store.clone(), 5, root).unwrap();
+    let w = {
+        // New stems and updates of existing ones.
+        let mut w = random_writes(&mut rng, 100);
+        w.extend(random_writes(&mut StdRng::seed_from_u64(10), 100));
+        w
+    };
+    reference.update(w.clone()).unwrap();
+    let stems: Vec<Stem> = w.iter().map(|(k, _)| k.stem).collect();
+    store
+        .warm_trie_paths(&stems, 4, &AtomicBool::new(false))
+        .unwrap();
+    let before = store.reads();
+    let mut trie = Trie::open(store.clone(), 5, root).unwrap();
+    trie.update(w).unwrap();
+    assert_eq!(trie.root(), reference.root());
+    assert_eq!(
+        store.reads(),
+        before,
+        "the update read from disk after the prefetch"
+    );
+}
+
+#[test]
+fn a_bulk_load_opens_as_the_tree_it_was_given_and_an_unfinished_one_is_refused() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut mem = Trie::new(MemoryStore::new(), 6).unwrap();
+    mem.update(random_writes(&mut rng, 2000)).unwrap();
+    let root = mem.root();
+    let mut blobs = Vec::new();
+    mem.commit_with(|_, set| {
+        blobs = set.nodes().map(|(k, b)| (*k, b.to_vec())).collect();
+        Ok(())
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), &opts(6)).unwrap();
+    let mut load = store.bulk_load().unwrap();
+    for (k, b) in &blobs {
+        load.node(k.as_bytes(), b).unwrap();
+    }
+    load.code(&[3; 32], b"\x60\x00").unwrap();
+    load.finish(root, 1).unwrap();
+    drop(store);
+    let mut store = LogStore::open(dir.path(), &opts(6)).unwrap();
+    assert_eq!(
+        store.get_code(&[3; 32], None).unwrap().unwrap(),
+        b"\x60\x00"
+    );
+    assert!(
+        store.bulk_load().is_err(),
+        "a second bulk load into a full log"
+    );
+    let mut trie = Trie::open(store, 6, root).unwrap();
+    assert_eq!(trie.verify().unwrap(), root);
+
+    // A load cut before its last commit record.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), &opts(6)).unwrap();
+    let mut load = store.bulk_load().unwrap();
+    for (k, b) in &blobs {
+        load.node(k.as_bytes(), b).unwrap();
+    }
+    load.checkpoint(ZERO_HASH, 0, true).unwrap();
+    drop(load);
+    drop(store);
+    let err = LogStore::open(dir.path(), &opts(6)).unwrap_err();
+    assert!(matches!(err, LogError::Building), "{err}");
+}
+
+#[test]
+fn segments_roll_over_and_reopen_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        segment_bytes: 20_000,
+        ..opts(3)
+    };
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+    for block in 1..=10 {
+        let w = random_writes(&mut rng, 100);
+        reference.update(w.clone()).unwrap();
+        commit(&mut trie, w, block);
+    }
+    assert!(trie.store().info().segments > 3);
+    let info = trie.store().info();
+    assert!(info.garbage_bytes() > 0 && info.live_bytes > 0, "{info:?}");
+    drop(trie);
+    let store = LogStore::open(dir.path(), &options).unwrap();
+    assert_eq!(store.meta().root, reference.root());
+    assert_eq!(store.info().live_bytes, info.live_bytes);
+    let mut trie = Trie::open(store, 3, reference.root()).unwrap();
+    assert_eq!(trie.verify().unwrap(), reference.root());
+    // A middle segment removed is refused.
+    std::fs::remove_file(dir.path().join("log.000002")).unwrap();
+    drop(trie);
+    let err = LogStore::open(dir.path(), &options).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+}
+
+#[test]
+fn a_failed_write_leaves_nothing_behind() {
+    // /dev/full: every write fails with ENOSPC, as on a full disk.
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(13);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    let r1 = commit(&mut trie, random_writes(&mut rng, 100), 1);
+    let mut store = trie.into_store();
+    let real = {
+        let mut guard = store.inner.writer.lock().unwrap();
+        let w = guard.as_mut().unwrap();
+        std::mem::replace(&mut w.file, full)
+    };
+    let mut trie = Trie::open(store.clone(), 5, r1).unwrap();
+    trie.update(random_writes(&mut rng, 100)).unwrap();
+    let err = trie
+        .commit_with(|s, set| s.write_block(set, 2, &[]))
+        .unwrap_err();
+    assert!(err.to_string().contains("No space"), "{err}");
+    assert_eq!(
+        store.stored_meta().root,
+        r1,
+        "the failed block is not visible"
+    );
+    store.inner.writer.lock().unwrap().as_mut().unwrap().file = real;
+    drop(trie);
+    let _ = &mut store;
+    drop(store);
+    assert_eq!(
+        LogStore::open(dir.path(), &opts(5)).unwrap().meta().root,
+        r1
+    );
+}
