@@ -120,6 +120,12 @@ pub(crate) fn push(
     (at, len)
 }
 
+/// Pads `out` (to be written at `base`) so that a commit record appended next does not
+/// straddle a page: call it before computing the block's body CRC, which covers the padding.
+pub(crate) fn pad_for_commit(out: &mut Vec<u8>, base: u64) {
+    pad_for(out, base, HEADER + COMMIT_LEN);
+}
+
 /// Pads `out` (to be written at `base`) so that `len` bytes appended next do not straddle a
 /// page, when they fit in one.
 fn pad_for(out: &mut Vec<u8>, base: u64, len: usize) {
