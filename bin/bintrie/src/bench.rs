@@ -3,7 +3,8 @@
 use anyhow::{Context, Result};
 use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
-    Durability, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths, parse_stems,
+    Durability, Layout, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths,
+    parse_stems,
 };
 use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
@@ -52,6 +53,12 @@ pub(crate) struct BenchArgs {
         value_parser = PossibleValuesParser::new(["off", "on"]).map(|s| s == "on"),
     )]
     prefetch: Vec<bool>,
+    /// On-disk layouts: `mdbx` (blobs in MDBX's B-tree, rewritten in place) and/or `log`
+    /// (every block's blobs appended to a log, found through an in-memory index; built as a
+    /// copy of each MDBX database; flat read path only; ignores --buffer-blocks: its commit is
+    /// already one append).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "mdbx")]
+    layouts: Vec<Layout>,
     /// MDBX page sizes in bytes, e.g. `4096,16384`.
     #[arg(long, value_delimiter = ',', default_value = "4096")]
     page_sizes: Vec<u32>,
@@ -154,6 +161,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                     0
                 }),
                 witness: !args.no_witness,
+                layouts: args.layouts,
                 ..StudyConfig::for_scale(scale)
             };
             let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));

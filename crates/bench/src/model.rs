@@ -19,6 +19,43 @@ pub use bintrie_store::ReadPath;
 /// `results.json` and on the command line).
 pub use bintrie_store::Durability;
 
+/// How the state is laid out on disk: `mdbx` (path-keyed blobs and a flat stem table in MDBX's
+/// copy-on-write B-tree, the default) or `log` (every block's blobs appended to a log and found
+/// through an in-memory index: crate `bintrie-logstore`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Layout {
+    /// MDBX: B-tree pages rewritten in place (copy-on-write).
+    #[default]
+    Mdbx,
+    /// An append-only log of blobs with an in-memory index.
+    Log,
+}
+
+impl Layout {
+    /// `mdbx` or `log`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Mdbx => "mdbx",
+            Layout::Log => "log",
+        }
+    }
+}
+
 mod config;
 pub use config::{
     BLOCK_GAS_LIMIT, Scale, StudyConfig, TX_GAS_LIMIT, parse_group_depths, parse_stems,
@@ -112,6 +149,9 @@ pub struct ConfigKey {
     pub read_path: ReadPath,
     /// Whether the block's access list was prefetched in parallel before execution.
     pub prefetch: bool,
+    /// The on-disk layout (files from before the layout dimension lack it: MDBX).
+    #[serde(default)]
+    pub layout: Layout,
 }
 
 /// What one measured block produced. Times are milliseconds of wall clock.
@@ -451,6 +491,13 @@ pub struct DatabaseInfo {
     pub nodes: u64,
     /// Flat stems stored.
     pub stems: u64,
+    /// The layout (MDBX in files from before the layout dimension).
+    #[serde(default)]
+    pub layout: Layout,
+    /// The log layout's in-memory index after the copy, bytes (its tables' capacity x entry
+    /// size); absent for MDBX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_bytes: Option<u64>,
 }
 
 /// Everything a study produced: `results.json`.
@@ -541,6 +588,7 @@ mod tests {
                 workload: Workload::Mixed,
                 read_path: ReadPath::Flat,
                 prefetch: true,
+                layout: Default::default(),
             },
             run: 1,
             kept: true,

@@ -264,6 +264,7 @@ mod tests {
             workload: Workload::Erc20Balanceof,
             read_path: ReadPath::Flat,
             prefetch: true,
+            layout: Default::default(),
         }
     }
 

@@ -147,3 +147,72 @@ fn tiny_study_measures_every_cell_with_the_work_each_workload_claims() {
     assert!(per_key(ReadPath::Flat, 1) < 1.1);
     assert!(per_key(ReadPath::TrieWalk, 1) > 3.0 * per_key(ReadPath::TrieWalk, 6));
 }
+
+#[test]
+fn the_log_layout_runs_the_same_blocks_as_mdbx() {
+    use bintrie_bench::model::Layout;
+    let dir = tempfile::tempdir().unwrap();
+    let config = StudyConfig {
+        stems: 2_000,
+        holders: 200,
+        group_depths: vec![4],
+        workloads: vec![Workload::Erc20Approve, Workload::Erc20Balanceof],
+        read_paths: vec![ReadPath::Flat],
+        prefetch: vec![true],
+        runs: 2,
+        blocks_per_run: 2,
+        witness: false,
+        layouts: vec![Layout::Log, Layout::Mdbx],
+        ..StudyConfig::for_scale(Scale::Smoke)
+    };
+    let mut opts = StudyOptions::new(config.clone(), dir.path().join("dbs"));
+    opts.progress = false;
+    let results = run_study(&opts).unwrap();
+    // 2 layouts x 2 workloads x 2 runs x 2 blocks.
+    assert_eq!(results.runs.len(), 2 * 2 * 2 * 2);
+    let log: Vec<&RunRow> = results
+        .runs
+        .iter()
+        .filter(|r| r.key.layout == Layout::Log)
+        .collect();
+    let mdbx: Vec<&RunRow> = results
+        .runs
+        .iter()
+        .filter(|r| r.key.layout == Layout::Mdbx)
+        .collect();
+    assert_eq!(log.len(), mdbx.len());
+    // Same blocks on the same state: the same gas, reads and writes, block by block.
+    for (a, b) in log.iter().zip(&mdbx) {
+        assert_eq!(
+            (a.key.workload, a.run, a.block_in_run),
+            (b.key.workload, b.run, b.block_in_run)
+        );
+        assert_eq!(
+            (a.gas, a.slots_read, a.slots_written),
+            (b.gas, b.slots_read, b.slots_written),
+            "{a:?}\n{b:?}"
+        );
+        assert!(a.bytes_written > 0 && a.device_reads.is_some(), "{a:?}");
+    }
+    let info = results
+        .databases
+        .iter()
+        .find(|d| d.layout == Layout::Log)
+        .unwrap();
+    assert!(
+        info.index_bytes.unwrap() > 0 && info.stems > 2_000,
+        "{info:?}"
+    );
+    assert!(
+        !dir.path().join("dbs/db-p4096-g4-log").exists(),
+        "deleted when done"
+    );
+
+    // The log layout has no trie-walk read path.
+    let bad = StudyConfig {
+        read_paths: vec![ReadPath::TrieWalk, ReadPath::Flat],
+        ..config
+    };
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(err.contains("--read-paths flat"), "{err}");
+}

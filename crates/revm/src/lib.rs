@@ -77,6 +77,8 @@ mod block;
 mod changes;
 mod db;
 mod error;
+#[cfg(feature = "logstore")]
+mod logstate;
 mod memory;
 mod pipeline;
 mod prefetch;
@@ -91,6 +93,8 @@ pub use block::{BlockDb, BlockDbOptions, ReadStats};
 pub use changes::BlockChanges;
 pub use db::{StoredAccount, TrieDb, decode_account};
 pub use error::StateError;
+#[cfg(feature = "logstore")]
+pub use logstate::{LogBackend, LogSnapshot, LogState};
 pub use memory::{MemorySnapshot, MemoryState};
 pub use pipeline::{
     BlockPlan, BlockRun, BlockState, CommitReport, DEFAULT_PREFETCH_WORKERS, PipelineError,

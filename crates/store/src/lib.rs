@@ -156,6 +156,15 @@ impl StateStore {
         })
     }
 
+    /// Calls `f(hash, bytecode)` for every entry of the code table in hash order, in one read
+    /// transaction.
+    pub fn for_each_code(&self, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
+        self.reader()?.for_each(T_CODE, |k, v| {
+            f(k, v);
+            Ok(())
+        })
+    }
+
     /// Number of entries in (nodes, stems, code), in one snapshot.
     pub fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         self.reader()?.counts()

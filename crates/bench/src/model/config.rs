@@ -1,7 +1,7 @@
 //! What a study measures ([`StudyConfig`]), its preset sizes ([`Scale`]) and the group-depth
 //! list syntax.
 
-use super::{Durability, ReadPath, Workload};
+use super::{Durability, Layout, ReadPath, Workload};
 use anyhow::{Context as _, ensure};
 use serde::{Deserialize, Serialize};
 
@@ -117,10 +117,19 @@ pub struct StudyConfig {
     /// the reopen), and record their sizes. Off in files from before witnesses were measured.
     #[serde(default)]
     pub witness: bool,
+    /// On-disk layouts measured: each database is built in MDBX, then (for `log`) copied into
+    /// an appending log beside it; every cell runs on each layout. Files from before the layout
+    /// dimension: MDBX only.
+    #[serde(default = "mdbx_only")]
+    pub layouts: Vec<Layout>,
 }
 
 fn one() -> u32 {
     1
+}
+
+fn mdbx_only() -> Vec<Layout> {
+    vec![Layout::Mdbx]
 }
 
 impl StudyConfig {
@@ -148,6 +157,7 @@ impl StudyConfig {
             blocks_per_run: 1,
             buffer_blocks: 0,
             witness: true,
+            layouts: mdbx_only(),
         }
     }
 
@@ -171,6 +181,12 @@ impl StudyConfig {
         ensure!(!self.read_paths.is_empty(), "no read paths selected");
         ensure!(!self.prefetch.is_empty(), "no prefetch settings selected");
         ensure!(!self.page_sizes.is_empty(), "no page sizes selected");
+        ensure!(!self.layouts.is_empty(), "no layouts selected");
+        ensure!(
+            !(self.layouts.contains(&Layout::Log) && self.read_paths.contains(&ReadPath::TrieWalk)),
+            "the log layout finds a stem through its index, not by walking the trie: \
+             measure it with --read-paths flat"
+        );
         for p in &self.page_sizes {
             ensure!(
                 p.is_power_of_two() && (4096..=65536).contains(p),

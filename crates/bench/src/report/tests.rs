@@ -82,6 +82,7 @@ fn synthetic(shape: &Shape) -> Results {
                         workload,
                         read_path,
                         prefetch,
+                        layout: Default::default(),
                     };
                     for run in 0..=shape.kept_runs {
                         runs.push(run_row(key, run));
@@ -127,6 +128,7 @@ fn synthetic(shape: &Shape) -> Results {
             blocks_per_run: 1,
             buffer_blocks: 0,
             witness: false,
+            layouts: vec![Default::default()],
             scale: Scale::Smoke,
             stems: 1_000_000,
             holders: 10_000,
@@ -154,6 +156,8 @@ fn synthetic(shape: &Shape) -> Results {
                 file_bytes: 300 << 20,
                 nodes: 123_456,
                 stems: 1_000_000,
+                layout: Default::default(),
+                index_bytes: None,
             })
             .collect(),
         runs,

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{
-    Comparison, ComparisonKind, ConfigKey, Metric, MetricSummary, ReadPath, Results, Summary,
-    Workload,
+    Comparison, ComparisonKind, ConfigKey, Layout, Metric, MetricSummary, ReadPath, Results,
+    Summary, Workload,
 };
 use crate::stats;
 
@@ -20,6 +20,8 @@ pub(super) struct Combo {
     pub read_path: ReadPath,
     /// Prefetch on or off.
     pub prefetch: bool,
+    /// The on-disk layout.
+    pub layout: Layout,
 }
 
 impl Combo {
@@ -30,6 +32,7 @@ impl Combo {
             page_size: key.page_size,
             read_path: key.read_path,
             prefetch: key.prefetch,
+            layout: key.layout,
         }
     }
 
@@ -42,6 +45,7 @@ impl Combo {
             workload,
             read_path: self.read_path,
             prefetch: self.prefetch,
+            layout: self.layout,
         }
     }
 
@@ -68,6 +72,9 @@ impl Combo {
         );
         if with_page {
             s.push_str(&format!(", {} pages", super::format::page(self.page_size)));
+        }
+        if self.layout == Layout::Log {
+            s.push_str(", log layout");
         }
         s
     }
@@ -308,6 +315,7 @@ impl View<'_> {
                             page_size,
                             read_path,
                             prefetch,
+                            layout: Layout::Mdbx,
                         };
                         (c(ReadPath::TrieWalk), c(ReadPath::Flat))
                     })
@@ -320,6 +328,7 @@ impl View<'_> {
                             page_size,
                             read_path,
                             prefetch,
+                            layout: Layout::Mdbx,
                         };
                         (c(false), c(true))
                     })

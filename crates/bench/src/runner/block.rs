@@ -3,10 +3,34 @@
 
 use super::*;
 
+/// The state a benchmark chain runs on, in one of the layouts.
+pub(super) enum ChainState {
+    /// MDBX.
+    Mdbx(BinTrieState),
+    /// The appending log.
+    Log(LogState),
+}
+
+/// Runs `$body` with `$s` bound to the state, whichever layout it is in.
+macro_rules! on_state {
+    ($state:expr, $s:ident => $body:expr) => {
+        match $state {
+            ChainState::Mdbx($s) => $body,
+            ChainState::Log($s) => $body,
+        }
+    };
+}
+
+impl ChainState {
+    fn block(&self) -> u64 {
+        on_state!(self, s => s.block())
+    }
+}
+
 /// A built database and the state of the benchmark chain on it.
 pub(super) struct Bench {
     dir: PathBuf,
-    state: Option<BinTrieState>,
+    state: Option<ChainState>,
     /// The sender's next nonce.
     nonce: u64,
     /// Blocks measured so far on this database: makes per-run keys unique.
@@ -46,7 +70,78 @@ impl Bench {
         };
         let state = BinTrieState::open(dir, &store_options)
             .with_context(|| format!("reopening {}", dir.display()))?;
-        Self::with_state(dir, state, page_size, t.elapsed(), config)
+        Self::with_state(dir, ChainState::Mdbx(state), page_size, t.elapsed(), config)
+    }
+
+    /// The same state in the log layout, in `dir`: a bulk copy of this bench's MDBX database
+    /// (every node blob and code entry, then its root and block), reopened (the scan that
+    /// rebuilds the index) and evicted. An existing log there is reused when `reuse` is set
+    /// and it is at this database's block.
+    pub(super) fn log_copy(
+        &mut self,
+        dir: &Path,
+        page_size: u32,
+        config: &StudyConfig,
+        reuse: bool,
+    ) -> Result<(Bench, DatabaseInfo)> {
+        let Some(ChainState::Mdbx(mdbx)) = self.state.as_ref() else {
+            bail!("a log copy is made from an MDBX database");
+        };
+        let src = mdbx.store();
+        let meta = src.meta();
+        let options = bintrie_logstore::LogOptions {
+            group_depth: Some(meta.group_depth),
+            durability: match config.durability {
+                Durability::Durable => bintrie_logstore::Durability::Durable,
+                _ => bintrie_logstore::Durability::Relaxed,
+            },
+            ..Default::default()
+        };
+        let t = Instant::now();
+        let reused = reuse
+            && dir.join("log.000001").exists()
+            && LogStore::open(dir, &options).is_ok_and(|l| l.meta().block == meta.block);
+        if !reused {
+            if dir.exists() {
+                std::fs::remove_dir_all(dir)
+                    .with_context(|| format!("removing stale {}", dir.display()))?;
+            }
+            let mut log = LogStore::open(dir, &options)
+                .with_context(|| format!("creating {}", dir.display()))?;
+            let mut load = log.bulk_load()?;
+            let mut failed = None;
+            src.for_each_node(|k, v| {
+                if failed.is_none() {
+                    failed = load.node(k, v).err();
+                }
+            })?;
+            src.for_each_code(|k, v| {
+                if failed.is_none() {
+                    failed = match <&[u8; 32]>::try_from(k) {
+                        Ok(h) => load.code(h, v).err(),
+                        Err(_) => Some(bintrie_logstore::LogError::Corrupt("code key".into())),
+                    };
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e).context("copying the MDBX state into the log");
+            }
+            load.finish(meta.root, meta.block)?;
+        }
+        let copy = t.elapsed();
+        bintrie_logstore::evict_page_cache(dir)
+            .with_context(|| format!("evicting {}", dir.display()))?;
+        let t = Instant::now();
+        let state =
+            LogState::open(dir, &options).with_context(|| format!("opening {}", dir.display()))?;
+        tracing::info!(
+            copy_s = copy.as_secs_f64(),
+            reused,
+            open_s = t.elapsed().as_secs_f64(),
+            info = ?state.store().info(),
+            "log layout ready"
+        );
+        Self::with_state(dir, ChainState::Log(state), page_size, copy, config)
     }
 
     pub(super) fn reopen(
@@ -64,31 +159,58 @@ impl Bench {
         };
         let state = BinTrieState::open(dir, &store_options)
             .with_context(|| format!("reopening {}", dir.display()))?;
-        Self::with_state(dir, state, page_size, Duration::ZERO, config)
+        Self::with_state(
+            dir,
+            ChainState::Mdbx(state),
+            page_size,
+            Duration::ZERO,
+            config,
+        )
     }
 
     pub(super) fn with_state(
         dir: &Path,
-        state: BinTrieState,
+        state: ChainState,
         page_size: u32,
         build: Duration,
         config: &StudyConfig,
     ) -> Result<(Bench, DatabaseInfo)> {
-        let (nodes, stems, _) = state.store().counts()?;
-        let info = DatabaseInfo {
-            random_stems: config.stems,
-            page_size,
-            group_depth: state.store().meta().group_depth,
-            build_s: build.as_secs_f64(),
-            file_bytes: state.store().file_size()?,
-            nodes,
-            stems,
+        let info = match &state {
+            ChainState::Mdbx(state) => {
+                let (nodes, stems, _) = state.store().counts()?;
+                DatabaseInfo {
+                    random_stems: config.stems,
+                    page_size,
+                    group_depth: state.store().meta().group_depth,
+                    build_s: build.as_secs_f64(),
+                    file_bytes: state.store().file_size()?,
+                    nodes,
+                    stems,
+                    layout: Layout::Mdbx,
+                    index_bytes: None,
+                }
+            }
+            ChainState::Log(state) => {
+                let i = state.store().info();
+                DatabaseInfo {
+                    random_stems: config.stems,
+                    page_size,
+                    group_depth: state.store().meta().group_depth,
+                    build_s: build.as_secs_f64(),
+                    file_bytes: i.log_bytes,
+                    nodes: i.nodes,
+                    stems: i.stems,
+                    layout: Layout::Log,
+                    index_bytes: Some(i.index_bytes),
+                }
+            }
         };
-        let nonce = bintrie_revm::TrieDb::new(state.store(), ReadPath::Flat)?
-            .read_account(&SENDER)?
-            .context("the database lacks the benchmark sender")?
-            .info
-            .nonce;
+        let nonce = on_state!(&state, s => {
+            let mut db = s.block_db(BlockDbOptions::default())?;
+            revm::Database::basic(&mut db, SENDER)?
+                .context("the database lacks the benchmark sender")?
+                .nonce
+        });
         // Per-block keys derive from the block number (a session makes far fewer than 10^6
         // transactions), so they stay fresh on a reused database.
         let seq = state.block() * 1_000_000;
@@ -107,8 +229,16 @@ impl Bench {
         ))
     }
 
-    pub(super) fn state(&mut self) -> &mut BinTrieState {
+    pub(super) fn state(&mut self) -> &mut ChainState {
         self.state.as_mut().expect("state is open between blocks")
+    }
+
+    /// The layout this bench runs on.
+    pub(super) fn layout(&self) -> Layout {
+        match self.state {
+            Some(ChainState::Log(_)) => Layout::Log,
+            _ => Layout::Mdbx,
+        }
     }
 
     /// Closes the database, evicts it from the page cache, and reopens it with empty caches
@@ -125,22 +255,40 @@ impl Bench {
         let dir = self.dir.clone();
         let mut writeback = Duration::ZERO;
         let t = Instant::now();
-        let state = state
-            .reopen(|_| {
-                // MDBX syncs what its commits left unsynced when it closes: that is counted,
-                // and whatever the OS still holds.
-                std::fs::File::open(dir.join("mdbx.dat"))?.sync_data()?;
+        let state = match state {
+            ChainState::Mdbx(state) => ChainState::Mdbx(
+                state
+                    .reopen(|_| {
+                        // MDBX syncs what its commits left unsynced when it closes: that is
+                        // counted, and whatever the OS still holds.
+                        std::fs::File::open(dir.join("mdbx.dat"))?.sync_data()?;
+                        writeback = t.elapsed();
+                        evict_page_cache(&dir).map(drop)
+                    })
+                    .with_context(|| {
+                        format!("evicting {} from the page cache", self.dir.display())
+                    })?,
+            ),
+            ChainState::Log(state) => {
+                // What a relaxed log left unsynced is written now (nothing when durable); the
+                // index stays in memory (it is the layout's directory), the trie is dropped.
+                state.store().sync()?;
                 writeback = t.elapsed();
-                evict_page_cache(&dir).map(drop)
-            })
-            .with_context(|| format!("evicting {} from the page cache", self.dir.display()))?;
+                bintrie_logstore::evict_page_cache(&dir)
+                    .with_context(|| format!("evicting {}", dir.display()))?;
+                ChainState::Log(state.drop_trie()?)
+            }
+        };
         self.state = Some(state);
         Ok(writeback)
     }
 
     /// Flushes the store's write buffer (before the database is kept or dropped).
     pub(super) fn finish(&mut self) -> Result<()> {
-        self.state().flush()?;
+        match self.state() {
+            ChainState::Mdbx(s) => s.flush()?,
+            ChainState::Log(s) => s.store().sync()?,
+        }
         Ok(())
     }
 
@@ -196,11 +344,13 @@ impl Bench {
     /// Executes `tx` on the current state without committing: gas used and touched state.
     pub(super) fn dry_run(&mut self, tx: TxEnv) -> Result<(u64, EvmState)> {
         let number = self.state().block() + 1;
-        let state = self.state.as_ref().expect("open");
-        let mut db = state.block_db(BlockDbOptions::default())?;
-        let out = evm(&mut db, number, self.block_gas_limit).transact(tx)?;
-        let gas = success_gas(&out.result)?;
-        Ok((gas, out.state))
+        let gas_limit = self.block_gas_limit;
+        on_state!(self.state.as_ref().expect("open"), state => {
+            let mut db = state.block_db(BlockDbOptions::default())?;
+            let out = evm(&mut db, number, gas_limit).transact(tx)?;
+            let gas = success_gas(&out.result)?;
+            Ok((gas, out.state))
+        })
     }
 
     /// The witness (both encodings) of the next block with calldata `data`, built from the
@@ -214,18 +364,21 @@ impl Bench {
             .state
             .as_mut()
             .context("the state is open between blocks")?;
-        let (keys, codes) = {
-            let mut db = state.block_db(BlockDbOptions::default().with_record_touched(true))?;
-            let out = evm(&mut db, number, gas_limit).transact(tx)?;
-            success_gas(&out.result)?;
-            let (mut keys, codes) = db.touched();
-            revm::DatabaseCommit::commit(&mut db, out.state);
-            keys.extend(db.into_changes()?.writes.into_iter().map(|(k, _)| k));
-            keys.sort_unstable();
-            keys.dedup();
-            (keys, codes)
-        };
-        Ok(state.witness(number, &keys, &codes)?)
+        on_state!(state, state => {
+            let (keys, codes) = {
+                let mut db =
+                    state.block_db(BlockDbOptions::default().with_record_touched(true))?;
+                let out = evm(&mut db, number, gas_limit).transact(tx)?;
+                success_gas(&out.result)?;
+                let (mut keys, codes) = db.touched();
+                revm::DatabaseCommit::commit(&mut db, out.state);
+                keys.extend(db.into_changes()?.writes.into_iter().map(|(k, _)| k));
+                keys.sort_unstable();
+                keys.dedup();
+                (keys, codes)
+            };
+            Ok(state.witness(number, &keys, &codes)?)
+        })
     }
 
     /// Gas per loop iteration and fixed gas of calldata `f(count)`, from two dry runs.
@@ -357,17 +510,21 @@ impl Bench {
             )
             .with_workers(config.prefetch_workers);
         let (number, gas_limit) = (plan.number, self.block_gas_limit);
-        let faults = major_faults();
-        let block = self
-            .state
-            .as_mut()
-            .expect("open")
+        // MDBX reads through its memory map: every device read is a major page fault. The log
+        // reads with pread: the bytes the process had read from the device, in 4 KB pages.
+        let layout = self.layout();
+        let device = || match layout {
+            Layout::Mdbx => major_faults(),
+            Layout::Log => device_read_pages(),
+        };
+        let faults = device();
+        let block = on_state!(self.state.as_mut().expect("open"), state => state
             .run_block(&plan, &options, |db| {
                 evm(db, number, gas_limit).transact_commit(tx)
             })
-            .with_context(|| format!("block {number}"))?;
+            .with_context(|| format!("block {number}"))?);
         let device_reads = faults
-            .zip(major_faults())
+            .zip(device())
             .map(|(before, after)| after.saturating_sub(before));
         let gas = success_gas(&block.output)?;
         let (reads, report, t) = (block.reads, block.commit, block.timings);
@@ -421,6 +578,16 @@ fn buffer_options(config: &StudyConfig) -> Option<bintrie_store::BufferOptions> 
         max_blocks: config.buffer_blocks,
         ..Default::default()
     })
+}
+
+/// Pages (4 KB) the process has had read from the storage device so far, all threads:
+/// `read_bytes` of `/proc/self/io`; `None` where it is unreadable.
+pub(crate) fn device_read_pages() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|b| b / 4096)
 }
 
 /// The process's major page faults so far, all threads (finished ones included): field 12 of
@@ -484,7 +651,9 @@ mod tests {
         let before = major_faults().unwrap();
         let mut rng = StdRng::seed_from_u64(1);
         for _ in 0..200 {
-            reader.get_stem(&rng.random(), ReadPath::Flat).unwrap();
+            reader
+                .get_stem(&rng.random(), bintrie_store::ReadPath::Flat)
+                .unwrap();
         }
         let faults = major_faults().unwrap() - before;
         assert!(

@@ -10,15 +10,17 @@
 
 use crate::contracts::{self, COINBASE, DRIVER, SENDER, SstoreRegions, TOKEN};
 use crate::model::{
-    ConfigKey, DatabaseInfo, Machine, ReadPath, Results, RunRow, SCHEMA_VERSION, StudyConfig,
-    Workload,
+    ConfigKey, DatabaseInfo, Durability, Layout, Machine, Results, RunRow, SCHEMA_VERSION,
+    StudyConfig, Workload,
 };
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use anyhow::{Context as _, Result, bail, ensure};
 use bintrie_keys::{AccountState, TreeKey, account_entries};
+use bintrie_logstore::LogStore;
 use bintrie_node::{Sha256Hasher, TreeHasher};
 use bintrie_revm::{
-    BinTrieState, BlockDbOptions, BlockPlan, BlockState as _, PipelineOptions, PrefetchList,
+    BinTrieState, BlockDbOptions, BlockPlan, BlockState as _, LogState, PipelineOptions,
+    PrefetchList,
 };
 use bintrie_store::{ExternalSort, StateStore, StoreOptions, evict_page_cache, stems_of};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -172,6 +174,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         })
         .collect();
     let blocks_per_db = config.workloads.len()
+        * config.layouts.len()
         * config.read_paths.len()
         * config.prefetch.len()
         * (config.runs * config.blocks_per_run) as usize;
@@ -278,7 +281,8 @@ impl Study<'_> {
         } else {
             format!("db-p{page_size}-g{g}")
         };
-        let dir = opts.db_dir.join(name);
+        let dir = opts.db_dir.join(&name);
+        let log_dir = opts.db_dir.join(format!("{name}-log"));
         let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
         if dir.exists() && !reuse {
             std::fs::remove_dir_all(&dir)
@@ -315,12 +319,29 @@ impl Study<'_> {
                 "database built"
             );
             self.databases.push(info);
-            self.measure(&mut bench, config, stems, page_size, g)?;
+            for &layout in &config.layouts {
+                match layout {
+                    Layout::Mdbx => self.measure(&mut bench, config, stems, page_size, g)?,
+                    Layout::Log => {
+                        self.overall
+                            .set_message(format!("g={g}: copying the state into the log layout"));
+                        let (mut log, info) = bench.log_copy(&log_dir, page_size, config, reuse)?;
+                        self.databases.push(info);
+                        self.measure(&mut log, config, stems, page_size, g)?;
+                        log.finish()?;
+                    }
+                }
+            }
             bench.finish()
         })();
         build.finish_and_clear();
-        if !opts.keep_databases && dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("deleting {}", dir.display()))?;
+        if !opts.keep_databases {
+            for dir in [&dir, &log_dir] {
+                if dir.exists() {
+                    std::fs::remove_dir_all(dir)
+                        .with_context(|| format!("deleting {}", dir.display()))?;
+                }
+            }
         }
         result.with_context(|| format!("group depth {g}, page size {page_size}, {stems} stems"))
     }
@@ -347,9 +368,11 @@ impl Study<'_> {
                         workload: w,
                         read_path,
                         prefetch,
+                        layout: bench.layout(),
                     };
                     self.overall.set_message(format!(
-                        "g={g} {} {} prefetch={}",
+                        "g={g} {} {} {} prefetch={}",
+                        bench.layout().name(),
                         w.name(),
                         read_path.name(),
                         if prefetch { "on" } else { "off" }

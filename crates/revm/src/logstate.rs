@@ -1,0 +1,302 @@
+//! [`LogState`]: the trie over the appending layout ([`bintrie_logstore::LogStore`]), block by
+//! block, and its read side ([`LogBackend`], [`LogSnapshot`]).
+
+use crate::{
+    BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, SnapshotIo, StateBackend,
+    StateError, StateSnapshot, TriePrefetcher,
+};
+use alloy_primitives::{B256, Bytes};
+use bintrie_keys::Stem;
+use bintrie_logstore::{LogError, LogOptions, LogStore};
+use bintrie_node::{Hash32, StemValues};
+use bintrie_trie::{Trie, TrieError};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+impl From<LogError> for StateError {
+    fn from(e: LogError) -> Self {
+        StateError::Backend(Box::new(e))
+    }
+}
+
+impl From<TrieError<LogError>> for StateError {
+    fn from(e: TrieError<LogError>) -> Self {
+        StateError::Backend(Box::new(e))
+    }
+}
+
+/// The log as a [`StateBackend`]: every snapshot reads the block that was last committed when
+/// the backend was made.
+#[derive(Clone, Copy, Debug)]
+pub struct LogBackend<'s> {
+    store: &'s LogStore,
+    root: Hash32,
+}
+
+impl<'s> LogBackend<'s> {
+    /// Reads from `store` at its last committed block.
+    pub fn new(store: &'s LogStore) -> Self {
+        LogBackend {
+            store,
+            root: store.meta().root,
+        }
+    }
+}
+
+impl<'s> StateBackend for LogBackend<'s> {
+    type Snapshot = LogSnapshot<'s>;
+
+    fn snapshot(&self) -> Result<LogSnapshot<'s>, StateError> {
+        Ok(LogSnapshot {
+            store: self.store,
+            root: self.root,
+            lookups: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
+}
+
+/// Reads of one block of the log. The log has one version (the last commit): once another
+/// block is committed, every read through this snapshot is an error naming it, never an answer
+/// from a different block. Reads run concurrently (no lock held across a read).
+#[derive(Debug)]
+pub struct LogSnapshot<'s> {
+    store: &'s LogStore,
+    root: Hash32,
+    lookups: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl LogSnapshot<'_> {
+    fn count(&self, bytes: usize) {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+impl StateSnapshot for LogSnapshot<'_> {
+    fn stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError> {
+        let v = self.store.get_stem(stem, Some(&self.root))?;
+        self.count(v.as_ref().map_or(0, |v| 32 + 32 * v.len()));
+        Ok(v)
+    }
+
+    fn code(&self, hash: &B256) -> Result<Option<Bytes>, StateError> {
+        let c = self.store.get_code(&hash.0, Some(&self.root))?;
+        self.count(c.as_ref().map_or(0, Vec::len));
+        Ok(c.map(Bytes::from))
+    }
+
+    fn io(&self) -> SnapshotIo {
+        SnapshotIo {
+            lookups: self.lookups.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl TriePrefetcher for LogStore {
+    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
+        self.warm_trie_paths(stems, workers, stop)?;
+        Ok(())
+    }
+}
+
+/// The binary-trie state over the appending layout: a [`Trie`] over a [`LogStore`], committed
+/// one block at a time (one appended write and, when durable, one `fdatasync` per block).
+#[derive(Debug)]
+pub struct LogState {
+    trie: Trie<LogStore>,
+}
+
+impl LogState {
+    /// Opens (or creates) the log in `dir`; the trie starts at the stored root.
+    pub fn open(dir: impl AsRef<Path>, options: &LogOptions) -> Result<Self, StateError> {
+        Self::from_store(LogStore::open(dir, options)?)
+    }
+
+    /// The state over an open log.
+    pub fn from_store(store: LogStore) -> Result<Self, StateError> {
+        let meta = store.meta();
+        Ok(LogState {
+            trie: Trie::open(store, meta.group_depth, meta.root)?,
+        })
+    }
+
+    /// The log.
+    pub fn store(&self) -> &LogStore {
+        self.trie.store()
+    }
+
+    /// The log, giving up the trie (its in-memory nodes are dropped).
+    pub fn into_store(self) -> LogStore {
+        self.trie.into_store()
+    }
+
+    /// The same state with an empty trie (the nodes it loaded dropped): what a cold block
+    /// starts from. The log's index stays: it is this layout's directory, held in memory.
+    pub fn drop_trie(self) -> Result<Self, StateError> {
+        Self::from_store(self.into_store())
+    }
+
+    /// Applies a block's writes as one sorted batch, rehashes, and appends the blobs, code and
+    /// a commit record as block `block`.
+    pub fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        let code: Vec<([u8; 32], Vec<u8>)> =
+            changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
+        self.trie.reset_stats();
+        let t = Instant::now();
+        self.trie.update(changes.writes)?;
+        let root = self.trie.root();
+        let trie_update = t.elapsed();
+        let t = Instant::now();
+        let mut collected = None;
+        let stats = self.trie.commit_with(|store, set| {
+            collected = Some(t.elapsed());
+            store.write_block(set, block, &code)
+        })?;
+        tracing::debug!(
+            block,
+            collect_ms = collected.unwrap_or_default().as_secs_f64() * 1e3,
+            commit_ms = t.elapsed().as_secs_f64() * 1e3,
+            "log state committed"
+        );
+        Ok(CommitReport {
+            root: B256::from(root),
+            trie_update,
+            commit: t.elapsed(),
+            stats,
+            trie: self.trie.stats(),
+        })
+    }
+}
+
+impl BlockState for LogState {
+    type Backend<'a> = LogBackend<'a>;
+
+    fn root(&self) -> B256 {
+        B256::from(self.store().meta().root)
+    }
+
+    fn block(&self) -> u64 {
+        self.store().meta().block
+    }
+
+    fn block_db(&self, options: BlockDbOptions) -> Result<BlockDb<LogBackend<'_>>, StateError> {
+        BlockDb::over(LogBackend::new(self.store()), options)
+    }
+
+    fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
+        Some(self.store())
+    }
+
+    fn commit_block(
+        &mut self,
+        changes: BlockChanges,
+        block: u64,
+    ) -> Result<CommitReport, StateError> {
+        LogState::commit_block(self, changes, block)
+    }
+
+    /// On a throw-away trie over the same log: nothing written, this state's trie untouched.
+    fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
+        let store = self.store().clone();
+        let meta = store.meta();
+        let mut trie: Trie<LogStore> = Trie::open(store, meta.group_depth, meta.root)?;
+        trie.update(changes.writes.clone())?;
+        Ok(B256::from(trie.root()))
+    }
+
+    fn witness(
+        &self,
+        block: u64,
+        keys: &[bintrie_keys::TreeKey],
+        codes: &[B256],
+    ) -> Result<crate::Witnesses, StateError> {
+        let store = self.store().clone();
+        let meta = store.meta();
+        let mut trie: Trie<LogStore> = Trie::open(store.clone(), meta.group_depth, meta.root)?;
+        let code = |h: &B256| -> Result<Option<Bytes>, StateError> {
+            Ok(store.get_code(&h.0, Some(&meta.root))?.map(Into::into))
+        };
+        crate::witness::build_witnesses(&mut trie, block, keys, codes, code, StateError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryState;
+    use alloy_primitives::{Address, U256};
+    use bintrie_keys::AccountState;
+    use revm::Database;
+
+    fn accounts(n: u8) -> Vec<(Address, AccountState)> {
+        (1..=n)
+            .map(|i| {
+                let mut a = AccountState {
+                    nonce: u64::from(i),
+                    balance: U256::from(1000u64 * u64::from(i)),
+                    ..Default::default()
+                };
+                if i % 3 == 0 {
+                    a.code = vec![0x60, i, 0x00];
+                    a.storage.push((U256::from(i), U256::from(7)));
+                }
+                (Address::repeat_byte(i), a)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_on_the_log_reach_the_memory_state_root_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let mut mem = MemoryState::new(5).unwrap();
+        let all = accounts(40);
+        for (block, chunk) in all.chunks(10).enumerate() {
+            let changes = BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap();
+            let a = log.commit_block(changes.clone(), block as u64 + 1).unwrap();
+            let b = BlockState::commit_block(&mut mem, changes, block as u64 + 1).unwrap();
+            assert_eq!(a.root, b.root, "block {}", block + 1);
+        }
+        drop(log);
+        let log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        assert_eq!(BlockState::root(&log), BlockState::root(&mem));
+        let mut db = log.block_db(BlockDbOptions::default()).unwrap();
+        for (address, state) in &all {
+            let info = db.basic(*address).unwrap().unwrap();
+            assert_eq!((info.nonce, info.balance), (state.nonce, state.balance));
+            if !state.code.is_empty() {
+                let code = db.code_by_hash(info.code_hash).unwrap();
+                assert_eq!(code.original_bytes().as_ref(), &state.code[..]);
+            }
+        }
+        assert!(db.basic(Address::repeat_byte(0xee)).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_snapshot_refuses_to_read_after_a_later_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let all = accounts(4);
+        let first = BlockChanges::from_accounts(all[..2].iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(first, 1).unwrap();
+        let store = log.store().clone();
+        let snapshot = LogBackend::new(&store).snapshot().unwrap();
+        let stem = bintrie_keys::basic_data_key(&all[0].0).stem;
+        assert!(snapshot.stem(&stem).unwrap().is_some());
+        let second = BlockChanges::from_accounts(all[2..].iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(second, 2).unwrap();
+        let err = snapshot.stem(&stem).unwrap_err();
+        assert!(
+            err.to_string().contains("another handle committed"),
+            "{err}"
+        );
+    }
+}
