@@ -27,6 +27,21 @@ pub(crate) struct WriteArgs {
 }
 
 impl WriteArgs {
+    /// The log layout's options with this durability (`flush` and `relaxed` sync only when
+    /// the log is closed or a segment fills; the write buffer does not apply: a log commit is
+    /// already one append).
+    pub(crate) fn log_options(&self) -> bintrie_logstore::LogOptions {
+        let durable = !self.relaxed && self.durability == Durability::Durable;
+        bintrie_logstore::LogOptions {
+            durability: if durable {
+                bintrie_logstore::Durability::Durable
+            } else {
+                bintrie_logstore::Durability::Relaxed
+            },
+            ..Default::default()
+        }
+    }
+
     /// `options` with this durability and buffer; `default_blocks` when --buffer-blocks is not
     /// given.
     pub(crate) fn apply(&self, options: StoreOptions, default_blocks: u64) -> StoreOptions {

@@ -387,3 +387,53 @@ fn wrong_values_are_reported() {
     let text = exec_fails(&f, &["--pre-state", fixture(PRE_STATE).to_str().unwrap()]);
     assert!(text.contains("transaction 0: `from` is 0x"), "{text}");
 }
+
+/// `--layout log`: every fixture validates on the appending log with the root MDBX gives, cold
+/// and on a random base copied in from a kept MDBX base.
+#[test]
+fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
+    for name in [ZKPI_PRAGUE, ZKPI_CANCUN, RPCCACHE] {
+        let f = fixture(name);
+        let mdbx = exec_json(&f, &[]);
+        let log = exec_json(&f, &["--layout", "log", "--cold"]);
+        assert_eq!(log["valid"], true, "{name}: {log}");
+        assert_eq!(log["mode"]["layout"], "log");
+        assert_eq!(log["root"], mdbx["root"], "{name}: log root");
+        assert_eq!(log["read_amplification"].as_f64().unwrap(), 1.0, "{log}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("base");
+    let (db1, db2) = (dir.path().join("m"), dir.path().join("l"));
+    let base = [
+        "--base-stems",
+        "3000",
+        "--base-db",
+        keep.to_str().unwrap(),
+        "-g",
+        "4",
+    ];
+    let f = fixture(ZKPI_CANCUN);
+    let with = |db: &Path, layout: &str| {
+        let mut args = base.to_vec();
+        args.extend(["--db", db.to_str().unwrap(), "--layout", layout]);
+        exec_json(&f, &args)
+    };
+    let m = with(&db1, "mdbx");
+    let l = with(&db2, "log");
+    assert_eq!(
+        (l["valid"].clone(), l["base_stems"].clone()),
+        (true.into(), 3000.into())
+    );
+    assert_eq!(l["root"], m["root"]);
+    assert!(db2.join("log.000001").is_file() && !db2.join("mdbx.dat").exists());
+    // The log now holds the block: a second exec into it is refused, as is another group
+    // depth.
+    let again = ["--db", db2.to_str().unwrap(), "--layout", "log"];
+    let text = exec_fails(&f, &[&again[..], &["-g", "4"]].concat());
+    assert!(text.contains("the database holds block 22188088"), "{text}");
+    let text = exec_fails(&f, &again);
+    assert!(
+        text.contains("has group depth 4, 5 was asked for"),
+        "{text}"
+    );
+}

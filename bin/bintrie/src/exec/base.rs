@@ -63,6 +63,25 @@ pub(crate) fn prepare(
     options: &StoreOptions,
     group_depth: u8,
 ) -> Result<Option<Base>> {
+    let Some((base, source)) = locate(args, dir, dir, options, group_depth)? else {
+        return Ok(None);
+    };
+    if source != dir {
+        copy_database(&source, dir)?;
+    }
+    Ok(Some(base))
+}
+
+/// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
+/// (built there first if it holds no database), or `build_into` (empty) when there is no
+/// --base-db. `None` when no base is asked for. `dir` is the block's database directory.
+pub(crate) fn locate(
+    args: &BaseArgs,
+    dir: &Path,
+    build_into: &Path,
+    options: &StoreOptions,
+    group_depth: u8,
+) -> Result<Option<(Base, PathBuf)>> {
     if args.base_stems == 0 {
         return Ok(None);
     }
@@ -84,12 +103,13 @@ pub(crate) fn prepare(
         );
     }
     ensure!(
-        !dir.join("mdbx.dat").exists(),
+        !dir.join("mdbx.dat").exists() && !dir.join("log.000001").exists(),
         "{} already holds a database: a base goes into an empty one",
         dir.display()
     );
     let Some(keep) = &args.base_db else {
-        return build(args, dir, options, group_depth).map(Some);
+        return build(args, build_into, options, group_depth)
+            .map(|b| Some((b, build_into.to_path_buf())));
     };
     let base = if keep.join("mdbx.dat").exists() {
         let base = read_marker(keep)?;
@@ -128,8 +148,7 @@ pub(crate) fn prepare(
             .with_context(|| format!("writing {}", keep.join(MARKER).display()))?;
         base
     };
-    copy_database(keep, dir)?;
-    Ok(Some(base))
+    Ok(Some((base, keep.clone())))
 }
 
 /// Builds the base into `dir`.

@@ -6,10 +6,13 @@ mod base;
 mod witness;
 
 use anyhow::{Context, Result, bail};
+use bintrie_bench::model::Layout;
 use bintrie_exec::{
-    ExecOptions, Prefetch, execute_block, fixture, import_pre_state_over, validate,
+    ExecOptions, Prefetch, execute_block, fixture, import_pre_state_over, validate, validate_over,
 };
-use bintrie_revm::{BinTrieState, BlockDbOptions, PipelineOptions};
+use bintrie_revm::{
+    BinTrieState, BlockDbOptions, BlockState, LogBackend, LogState, PipelineOptions,
+};
 use bintrie_store::{ReadPath, StoreOptions};
 use serde_json::json;
 use std::io::Write;
@@ -31,6 +34,13 @@ pub(crate) struct ExecArgs {
     /// removed at exit (under $TMPDIR).
     #[arg(long)]
     db: Option<PathBuf>,
+    /// How the database lays out the state: `mdbx` (path-keyed blobs and a flat stem table in
+    /// MDBX) or `log` (every block appended to a log of blobs, found through an in-memory
+    /// index: one sequential write per block; see README, "The log layout"). With `log`,
+    /// --read-path is ignored (the index finds a stem's blob directly) and a --base-stems base
+    /// is built in MDBX (or taken from --base-db) and copied into the log.
+    #[arg(long, value_enum, default_value = "mdbx")]
+    layout: bintrie_bench::model::Layout,
     /// Group depth of the new database (1..=8).
     #[arg(long, short = 'g', default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=8))]
     group_depth: u8,
@@ -96,6 +106,18 @@ pub(crate) struct ExecArgs {
 /// The context of an error writing the command's output.
 const WRITING: &str = "writing output";
 
+/// Imports the fixture's pre-state into `state`, on top of `base` when there is one.
+fn import_over<S: BlockState>(
+    state: &mut S,
+    fx: &fixture::Fixture,
+    base: Option<&base::Base>,
+    dir: &Path,
+) -> Result<bintrie_exec::PreStateImport> {
+    let at = base.map_or((0, alloy_primitives::B256::ZERO), |b| (b.block, b.root));
+    import_pre_state_over(state, fx, at)
+        .with_context(|| format!("importing into {}", dir.display()))
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
@@ -128,19 +150,6 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         },
         0,
     );
-    let base = base::prepare(&args.base, dir, &options, args.group_depth)?;
-    let mut state =
-        BinTrieState::open(dir, &options).with_context(|| format!("opening {}", dir.display()))?;
-    let at = base
-        .as_ref()
-        .map_or((0, alloy_primitives::B256::ZERO), |b| (b.block, b.root));
-    let import = import_pre_state_over(&mut state, &fx, at)
-        .with_context(|| format!("importing into {}", dir.display()))?;
-    if args.cold {
-        state = state
-            .reopen(|dir| bintrie_store::evict_page_cache(dir).map(drop))
-            .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
-    }
     let read_path = args.read_path;
     let exec_options = ExecOptions::default()
         .with_pipeline(
@@ -158,19 +167,76 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             (false, true) => Prefetch::Transactions,
             (false, false) => Prefetch::BlockAccessList,
         });
-    let executed = execute_block(&mut state, &fx, &exec_options)?;
-    let v = validate(&state, &fx, &executed, read_path)?;
+    let (base, import, executed, v, durable_block) = match args.layout {
+        Layout::Mdbx => {
+            let base = base::prepare(&args.base, dir, &options, args.group_depth)?;
+            let mut state = BinTrieState::open(dir, &options)
+                .with_context(|| format!("opening {}", dir.display()))?;
+            let import = import_over(&mut state, &fx, base.as_ref(), dir)?;
+            if args.cold {
+                state = state
+                    .reopen(|dir| bintrie_store::evict_page_cache(dir).map(drop))
+                    .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
+            }
+            let executed = execute_block(&mut state, &fx, &exec_options)?;
+            let v = validate(&state, &fx, &executed, read_path)?;
+            // Sync what the write buffer holds: the database is whole on disk when this
+            // returns.
+            state
+                .flush()
+                .with_context(|| format!("syncing {}", dir.display()))?;
+            let durable_block = state.store().durable_block();
+            (base, import, executed, v, durable_block)
+        }
+        Layout::Log => {
+            let log_options = bintrie_logstore::LogOptions {
+                group_depth: Some(args.group_depth),
+                ..args.write.log_options()
+            };
+            let base = if args.base.base_stems > 0 {
+                // The base is an MDBX database (built beside, or --base-db), copied in.
+                let staging = tempfile::Builder::new()
+                    .prefix("bintrie-base-")
+                    .tempdir_in(
+                        dir.parent()
+                            .filter(|p| !p.as_os_str().is_empty())
+                            .unwrap_or(Path::new(".")),
+                    )
+                    .context("creating a directory for the base")?;
+                let located =
+                    base::locate(&args.base, dir, staging.path(), &options, args.group_depth)?;
+                let (base, source) = located.expect("a base was asked for");
+                let src = bintrie_store::StateStore::open_read_only(&source)
+                    .with_context(|| format!("opening the base in {}", source.display()))?;
+                bintrie_bench::runner::copy_into_log(&src, dir, &log_options)?;
+                Some(base)
+            } else {
+                None
+            };
+            let mut state = LogState::open(dir, &log_options)
+                .with_context(|| format!("opening {}", dir.display()))?;
+            let import = import_over(&mut state, &fx, base.as_ref(), dir)?;
+            if args.cold {
+                state.store().sync()?;
+                bintrie_logstore::evict_page_cache(dir)
+                    .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
+                state = state.drop_trie()?;
+            }
+            let executed = execute_block(&mut state, &fx, &exec_options)?;
+            let v = validate_over(&LogBackend::new(state.store()), &fx, &executed)?;
+            state
+                .store()
+                .sync()
+                .with_context(|| format!("syncing {}", dir.display()))?;
+            let durable_block = state.store().durable_block();
+            (base, import, executed, v, durable_block)
+        }
+    };
     let encoding = args.witness_encoding.into();
     let witness_json = match (&args.witness_out, &executed.run.witness) {
         (Some(path), Some(w)) => Some(witness::write(w, encoding, path)?),
         _ => None,
     };
-    // Sync what the write buffer holds: the database is whole on disk when this returns.
-    state
-        .flush()
-        .with_context(|| format!("syncing {}", dir.display()))?;
-    let durable_block = state.store().durable_block();
-    drop(state);
 
     let run = &executed.run;
     let (stats, t, w) = (&run.reads, &run.timings, &run.writes);
@@ -247,6 +313,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 "cache": !args.no_cache,
                 "cold": args.cold,
                 "read_path": args.read_path.name(),
+                "layout": args.layout.name(),
                 "group_depth": args.group_depth,
                 "workers": args.workers,
             },

@@ -106,27 +106,7 @@ impl Bench {
                 std::fs::remove_dir_all(dir)
                     .with_context(|| format!("removing stale {}", dir.display()))?;
             }
-            let mut log = LogStore::open(dir, &options)
-                .with_context(|| format!("creating {}", dir.display()))?;
-            let mut load = log.bulk_load()?;
-            let mut failed = None;
-            src.for_each_node(|k, v| {
-                if failed.is_none() {
-                    failed = load.node(k, v).err();
-                }
-            })?;
-            src.for_each_code(|k, v| {
-                if failed.is_none() {
-                    failed = match <&[u8; 32]>::try_from(k) {
-                        Ok(h) => load.code(h, v).err(),
-                        Err(_) => Some(bintrie_logstore::LogError::Corrupt("code key".into())),
-                    };
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(e).context("copying the MDBX state into the log");
-            }
-            load.finish(meta.root, meta.block)?;
+            copy_into_log(src, dir, &options)?;
         }
         let copy = t.elapsed();
         bintrie_logstore::evict_page_cache(dir)
@@ -570,6 +550,50 @@ impl Bench {
             witness_blobs_bytes: witness.as_ref().map(|w| w.blobs.bytes().total),
         })
     }
+}
+
+/// Copies the state of the MDBX store `src` into a new log in `dir` (created; it must hold no
+/// log): every node blob and code entry in one bulk load, ending at `src`'s root and block,
+/// synced. Returns the log. (Every blob is checked against its parent's hash when a trie
+/// loads it, as from MDBX.)
+pub fn copy_into_log(
+    src: &StateStore,
+    dir: &Path,
+    options: &bintrie_logstore::LogOptions,
+) -> Result<LogStore> {
+    let meta = src.meta();
+    let options = bintrie_logstore::LogOptions {
+        group_depth: Some(meta.group_depth),
+        create: true,
+        ..options.clone()
+    };
+    let mut log =
+        LogStore::open(dir, &options).with_context(|| format!("creating {}", dir.display()))?;
+    let mut load = log
+        .bulk_load()
+        .with_context(|| format!("{} already holds a state", dir.display()))?;
+    let mut failed = None;
+    src.for_each_node(|k, v| {
+        if failed.is_none() {
+            failed = load.node(k, v).err();
+        }
+    })?;
+    src.for_each_code(|k, v| {
+        if failed.is_none() {
+            failed = match <&[u8; 32]>::try_from(k) {
+                Ok(h) => load.code(h, v).err(),
+                Err(_) => Some(bintrie_logstore::LogError::Corrupt(format!(
+                    "a code key of {} bytes",
+                    k.len()
+                ))),
+            };
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e).context("copying the MDBX state into the log");
+    }
+    load.finish(meta.root, meta.block)?;
+    Ok(log)
 }
 
 /// The store's write buffer for a study (`None` when `buffer_blocks` is 0).

@@ -39,6 +39,7 @@ mod block;
 mod state;
 
 use block::Bench;
+pub use block::copy_into_log;
 pub use state::{Sizing, build_database, build_random_state, random_state, workload_accounts};
 
 /// Share of the transaction gas limit the loops are sized to use (the rest is headroom).
