@@ -49,6 +49,11 @@ pub(crate) struct ImportArgs {
     /// Memory for --bulk's sort, in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24), requires = "bulk")]
     memory_budget: u64,
+    /// `mdbx` (default) or `log`: every block appended to a log of blobs with an in-memory
+    /// index (one sequential write and, when durable, one fdatasync per block; README, "The
+    /// log layout"). The write buffer, --page-size and --bulk are MDBX's.
+    #[arg(long, value_enum, default_value = "mdbx", conflicts_with_all = ["bulk", "page_size"])]
+    layout: bintrie_bench::model::Layout,
 }
 
 pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
@@ -59,7 +64,31 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     let first = lines.next_batch(batch)?;
     // `create_dir` succeeds for exactly one process: only the one that made the directory may
     // remove it again.
+    crate::durability::check_layout(&args.db, args.layout)?;
     let created_dir = std::fs::create_dir(&args.db).is_ok();
+    if args.layout == bintrie_bench::model::Layout::Log {
+        let result = import_log(&args, first, &mut lines, batch);
+        if result.is_err() && created_dir {
+            // Only the empty log this run created (no block committed) is removed.
+            let _ = std::fs::remove_dir(&args.db);
+            let log_only = std::fs::read_dir(&args.db).is_ok_and(|d| {
+                d.filter_map(Result::ok)
+                    .all(|e| matches!(e.file_name().to_str(), Some("LOCK" | "log.000001")))
+            });
+            let empty = bintrie_logstore::LogStore::open(
+                &args.db,
+                &bintrie_logstore::LogOptions {
+                    read_only: true,
+                    ..Default::default()
+                },
+            )
+            .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
+            if log_only && empty {
+                let _ = std::fs::remove_dir_all(&args.db);
+            }
+        }
+        return result;
+    }
     let store = StateStore::open(
         &args.db,
         &args.write.apply(
@@ -237,6 +266,115 @@ fn import_blocks(
     Ok(())
 }
 
+/// `import --layout log`: one appended block per batch, each printed with its root and the
+/// block a power loss cannot take back.
+fn import_log(
+    args: &ImportArgs,
+    first: Vec<(TreeKey, [u8; 32])>,
+    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    batch_size: usize,
+) -> Result<()> {
+    use bintrie_logstore::LogStore;
+    let options = bintrie_logstore::LogOptions {
+        group_depth: args.group_depth,
+        ..args.write.log_options()
+    };
+    let store = LogStore::open(&args.db, &options)
+        .with_context(|| format!("opening {}", args.db.display()))?;
+    let meta = store.meta();
+    let mut trie: Trie<LogStore> = Trie::open(store, meta.group_depth, meta.root)?;
+    let mut out = std::io::stdout().lock();
+    let durable = |store: &LogStore| match store.durable_block() {
+        Some(b) => format!("durable through block {b}"),
+        None => "no block is promised to survive a power loss".to_string(),
+    };
+    let mut batch = first;
+    while !batch.is_empty() {
+        let entries = batch.len();
+        let last = trie.store().meta();
+        let at_last = || {
+            format!(
+                "the log stays at block {} (root {})",
+                last.block,
+                hex0x(last.root)
+            )
+        };
+        trie.update(batch)
+            .with_context(|| format!("updating the tree; {}", at_last()))?;
+        let block = last.block + 1;
+        let stats = trie
+            .commit_with(|store, set| store.write_block(set, block, &[]))
+            .with_context(|| format!("committing block {block}; {}", at_last()))?;
+        writeln!(
+            out,
+            "committed block {block} entries {entries} root {}; {}",
+            hex0x(stats.root),
+            durable(trie.store())
+        )
+        .and_then(|()| out.flush())
+        .context("writing output")?;
+        batch = lines.next_batch(batch_size)?;
+    }
+    if trie.store().durable_block() != Some(trie.store().meta().block) {
+        trie.store().sync().context("syncing the log")?;
+        writeln!(out, "{}", durable(trie.store()))
+            .and_then(|()| out.flush())
+            .context("writing output")?;
+    }
+    Ok(())
+}
+
+/// `info` on a log: its block, root and sizes.
+fn info_log(args: &InfoArgs) -> Result<()> {
+    let store = bintrie_logstore::LogStore::open(
+        &args.db,
+        &bintrie_logstore::LogOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("opening {}", args.db.display()))?;
+    let (meta, i) = (store.meta(), store.info());
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let j = serde_json::json!({
+            "layout": "log",
+            "root": hex0x(meta.root),
+            "block": meta.block,
+            "group_depth": meta.group_depth,
+            "nodes": i.nodes,
+            "stems": i.stems,
+            "code": i.code,
+            "segments": i.segments,
+            "log_bytes": i.log_bytes,
+            "live_bytes": i.live_bytes,
+            "garbage_bytes": i.garbage_bytes(),
+            "index_bytes": i.index_bytes,
+        });
+        writeln!(out, "{j}")
+    } else {
+        writeln!(
+            out,
+            "layout       log\nroot         {}\nblock        {}\ngroup depth  {}\n\
+             nodes        {}\nstems        {}\ncode entries {}\nsegments     {}\n\
+             log size     {} bytes ({} live, {} superseded)\nindex memory {} bytes",
+            hex0x(meta.root),
+            meta.block,
+            meta.group_depth,
+            i.nodes,
+            i.stems,
+            i.code,
+            i.segments,
+            i.log_bytes,
+            i.live_bytes,
+            i.garbage_bytes(),
+            i.index_bytes
+        )
+    }
+    .and_then(|()| out.flush())
+    .context("writing output")
+}
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct InfoArgs {
     /// Database directory.
@@ -250,10 +388,20 @@ pub(crate) struct InfoArgs {
 /// Opens an existing database read-only (never creates, formats or writes anything), at its
 /// own group depth.
 fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
+    if dir.join("log.000001").exists() && !dir.join("mdbx.dat").exists() {
+        bail!(
+            "{} holds a state in the log layout: this command reads MDBX databases (`info` reads \
+             both)",
+            dir.display()
+        );
+    }
     StateStore::open_read_only(dir).with_context(|| format!("opening {}", dir.display()))
 }
 
 pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
+    if args.db.join("log.000001").exists() && !args.db.join("mdbx.dat").exists() {
+        return info_log(&args);
+    }
     let store = open_existing(&args.db)?;
     let shape = store.shape()?;
     let meta = shape.meta;

@@ -69,3 +69,27 @@ pub(crate) fn durable_note(store: &bintrie_store::StateStore) -> String {
         None => "relaxed: no block is promised to survive a power loss".to_string(),
     }
 }
+
+/// Refuses to open `dir` as `layout` when it already holds a state in the other layout (one
+/// would be created beside the other).
+pub(crate) fn check_layout(
+    dir: &std::path::Path,
+    layout: bintrie_bench::model::Layout,
+) -> anyhow::Result<()> {
+    use bintrie_bench::model::Layout;
+    let (mdbx, log) = (
+        dir.join("mdbx.dat").exists(),
+        dir.join("log.000001").exists(),
+    );
+    match layout {
+        Layout::Mdbx if log => anyhow::bail!(
+            "{} holds a state in the log layout: add --layout log",
+            dir.display()
+        ),
+        Layout::Log if mdbx => anyhow::bail!(
+            "{} holds an MDBX database: drop --layout log (or use another directory)",
+            dir.display()
+        ),
+        _ => Ok(()),
+    }
+}

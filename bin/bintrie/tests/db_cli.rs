@@ -270,3 +270,80 @@ fn bulk_import_sorts_in_a_budget_and_matches_root() {
         .unwrap();
     assert_eq!(huge.status.code(), Some(2));
 }
+
+/// `import --layout log`: the same blocks and roots as MDBX, `info` on the log, other commands
+/// and the other layout refused by name, and a bad line leaves the blocks before it.
+#[test]
+fn import_into_the_log_layout_matches_mdbx() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(2500, 3)).unwrap();
+    let f = file.to_str().unwrap();
+    let (m, l) = (dir.path().join("m"), dir.path().join("l"));
+    let roots = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| l.split(" root ").nth(1))
+            .map(|r| r.split(';').next().unwrap().to_owned())
+            .collect()
+    };
+    let import = |db: &std::path::Path, extra: &[&str]| {
+        run_ok(
+            bin()
+                .args([
+                    "import",
+                    "--db",
+                    db.to_str().unwrap(),
+                    "-i",
+                    f,
+                    "--batch",
+                    "1000",
+                ])
+                .args(extra),
+        )
+    };
+    let mdbx = import(&m, &[]);
+    let log = import(&l, &["--layout", "log"]);
+    assert_eq!(roots(&log).len(), 3, "{log}");
+    assert_eq!(roots(&log), roots(&mdbx));
+    assert!(log.contains("durable through block 3"), "{log}");
+    let info = run_ok(bin().args(["info", "--db", l.to_str().unwrap(), "--json"]));
+    let j: serde_json::Value = serde_json::from_str(info.trim()).unwrap();
+    assert_eq!(j["layout"], "log");
+    assert_eq!(j["block"], 3);
+    assert_eq!(format!("{}", j["root"]).trim_matches('"'), roots(&log)[2]);
+    assert_eq!(j["stems"], 2500);
+    // Other commands and the other layout are refused by name.
+    let fails = |args: &[&str]| {
+        let out = bin().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let key = format!("0x{}", "11".repeat(32));
+    let e = fails(&["get", "--db", l.to_str().unwrap(), &key]);
+    assert!(e.contains("log layout"), "{e}");
+    let e = fails(&["import", "--db", l.to_str().unwrap(), "-i", f]);
+    assert!(e.contains("add --layout log"), "{e}");
+    let e = fails(&[
+        "import",
+        "--db",
+        m.to_str().unwrap(),
+        "-i",
+        f,
+        "--layout",
+        "log",
+    ]);
+    assert!(e.contains("holds an MDBX database"), "{e}");
+    // A bad line in the second batch: block 1 stays committed.
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, input(1200, 3) + "zz 00\n").unwrap();
+    let b = dir.path().join("b");
+    let out = bin()
+        .args(["import", "--db", b.to_str().unwrap(), "--layout", "log"])
+        .args(["-i", bad.to_str().unwrap(), "--batch", "1000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(":1201:"));
+    let info = run_ok(bin().args(["info", "--db", b.to_str().unwrap(), "--json"]));
+    assert!(info.contains("\"block\":1"), "{info}");
+}
