@@ -18,12 +18,12 @@ Commands:
              bintrie-revm without MDBX), then cargo test --workspace (`ci` is the same)
   unit       cargo test --workspace alone
   deps       install the system packages the build needs (libclang-dev for MDBX's bindings)
-  exec-bench [--runs N] [--fixtures DIR] [--base-stems N]
+  exec-bench [--runs N] [--fixtures DIR] [--base-stems N] [--layout mdbx|log]
              the recorded mainnet blocks, cold (page cache evicted before each run), in three
              modes: no cache, cache, cache + prefetch; medians over N runs (default 5) of the
              state-read time (and its speed-up over no cache), the block total and the read
              amplification; --base-stems puts each pre-state on N random stems (built once in
-             target/exec-bench/base-N)
+             target/exec-bench/base-N; with --layout log its log copy is kept in base-N/log)
   witness [--runs N] [--fixtures DIR] [--base-stems N]
              every recorded mainnet block's witness at group depths 1..8 (both encodings:
              stored blobs, multiproof), then at GD-5 the block executed statelessly from each
@@ -316,6 +316,7 @@ fn exec_bench(args: &[String]) -> Result<()> {
         runs,
         base_stems,
         dir,
+        layout,
     } = FixtureArgs::parse("exec-bench", args)?;
     let fixtures = fixture_files(&dir)?;
     let bin = release_bintrie()?;
@@ -324,9 +325,15 @@ fn exec_bench(args: &[String]) -> Result<()> {
         ("cache", &["--no-prefetch"]),
         ("cache + prefetch", &[]),
     ];
-    let base_args = base_args(base_stems, None);
+    let mut base_args = base_args(base_stems, None);
+    if let Some(l) = &layout {
+        base_args.extend(["--layout".to_string(), l.clone()]);
+    }
     println!(
-        "# recorded mainnet blocks, cold, median of {runs} runs{}\n",
+        "# recorded mainnet blocks, cold, median of {runs} runs{}{}\n",
+        layout
+            .as_ref()
+            .map_or(String::new(), |l| format!(", layout {l}")),
         base_stems.map_or(String::new(), |n| format!(
             ", on a base of {n} random stems"
         ))
@@ -381,6 +388,8 @@ struct FixtureArgs {
     runs: usize,
     base_stems: Option<u64>,
     dir: String,
+    /// `exec --layout` (`mdbx` when absent).
+    layout: Option<String>,
 }
 
 impl FixtureArgs {
@@ -390,6 +399,7 @@ impl FixtureArgs {
             base_stems: None,
             dir: std::env::var("BINTRIE_FIXTURES")
                 .unwrap_or_else(|_| "../shared/fixtures/mainnet".into()),
+            layout: None,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -397,6 +407,7 @@ impl FixtureArgs {
             match a.as_str() {
                 "--runs" => out.runs = value("N")?.parse().context("--runs N")?,
                 "--fixtures" => out.dir = value("DIR")?,
+                "--layout" => out.layout = Some(value("mdbx|log")?),
                 "--base-stems" => {
                     out.base_stems = Some(value("N")?.parse().context("--base-stems N")?)
                 }
@@ -479,7 +490,11 @@ fn witness_bench(args: &[String]) -> Result<()> {
         runs,
         base_stems,
         dir,
+        layout,
     } = FixtureArgs::parse("witness", args)?;
+    if layout.is_some() {
+        bail!("witness: --layout is exec-bench's (witnesses are built the same from either)");
+    }
     let fixtures = fixture_files(&dir)?;
     let bin = release_bintrie()?;
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/witness");

@@ -427,3 +427,35 @@ fn many_small_blocks_reopen_whole() {
         (300, reference.root())
     );
 }
+
+#[test]
+fn a_batch_of_stems_reads_what_one_by_one_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    let w = random_writes(&mut rng, 1500);
+    commit(&mut trie, w.clone(), 1);
+    let store = trie.into_store();
+    let mut stems: Vec<Stem> = w.iter().map(|(k, _)| k.stem).collect();
+    stems.extend(random_writes(&mut rng, 300).iter().map(|(k, _)| k.stem)); // absent
+    let batch = store
+        .get_stems(&stems, None)
+        .unwrap()
+        .expect("io_uring on this machine");
+    for (stem, got) in stems.iter().zip(&batch) {
+        assert_eq!(got, &store.get_stem(stem, None).unwrap());
+    }
+    assert_eq!(batch.iter().filter(|v| v.is_none()).count(), 300);
+    // A snapshot's root that moved on is refused; io_uring off gives no batch.
+    assert!(store.get_stems(&stems, Some(&[7; 32])).is_err());
+    let off = LogStore::open(
+        dir.path(),
+        &LogOptions {
+            read_only: true,
+            io_uring: false,
+            ..opts(5)
+        },
+    )
+    .unwrap();
+    assert!(off.get_stems(&stems, None).unwrap().is_none());
+}

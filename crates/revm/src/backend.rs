@@ -41,6 +41,14 @@ pub trait StateSnapshot: Send + Sync {
         Ok(())
     }
 
+    /// The values of many stems at once, in order, when this snapshot has a faster path for a
+    /// batch than one [`StateSnapshot::stem`] call each (the log layout keeps every read in
+    /// flight from one io_uring). `None` (the default): no batch path; the caller reads them
+    /// one by one, from several threads.
+    fn stems_batch(&self, _stems: &[Stem]) -> Option<Result<Vec<Option<StemValues>>, StateError>> {
+        None
+    }
+
     /// The lookups and bytes this snapshot has read so far (default: not counted, zero).
     fn io(&self) -> SnapshotIo {
         SnapshotIo::default()

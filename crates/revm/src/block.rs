@@ -310,26 +310,77 @@ impl<B: StateBackend> BlockDb<B> {
                 .collect::<HashSet<B256>>(),
         );
         type Code = (B256, Option<Result<Bytecode, StateError>>);
-        let (read, io) = parallel_read(&self.backend, &listed, workers, |r, (stem, header)| {
-            let values = r.stem(stem)?;
-            let mut code: Option<Code> = None;
-            if *header
-                && let Some(v) = &values
-                && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
-            {
-                let h = B256::from(*h);
-                let fresh = h != EMPTY_CODE_HASH
-                    && h != B256::ZERO
-                    && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(h);
-                if fresh {
-                    // Code that fails its hash or does not decode is kept as the error: the
-                    // read on demand reports it (`CorruptCode`); missing code is not cached
-                    // either (`MissingCode` on demand).
-                    code = Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
+        // A backend with a batch path (the log layout's io_uring) reads every stem at once;
+        // the code of the accounts it finds follows, in parallel.
+        let stems: Vec<Stem> = listed.iter().map(|(s, _)| *s).collect();
+        let batch = if stems.is_empty() {
+            None
+        } else {
+            let snapshot = self.backend.snapshot()?;
+            snapshot
+                .stems_batch(&stems)
+                .map(|r| r.map(|values| (values, snapshot.io())))
+        };
+        let (read, io) = match batch {
+            Some(batch) => {
+                let (values, mut io) = batch?;
+                let mut hashes = Vec::new();
+                {
+                    let mut claimed = claimed.lock().unwrap_or_else(|e| e.into_inner());
+                    for ((_, header), v) in listed.iter().zip(&values) {
+                        if *header
+                            && let Some(v) = v
+                            && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
+                        {
+                            let h = B256::from(*h);
+                            if h != EMPTY_CODE_HASH && h != B256::ZERO && claimed.insert(h) {
+                                hashes.push(h);
+                            }
+                        }
+                    }
                 }
+                let (codes, code_io) = parallel_read(&self.backend, &hashes, workers, |r, h| {
+                    Ok(r.code(h)?.map(|raw| crate::db::decode_code(h, raw)))
+                })?;
+                io.lookups += code_io.lookups;
+                io.bytes += code_io.bytes;
+                let mut codes: HashMap<B256, Option<Result<Bytecode, StateError>>> =
+                    hashes.into_iter().zip(codes).collect();
+                let read: Vec<(Option<StemValues>, Option<Code>)> = listed
+                    .iter()
+                    .zip(values)
+                    .map(|((_, header), v)| {
+                        let code = header
+                            .then(|| v.as_ref()?.get(bintrie_keys::CODE_HASH_LEAF_KEY))
+                            .flatten()
+                            .map(|h| B256::from(*h))
+                            .and_then(|h| codes.remove(&h).map(|c| (h, c)));
+                        (v, code)
+                    })
+                    .collect();
+                (read, io)
             }
-            Ok((values, code))
-        })?;
+            None => parallel_read(&self.backend, &listed, workers, |r, (stem, header)| {
+                let values = r.stem(stem)?;
+                let mut code: Option<Code> = None;
+                if *header
+                    && let Some(v) = &values
+                    && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
+                {
+                    let h = B256::from(*h);
+                    let fresh = h != EMPTY_CODE_HASH
+                        && h != B256::ZERO
+                        && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(h);
+                    if fresh {
+                        // Code that fails its hash or does not decode is kept as the error: the
+                        // read on demand reports it (`CorruptCode`); missing code is not cached
+                        // either (`MissingCode` on demand).
+                        code = Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
+                    }
+                }
+                Ok((values, code))
+            })?,
+        };
         let mut reads = listed.len() as u64;
         for ((stem, _), (values, code)) in listed.into_iter().zip(read) {
             self.seen_stems.insert(stem);

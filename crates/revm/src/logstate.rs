@@ -88,6 +88,19 @@ impl StateSnapshot for LogSnapshot<'_> {
         Ok(c.map(Bytes::from))
     }
 
+    fn stems_batch(&self, stems: &[Stem]) -> Option<Result<Vec<Option<StemValues>>, StateError>> {
+        match self.store.get_stems(stems, Some(&self.root)) {
+            Ok(None) => None,
+            Ok(Some(values)) => {
+                for v in &values {
+                    self.count(v.as_ref().map_or(0, |v| 32 + 32 * v.len()));
+                }
+                Some(Ok(values))
+            }
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
     fn io(&self) -> SnapshotIo {
         SnapshotIo {
             lookups: self.lookups.load(Ordering::Relaxed),

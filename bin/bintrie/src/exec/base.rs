@@ -219,3 +219,57 @@ fn copy_database(from: &Path, to: &Path) -> Result<()> {
         .with_context(|| format!("syncing {}", dst.display()))?;
     Ok(())
 }
+
+/// Puts `base`, an MDBX database in `source`, into the empty directory `dir` as a log. With
+/// `keep` (`source` is a kept --base-db), the log copy is kept too, in `source/log`, and later
+/// runs copy its segment files instead of converting again (it is checked against the base's
+/// block and root first, and rebuilt when it does not match).
+pub(crate) fn copy_into_log(
+    base: &Base,
+    source: &Path,
+    keep: bool,
+    dir: &Path,
+    options: &bintrie_logstore::LogOptions,
+) -> Result<()> {
+    let from_mdbx = |to: &Path| -> Result<()> {
+        let src = StateStore::open_read_only(source)
+            .with_context(|| format!("opening the base in {}", source.display()))?;
+        bintrie_bench::runner::copy_into_log(&src, to, options)?;
+        Ok(())
+    };
+    if !keep {
+        return from_mdbx(dir);
+    }
+    let kept = source.join("log");
+    let matches = kept.join("log.000001").exists()
+        && bintrie_logstore::LogStore::open(
+            &kept,
+            &bintrie_logstore::LogOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
+    if !matches {
+        if kept.exists() {
+            std::fs::remove_dir_all(&kept)
+                .with_context(|| format!("removing the stale {}", kept.display()))?;
+        }
+        from_mdbx(&kept)?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for entry in std::fs::read_dir(&kept).with_context(|| format!("reading {}", kept.display()))? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("log.") {
+            continue;
+        }
+        let to = dir.join(&name);
+        std::fs::copy(entry.path(), &to)
+            .with_context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
+        std::fs::File::open(&to)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("syncing {}", to.display()))?;
+    }
+    Ok(())
+}

@@ -207,9 +207,13 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 let located =
                     base::locate(&args.base, dir, staging.path(), &options, args.group_depth)?;
                 let (base, source) = located.expect("a base was asked for");
-                let src = bintrie_store::StateStore::open_read_only(&source)
-                    .with_context(|| format!("opening the base in {}", source.display()))?;
-                bintrie_bench::runner::copy_into_log(&src, dir, &log_options)?;
+                base::copy_into_log(
+                    &base,
+                    &source,
+                    args.base.base_db.is_some(),
+                    dir,
+                    &log_options,
+                )?;
                 Some(base)
             } else {
                 None
