@@ -220,54 +220,115 @@ fn import_into(
     result
 }
 
-/// The block loop of [`import_into`]: one block per batch, then the final sync.
-fn import_blocks(
-    trie: &mut Trie<StateStore>,
+/// What `import` needs of a store, MDBX or log: where it stands, a block's commit, the
+/// durable-block note it prints, and the final sync.
+trait ImportTarget: bintrie_trie::NodeStore
+where
+    Self::Error: Into<anyhow::Error>,
+{
+    /// The last committed block and root.
+    fn last(&self) -> (u64, [u8; 32]);
+    /// Commits `set` as block `block`.
+    fn commit(&mut self, set: &bintrie_trie::CommitSet, block: u64) -> Result<(), Self::Error>;
+    /// `durable through block B`, or why none is promised.
+    fn durable_note(&self) -> String;
+    /// Syncs what the last blocks left unsynced; `true` when there was something to sync.
+    fn sync_last(&mut self) -> Result<bool>;
+}
+
+impl ImportTarget for StateStore {
+    fn last(&self) -> (u64, [u8; 32]) {
+        (self.meta().block, self.meta().root)
+    }
+    fn commit(&mut self, set: &bintrie_trie::CommitSet, block: u64) -> Result<(), Self::Error> {
+        self.write_block(set, block, &[])
+    }
+    fn durable_note(&self) -> String {
+        crate::durability::durable_note(self)
+    }
+    fn sync_last(&mut self) -> Result<bool> {
+        if self.buffered_blocks() == 0 {
+            return Ok(false);
+        }
+        self.flush().context(
+            "syncing the last blocks (they stay in the journal and replay on the next open)",
+        )?;
+        Ok(true)
+    }
+}
+
+impl ImportTarget for bintrie_logstore::LogStore {
+    fn last(&self) -> (u64, [u8; 32]) {
+        (self.meta().block, self.meta().root)
+    }
+    fn commit(&mut self, set: &bintrie_trie::CommitSet, block: u64) -> Result<(), Self::Error> {
+        self.write_block(set, block, &[])
+    }
+    fn durable_note(&self) -> String {
+        match self.durable_block() {
+            Some(b) => format!("durable through block {b}"),
+            None => "no block is promised to survive a power loss".to_string(),
+        }
+    }
+    fn sync_last(&mut self) -> Result<bool> {
+        if self.durable_block() == Some(self.meta().block) {
+            return Ok(false);
+        }
+        self.sync().context("syncing the log")?;
+        Ok(true)
+    }
+}
+
+/// The block loop of `import`: one block per batch, each printed with its root and the durable
+/// block, then the final sync.
+fn import_blocks<S: ImportTarget>(
+    trie: &mut Trie<S>,
     first: Vec<(TreeKey, [u8; 32])>,
     lines: &mut kv::KvLines<Box<dyn BufRead>>,
     batch_size: usize,
-) -> Result<()> {
+) -> Result<()>
+where
+    S::Error: Into<anyhow::Error>,
+    bintrie_trie::TrieError<S::Error>: Into<anyhow::Error>,
+{
     let mut out = std::io::stdout().lock();
     let mut batch = first;
     while !batch.is_empty() {
         let entries = batch.len();
-        let last = trie.store().meta();
+        let (last_block, last_root) = trie.store().last();
         let at_last = || {
             format!(
-                "the database stays at block {} (root {})",
-                last.block,
-                hex0x(last.root)
+                "the state stays at block {last_block} (root {})",
+                hex0x(last_root)
             )
         };
         trie.update(batch)
+            .map_err(Into::into)
             .with_context(|| format!("updating the tree; {}", at_last()))?;
-        let block = last.block + 1;
+        let block = last_block + 1;
         let stats = trie
-            .commit_with(|store, set| store.write_block(set, block, &[]))
+            .commit_with(|store, set| store.commit(set, block))
+            .map_err(Into::into)
             .with_context(|| format!("committing block {block}; {}", at_last()))?;
         writeln!(
             out,
             "committed block {block} entries {entries} root {}; {}",
             hex0x(stats.root),
-            crate::durability::durable_note(trie.store())
+            trie.store().durable_note()
         )
         .and_then(|()| out.flush())
         .context("writing output")?;
         batch = lines.next_batch(batch_size)?;
     }
-    if trie.store().buffered_blocks() > 0 {
-        trie.store_mut().flush().context(
-            "syncing the last blocks (they stay in the journal and replay on the next open)",
-        )?;
-        writeln!(out, "{}", crate::durability::durable_note(trie.store()))
+    if trie.store_mut().sync_last()? {
+        writeln!(out, "{}", trie.store().durable_note())
             .and_then(|()| out.flush())
             .context("writing output")?;
     }
     Ok(())
 }
 
-/// `import --layout log`: one appended block per batch, each printed with its root and the
-/// block a power loss cannot take back.
+/// `import --layout log`: [`import_blocks`] over a log.
 fn import_log(
     args: &ImportArgs,
     first: Vec<(TreeKey, [u8; 32])>,
@@ -283,45 +344,7 @@ fn import_log(
         .with_context(|| format!("opening {}", args.db.display()))?;
     let meta = store.meta();
     let mut trie: Trie<LogStore> = Trie::open(store, meta.group_depth, meta.root)?;
-    let mut out = std::io::stdout().lock();
-    let durable = |store: &LogStore| match store.durable_block() {
-        Some(b) => format!("durable through block {b}"),
-        None => "no block is promised to survive a power loss".to_string(),
-    };
-    let mut batch = first;
-    while !batch.is_empty() {
-        let entries = batch.len();
-        let last = trie.store().meta();
-        let at_last = || {
-            format!(
-                "the log stays at block {} (root {})",
-                last.block,
-                hex0x(last.root)
-            )
-        };
-        trie.update(batch)
-            .with_context(|| format!("updating the tree; {}", at_last()))?;
-        let block = last.block + 1;
-        let stats = trie
-            .commit_with(|store, set| store.write_block(set, block, &[]))
-            .with_context(|| format!("committing block {block}; {}", at_last()))?;
-        writeln!(
-            out,
-            "committed block {block} entries {entries} root {}; {}",
-            hex0x(stats.root),
-            durable(trie.store())
-        )
-        .and_then(|()| out.flush())
-        .context("writing output")?;
-        batch = lines.next_batch(batch_size)?;
-    }
-    if trie.store().durable_block() != Some(trie.store().meta().block) {
-        trie.store().sync().context("syncing the log")?;
-        writeln!(out, "{}", durable(trie.store()))
-            .and_then(|()| out.flush())
-            .context("writing output")?;
-    }
-    Ok(())
+    import_blocks(&mut trie, first, lines, batch_size)
 }
 
 /// `info` on a log: its block, root and sizes.

@@ -645,6 +645,7 @@ mod tests {
             "workload",
             "read_path",
             "prefetch",
+            "layout",
             "run",
             "kept",
             // Where the block sits in its run, and the writeback before it: per-block context,

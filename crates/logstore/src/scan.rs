@@ -73,7 +73,12 @@ pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, L
                 kept = seg.good_end,
                 dropped = seg.len - seg.good_end,
                 why = damage.why,
-                "the log's last block is torn (a crash mid-write): cut back to the last whole block"
+                "the log's last block is torn (a crash mid-write): {}",
+                if writing {
+                    "cut back to the last whole block"
+                } else {
+                    "read up to the last whole block (the next writer cuts the rest)"
+                }
             );
             if writing {
                 let f = std::fs::OpenOptions::new()
