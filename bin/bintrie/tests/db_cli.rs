@@ -312,6 +312,34 @@ fn import_into_the_log_layout_matches_mdbx() {
     assert_eq!(j["block"], 3);
     assert_eq!(format!("{}", j["root"]).trim_matches('"'), roots(&log)[2]);
     assert_eq!(j["stems"], 2500);
+    // `verify` re-hashes the whole log; a flipped byte fails it.
+    let v = run_ok(bin().args([
+        "verify",
+        "--db",
+        l.to_str().unwrap(),
+        "--json",
+        "--no-progress",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+    assert_eq!(
+        (v["ok"].clone(), v["layout"].clone(), v["stems"].clone()),
+        (true.into(), "log".into(), 2500.into())
+    );
+    let flipped = dir.path().join("flipped");
+    std::fs::create_dir(&flipped).unwrap();
+    let mut bytes = std::fs::read(l.join("log.000001")).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x04;
+    std::fs::write(flipped.join("log.000001"), &bytes).unwrap();
+    let out = bin()
+        .args(["verify", "--db", flipped.to_str().unwrap(), "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("corrupt log"),
+        "{out:?}"
+    );
     // Other commands and the other layout are refused by name.
     let fails = |args: &[&str]| {
         let out = bin().args(args).output().unwrap();

@@ -935,6 +935,37 @@ impl LogStore {
         Ok(stats)
     }
 
+    /// Checks the index against itself: every stem entry must point at a node record that
+    /// the path index also points at (a stem blob that is in the tree). Returns the number of
+    /// stems checked; a stem pointing elsewhere is [`LogError::Corrupt`]. With a trie's
+    /// `verify` (every reachable blob re-hashed; as many blobs loaded as the index holds) it
+    /// checks the whole log.
+    pub fn check_index(&self) -> Result<u64, LogError> {
+        let index = self.index();
+        let nodes: std::collections::HashSet<u64> = index.nodes.values().map(|l| l.0).collect();
+        for (stem, loc) in &index.stems {
+            if !nodes.contains(&loc.0) {
+                return Err(LogError::Corrupt(format!(
+                    "stem {} points at a record no path holds",
+                    hex(stem)
+                )));
+            }
+        }
+        Ok(index.stems.len() as u64)
+    }
+
+    /// Calls `f(hash, bytecode)` for every code entry (in no particular order), each read and
+    /// checked as [`LogStore::get_code`] reads it.
+    pub fn for_each_code(&self, mut f: impl FnMut(&[u8; 32], &[u8])) -> Result<(), LogError> {
+        let entries: Vec<([u8; 32], Loc)> =
+            self.index().code.iter().map(|(h, l)| (*h, *l)).collect();
+        for (hash, loc) in entries {
+            let code = self.read(loc, Kind::Code, Some(&hash))?;
+            f(&hash, &code);
+        }
+        Ok(())
+    }
+
     /// Drops the blobs [`LogStore::warm_trie_paths`] preloaded (a commit does it too).
     pub fn clear_warm(&self) {
         std::mem::take(&mut self.warm().blobs);
