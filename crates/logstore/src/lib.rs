@@ -54,12 +54,13 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
 #[non_exhaustive]
 pub enum LogError {
     /// A file operation failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        // Not `source`: the message already says it (an error chain would repeat it).
+        error: std::io::Error,
     },
     /// The log is damaged: what and where.
     #[error("corrupt log: {0}")]
@@ -125,9 +126,9 @@ pub enum LogError {
 }
 
 fn io_err(path: &FsPath) -> impl FnOnce(std::io::Error) -> LogError + '_ {
-    move |source| LogError::Io {
+    move |error| LogError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 

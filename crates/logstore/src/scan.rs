@@ -56,6 +56,17 @@ pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, L
         let last = i + 1 == files.len();
         let seg = Segment::scan(*n, path, &mut index, &mut building)?;
         if let Some(damage) = seg.damage {
+            // A log this code made holds a commit record from its creation on (the empty
+            // state's), so a log without one is either one whose creation was cut short (at
+            // most that record's bytes) or not a state log at all: that one is refused, never
+            // cut to nothing.
+            if index.meta.is_none() && seg.len > (HEADER + record::COMMIT_LEN) as u64 {
+                return Err(LogError::Corrupt(format!(
+                    "{} holds {} bytes but no commit record: not a state log",
+                    path.display(),
+                    seg.len
+                )));
+            }
             let later = later_commit(path, damage.at).map_err(io_err(path))?;
             if !last || later.is_some() {
                 return Err(LogError::Corrupt(format!(

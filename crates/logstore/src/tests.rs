@@ -459,3 +459,27 @@ fn a_batch_of_stems_reads_what_one_by_one_reads() {
     .unwrap();
     assert!(off.get_stems(&stems, None).unwrap().is_none());
 }
+
+#[test]
+fn a_file_that_is_not_a_log_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("log.000001");
+    let junk: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&seg, &junk).unwrap();
+    for read_only in [false, true] {
+        let err = LogStore::open(
+            dir.path(),
+            &LogOptions {
+                read_only,
+                ..opts(5)
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("not a state log"), "{err}");
+    }
+    assert_eq!(std::fs::read(&seg).unwrap(), junk, "left as it was");
+    // A creation cut short (fewer bytes than its first commit record) starts afresh.
+    std::fs::write(&seg, &junk[..20]).unwrap();
+    let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+    assert_eq!(store.meta().block, 0);
+}
