@@ -682,7 +682,11 @@ impl LogStore {
         };
         let mut out = Vec::with_capacity(wanted.len());
         for ((key, loc), res) in known.iter().zip(results) {
-            let Some(res) = res else { continue };
+            let Some(res) = res else {
+                // Stopped before it was submitted (or the ring refused it): the trie loads
+                // what the warm set lacks on demand.
+                continue;
+            };
             let buf =
                 res.map_err(|e| io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e))?;
             out.push((
@@ -826,10 +830,16 @@ impl LogStore {
         let mut out: Vec<Option<StemValues>> = vec![None; stems.len()];
         for (i, res) in which.into_iter().zip(results) {
             let loc = locs[i].expect("requested");
-            let buf = res
-                .expect("not stopped")
-                .map_err(|e| io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e))?;
-            let blob = self.check(buf, loc, Kind::Node, None)?;
+            let blob = match res {
+                Some(res) => {
+                    let buf = res.map_err(|e| {
+                        io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e)
+                    })?;
+                    self.check(buf, loc, Kind::Node, None)?
+                }
+                // Not submitted (the ring refused it): read it here.
+                None => self.read(loc, Kind::Node, None)?,
+            };
             out[i] = Some(Self::stem_values(&stems[i], &blob)?);
         }
         Ok(Some(out))
@@ -1077,7 +1087,11 @@ impl LogStore {
         drop(index);
         self.meta = meta;
         std::mem::take(&mut self.warm().blobs);
-        self.maybe_roll(w)?;
+        // The block is committed: a failure to start the next segment must not report it as
+        // failed. The current segment grows past its size, and the next commit tries again.
+        if let Err(e) = self.maybe_roll(w) {
+            tracing::warn!(error = %e, "starting a new log segment failed; the current one grows");
+        }
         tracing::debug!(
             block,
             bytes = buf.len(),
@@ -1133,11 +1147,19 @@ impl LogStore {
         w.synced_block = self.stored_meta().block;
         let seg = w.seg + 1;
         let path = dir.join(segment_name(seg));
+        // An empty file left by an earlier attempt that failed after creating it is reused.
         let file = std::fs::OpenOptions::new()
-            .create_new(true)
+            .create(true)
+            .truncate(false)
             .write(true)
             .open(&path)
             .map_err(io_err(&path))?;
+        if file.metadata().map_err(io_err(&path))?.len() != 0 {
+            return Err(LogError::Corrupt(format!(
+                "{} exists and is not empty",
+                path.display()
+            )));
+        }
         sync_dir(dir)?;
         let reader = Arc::new(open_for_reads(&path)?);
         self.inner

@@ -483,3 +483,38 @@ fn a_file_that_is_not_a_log_is_refused_and_left_as_it_was() {
     let store = LogStore::open(dir.path(), &opts(5)).unwrap();
     assert_eq!(store.meta().block, 0);
 }
+
+#[test]
+fn a_segment_that_cannot_be_started_does_not_fail_the_committed_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        segment_bytes: 20_000,
+        ..opts(4)
+    };
+    let mut rng = StdRng::seed_from_u64(18);
+    let mut reference = Trie::new(MemoryStore::new(), 4).unwrap();
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 4).unwrap();
+    // Something else sits where the next segment goes.
+    std::fs::write(dir.path().join("log.000002"), [0xee; 100]).unwrap();
+    for block in 1..=6 {
+        let w = random_writes(&mut rng, 100);
+        reference.update(w.clone()).unwrap();
+        assert_eq!(
+            commit(&mut trie, w, block),
+            reference.root(),
+            "block {block}"
+        );
+    }
+    assert_eq!(
+        trie.store().info().segments,
+        1,
+        "the roll failed, the segment grew"
+    );
+    assert!(
+        std::fs::metadata(dir.path().join("log.000001"))
+            .unwrap()
+            .len()
+            > 20_000
+    );
+    assert_eq!(trie.store().meta().block, 6);
+}
