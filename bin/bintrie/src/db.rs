@@ -68,8 +68,20 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     let created_dir = std::fs::create_dir(&args.db).is_ok();
     if args.layout == bintrie_bench::model::Layout::Log {
         let result = import_log(&args, first, &mut lines, batch);
-        if result.is_err() && created_dir {
-            // Only the empty log this run created (no block committed) is removed.
+        // Only the empty log this run created (no block committed) is removed, and never
+        // when another writer holds it (its first block may be on the way).
+        let other_writer = result.as_ref().err().is_some_and(|e| {
+            e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<bintrie_logstore::LogError>(),
+                    Some(
+                        bintrie_logstore::LogError::Locked(_)
+                            | bintrie_logstore::LogError::Conflict { .. }
+                    )
+                )
+            })
+        });
+        if result.is_err() && created_dir && !other_writer {
             let _ = std::fs::remove_dir(&args.db);
             let log_only = std::fs::read_dir(&args.db).is_ok_and(|d| {
                 d.filter_map(Result::ok)

@@ -662,6 +662,9 @@ impl LogStore {
         workers: usize,
         stop: &AtomicBool,
     ) -> Result<Vec<(PathKey, Vec<u8>)>, LogError> {
+        if !self.inner.options.io_uring {
+            return self.read_nodes_blocking(wanted, workers, stop);
+        }
         let (known, unknown): (Vec<_>, Vec<_>) =
             wanted.iter().partition(|(_, loc)| loc.len().is_some());
         let requests = known
@@ -674,9 +677,6 @@ impl LogStore {
                 })
             })
             .collect::<Result<Vec<_>, LogError>>()?;
-        if !self.inner.options.io_uring {
-            return self.read_nodes_blocking(wanted, workers, stop);
-        }
         let Ok(results) = uring::read_all(&requests, stop) else {
             return self.read_nodes_blocking(wanted, workers, stop);
         };
@@ -871,13 +871,14 @@ impl LogStore {
     /// groups at depths 0, g, 2g, ... while they exist, then the stem blob that ends the path
     /// (this stem's, or the one a new stem would split from), if any.
     fn path_locs(index: &Index, stem: &Stem, g: usize, out: &mut Vec<(PathKey, Loc)>) {
+        let own = index.stems.get(stem).copied();
         let mut d = 0usize;
         loop {
             let key = Path::from_stem_prefix(stem, d).to_key();
             match index.nodes.get(&key) {
                 Some(&loc) => {
                     out.push((key, loc));
-                    if index.stems.get(stem) == Some(&loc) || d + g > 248 {
+                    if own == Some(loc) || d + g > 248 {
                         return;
                     }
                     d += g;
@@ -1206,11 +1207,14 @@ impl LogStore {
         if m.root != ZERO_HASH || m.block != 0 || !self.index().nodes.is_empty() {
             return Err(LogError::NotEmpty);
         }
-        Ok(BulkLoad {
+        let mut load = BulkLoad {
             store: self,
             buf: Vec::with_capacity(BulkLoad::CHECKPOINT + (1 << 20)),
             changes: Vec::new(),
-        })
+            at: (0, 0),
+        };
+        load.at = load.writer_pos()?;
+        Ok(load)
     }
 }
 
@@ -1219,6 +1223,8 @@ pub struct BulkLoad<'s> {
     store: &'s mut LogStore,
     buf: Vec<u8>,
     changes: Vec<Change>,
+    /// Where `buf` will be written (segment, offset): moves only at a checkpoint.
+    at: (u32, u64),
 }
 
 impl BulkLoad<'_> {
@@ -1239,7 +1245,7 @@ impl BulkLoad<'_> {
         if value.len() > record::MAX_VALUE {
             return Err(LogError::TooLarge(value.len()));
         }
-        let (seg, base) = self.writer_pos()?;
+        let (seg, base) = self.at;
         let (at, len) = record::push(&mut self.buf, base, kind, key, value);
         let loc = Loc::new(seg, base + at as u64, len)
             .ok_or_else(|| LogError::Corrupt("bulk load past the addressable size".into()))?;
@@ -1299,7 +1305,9 @@ impl BulkLoad<'_> {
         }
         drop(index);
         self.buf.clear();
-        store.maybe_roll(w)
+        store.maybe_roll(w)?;
+        self.at = (w.seg, w.pos);
+        Ok(())
     }
 
     /// Ends the load as block `block` with root `root` (not checked here: verify the tree

@@ -288,9 +288,14 @@ impl Segment {
 /// The offset of a valid commit record after `from` in the segment at `path`, if any: tells
 /// damage inside committed blocks (refused) from a torn last block (cut).
 fn later_commit(path: &Path, from: u64) -> std::io::Result<Option<u64>> {
-    let bytes = std::fs::read(path)?;
+    use std::io::Seek;
+    // Only the bytes after the damage: a torn tail is short, the segment may be a GiB.
+    let mut file = std::fs::File::open(path)?;
+    file.seek(std::io::SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
     let magic = CommitRecord::magic();
-    let start = from as usize + 1;
+    let start = 1usize;
     let mut at = start;
     while let Some(k) = bytes
         .get(at..)
@@ -299,10 +304,10 @@ fn later_commit(path: &Path, from: u64) -> std::io::Result<Option<u64>> {
         let m = at + k;
         if let Some(rec) = m.checked_sub(HEADER)
             && rec >= start
-            && let Parsed::Record(r, _) = record::parse(&bytes[rec..], rec as u64)
+            && let Parsed::Record(r, _) = record::parse(&bytes[rec..], from + rec as u64)
             && r.kind == Kind::Commit
         {
-            return Ok(Some(rec as u64));
+            return Ok(Some(from + rec as u64));
         }
         at = m + 1;
     }
