@@ -169,6 +169,12 @@ pub struct LogOptions {
     /// Read prefetch batches from one io_uring with many reads in flight (falling back to
     /// blocking threads where io_uring is unavailable); `false`: always blocking threads.
     pub io_uring: bool,
+    /// The node blobs written by the last this many blocks stay in memory, and the tree's
+    /// loads and prefetch take them from there instead of the device: a node keeps what it
+    /// has just written (the MDBX layout's write buffer does the same). The upper groups,
+    /// rewritten by almost every block, are then never read back. Memory: about this many
+    /// blocks' bytes (1.6 MB each for a 641-slot block at 16M stems). 0: none.
+    pub recent_blocks: usize,
 }
 
 impl Default for LogOptions {
@@ -180,9 +186,13 @@ impl Default for LogOptions {
             durability: Durability::Durable,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             io_uring: true,
+            recent_blocks: DEFAULT_RECENT_BLOCKS,
         }
     }
 }
+
+/// [`LogOptions::recent_blocks`] by default: as many blocks as the study's MDBX write buffer.
+pub const DEFAULT_RECENT_BLOCKS: usize = 8;
 
 /// The last committed block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,6 +315,44 @@ struct WarmSet {
     blobs: HashMap<PathKey, Vec<u8>>,
 }
 
+/// The node blobs of the last [`LogOptions::recent_blocks`] blocks, as of the commit that
+/// made `root`.
+#[derive(Default)]
+struct Recent {
+    root: Hash32,
+    /// Each key's latest blob and the block (sequence number) that wrote it.
+    blobs: HashMap<PathKey, (u64, Arc<[u8]>)>,
+    /// The keys each kept block wrote, oldest first.
+    blocks: std::collections::VecDeque<(u64, Vec<PathKey>)>,
+    next: u64,
+}
+
+impl Recent {
+    /// Records a committed block's blobs and removals, and forgets the blocks beyond `keep`.
+    fn commit(&mut self, set: &CommitSet, root: Hash32, keep: usize) {
+        let seq = self.next;
+        self.next += 1;
+        for key in set.removed() {
+            self.blobs.remove(key);
+        }
+        let mut keys = Vec::with_capacity(set.len());
+        for (key, blob) in set.nodes() {
+            self.blobs.insert(*key, (seq, Arc::from(blob)));
+            keys.push(*key);
+        }
+        self.blocks.push_back((seq, keys));
+        while self.blocks.len() > keep {
+            let (old, keys) = self.blocks.pop_front().expect("longer than keep");
+            for key in keys {
+                if self.blobs.get(&key).is_some_and(|(s, _)| *s == old) {
+                    self.blobs.remove(&key);
+                }
+            }
+        }
+        self.root = root;
+    }
+}
+
 struct Inner {
     dir: PathBuf,
     options: LogOptions,
@@ -312,6 +360,8 @@ struct Inner {
     segments: RwLock<Vec<Arc<File>>>,
     writer: Mutex<Option<Writer>>,
     warm: Mutex<WarmSet>,
+    recent: Mutex<Recent>,
+    recent_hits: AtomicU64,
     reads: AtomicU64,
     read_bytes: AtomicU64,
     /// The directory's writer lock, held while this handle lives (writers only).
@@ -371,6 +421,9 @@ pub struct LogReads {
     pub reads: u64,
     /// Bytes they returned.
     pub bytes: u64,
+    /// Tree blobs taken from the recent blocks' blobs in memory instead of read
+    /// ([`LogOptions::recent_blocks`]).
+    pub recent: u64,
 }
 
 fn segment_name(seg: u32) -> String {
@@ -501,6 +554,8 @@ impl LogStore {
                 segments: RwLock::new(segments),
                 writer: Mutex::new(writer),
                 warm: Mutex::new(WarmSet::default()),
+                recent: Mutex::new(Recent::default()),
+                recent_hits: AtomicU64::new(0),
                 reads: AtomicU64::new(0),
                 read_bytes: AtomicU64::new(0),
                 _lock: lock,
@@ -554,6 +609,7 @@ impl LogStore {
         LogReads {
             reads: self.inner.reads.load(Ordering::Relaxed),
             bytes: self.inner.read_bytes.load(Ordering::Relaxed),
+            recent: self.inner.recent_hits.load(Ordering::Relaxed),
         }
     }
 
@@ -574,6 +630,23 @@ impl LogStore {
 
     fn warm(&self) -> MutexGuard<'_, WarmSet> {
         self.inner.warm.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn recent(&self) -> MutexGuard<'_, Recent> {
+        self.inner.recent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The blob a recent block wrote at `key`, if this handle is at the recent blocks' root.
+    fn recent_blob(&self, key: &PathKey) -> Option<Vec<u8>> {
+        let recent = self.recent();
+        if recent.root != self.meta.root {
+            return None;
+        }
+        let blob = recent.blobs.get(key).map(|(_, b)| b.to_vec());
+        if blob.is_some() {
+            self.inner.recent_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        blob
     }
 
     /// The meta the log holds now (any handle's last commit).
@@ -677,7 +750,7 @@ impl LogStore {
                 })
             })
             .collect::<Result<Vec<_>, LogError>>()?;
-        let Ok(results) = uring::read_all(&requests, stop) else {
+        let Ok(results) = uring::read_all(requests, stop) else {
             return self.read_nodes_blocking(wanted, workers, stop);
         };
         let mut out = Vec::with_capacity(wanted.len());
@@ -792,57 +865,179 @@ impl LogStore {
             .transpose()
     }
 
-    /// The values of many stems at once, in order (`None` for an absent stem, which reads
-    /// nothing): one io_uring keeps every read in flight together. `Ok(None)` when io_uring is
-    /// off or unavailable: read them one by one ([`LogStore::get_stem`]) from several threads
-    /// instead. `at` as in [`LogStore::get_stem`].
+    /// The values of many stems at once, in order (`None`: absent), read through one io_uring
+    /// with every read in flight; `at` as in [`LogStore::get_stem`]. `Ok(None)` when io_uring
+    /// is off or unavailable, or a record's length is not in the index: the caller reads them
+    /// one by one.
     pub fn get_stems(
         &self,
         stems: &[Stem],
         at: Option<&Hash32>,
     ) -> Result<Option<Vec<Option<StemValues>>>, LogError> {
+        Ok(self
+            .get_stems_then_code(stems, at, |_, _| None, |_, bytes| bytes)?
+            .map(|(values, _)| values))
+    }
+
+    /// [`LogStore::get_stems`], and the code the stems lead to, in the same ring: as each
+    /// stem arrives, `code_of(i, values)` names the code hash to read for `stems[i]` (an
+    /// account's CODE_HASH, unless the caller has it already), and that read joins the ring
+    /// while the other stems are still in flight. Each hash is read once per call, checked as
+    /// [`LogStore::get_code`] checks it, and handed to `on_code(hash, bytes)` as it arrives
+    /// (work there overlaps the reads still in flight). Returns the stems' values and, for
+    /// every hash named, what `on_code` made of its bytes (`None`: no code stored under it).
+    #[allow(clippy::type_complexity)]
+    pub fn get_stems_then_code<T>(
+        &self,
+        stems: &[Stem],
+        at: Option<&Hash32>,
+        mut code_of: impl FnMut(usize, &StemValues) -> Option<[u8; 32]>,
+        mut on_code: impl FnMut(&[u8; 32], Vec<u8>) -> T,
+    ) -> Result<Option<(Vec<Option<StemValues>>, Vec<([u8; 32], Option<T>)>)>, LogError> {
         if !self.inner.options.io_uring {
             return Ok(None);
         }
-        let locs: Vec<Option<Loc>> = {
+        let t0 = std::time::Instant::now();
+        let (locs, requests, which) = {
             let index = self.index();
             self.check_at(&index, at)?;
-            stems.iter().map(|s| index.stems.get(s).copied()).collect()
+            let locs: Vec<Option<Loc>> =
+                stems.iter().map(|s| index.stems.get(s).copied()).collect();
+            let mut requests = Vec::new();
+            let mut which = Vec::new();
+            for (i, loc) in locs.iter().enumerate() {
+                if let Some(loc) = loc {
+                    let Some(len) = loc.len() else {
+                        return Ok(None);
+                    };
+                    requests.push(uring::Request {
+                        file: self.segment(*loc)?,
+                        offset: loc.off(),
+                        len,
+                    });
+                    which.push(i);
+                }
+            }
+            (locs, requests, which)
         };
-        let mut requests = Vec::new();
-        let mut which = Vec::new();
-        for (i, loc) in locs.iter().enumerate() {
-            if let Some(loc) = loc {
-                let Some(len) = loc.len() else {
+        let stem_reads = requests.len();
+        let mut values: Vec<Option<StemValues>> = vec![None; stems.len()];
+        // Every hash named, with where its code is (`None`: not stored) and what `on_code`
+        // made of it once read.
+        let mut codes: Vec<([u8; 32], Option<Loc>, Option<T>)> = Vec::new();
+        let mut named: std::collections::HashSet<[u8; 32]> = std::collections::HashSet::new();
+        // Follow-up reads are numbered after the stems, in the order they were queued: the
+        // entry of `codes` each one reads. A code not stored, or too long for the index's
+        // length field (read after the ring), takes no slot.
+        let mut queued: Vec<usize> = Vec::new();
+        let mut failed: Option<LogError> = None;
+        let ring = {
+            // A stem read whole: checked, decoded, and the code it names queued.
+            type Codes<T> = Vec<([u8; 32], Option<Loc>, Option<T>)>;
+            let mut on_stem = |r: usize,
+                               buf: &[u8],
+                               codes: &mut Codes<T>,
+                               queued: &mut Vec<usize>|
+             -> Result<Option<uring::Request>, LogError> {
+                let i = which[r];
+                let loc = locs[i].expect("requested");
+                let blob = self.check(buf.to_vec(), loc, Kind::Node, None)?;
+                let v = Self::stem_values(&stems[i], &blob)?;
+                let hash = code_of(i, &v).filter(|h| named.insert(*h));
+                values[i] = Some(v);
+                let Some(hash) = hash else {
                     return Ok(None);
                 };
-                requests.push(uring::Request {
-                    file: self.segment(*loc)?,
+                let loc = self.index().code.get(&hash).copied();
+                codes.push((hash, loc, None));
+                let Some((loc, len)) = loc.and_then(|l| Some((l, l.len()?))) else {
+                    return Ok(None);
+                };
+                let file = self.segment(loc)?;
+                queued.push(codes.len() - 1);
+                Ok(Some(uring::Request {
+                    file,
                     offset: loc.off(),
                     len,
-                });
-                which.push(i);
-            }
-        }
-        let Ok(results) = uring::read_all(&requests, &AtomicBool::new(false)) else {
+                }))
+            };
+            uring::read_chained(requests, &AtomicBool::new(false), |r, buf| {
+                if failed.is_some() {
+                    return None;
+                }
+                let next = if r < stem_reads {
+                    on_stem(r, buf, &mut codes, &mut queued)
+                } else {
+                    let (hash, loc, _) = codes[queued[r - stem_reads]];
+                    let loc = loc.expect("queued codes are stored");
+                    self.check(buf.to_vec(), loc, Kind::Code, Some(&hash))
+                        .map(|bytes| {
+                            codes[queued[r - stem_reads]].2 = Some(on_code(&hash, bytes));
+                            None
+                        })
+                };
+                next.unwrap_or_else(|e| {
+                    failed = Some(e);
+                    None
+                })
+            })
+        };
+        let ring_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let Ok(results) = ring else {
             return Ok(None);
         };
-        let mut out: Vec<Option<StemValues>> = vec![None; stems.len()];
-        for (i, res) in which.into_iter().zip(results) {
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut results = results.into_iter();
+        let seg_path = |loc: Loc| self.inner.dir.join(segment_name(loc.seg() as u32));
+        // Stems the ring did not complete whole: an error, or read here.
+        for (r, res) in results.by_ref().take(stem_reads).enumerate() {
+            let i = which[r];
+            if values[i].is_some() {
+                continue;
+            }
             let loc = locs[i].expect("requested");
             let blob = match res {
-                Some(res) => {
-                    let buf = res.map_err(|e| {
-                        io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e)
-                    })?;
-                    self.check(buf, loc, Kind::Node, None)?
-                }
-                // Not submitted (the ring refused it): read it here.
-                None => self.read(loc, Kind::Node, None)?,
+                Some(Err(e)) => return Err(io_err(&seg_path(loc))(e)),
+                _ => self.read(loc, Kind::Node, None)?,
             };
-            out[i] = Some(Self::stem_values(&stems[i], &blob)?);
+            let v = Self::stem_values(&stems[i], &blob)?;
+            if let Some(hash) = code_of(i, &v).filter(|h| named.insert(*h)) {
+                codes.push((hash, self.index().code.get(&hash).copied(), None));
+            }
+            values[i] = Some(v);
         }
-        Ok(Some(out))
+        for (c, res) in queued.into_iter().zip(results) {
+            if let Some(Err(e)) = res {
+                let loc = codes[c].1.expect("queued codes are stored");
+                return Err(io_err(&seg_path(loc))(e));
+            }
+        }
+        // Codes not read whole in the ring (too long for the index's length field, or not
+        // submitted): read here.
+        let codes = codes
+            .into_iter()
+            .map(|(hash, loc, made)| {
+                let made = match (made, loc) {
+                    (Some(m), _) => Some(m),
+                    (None, Some(loc)) => {
+                        Some(on_code(&hash, self.read(loc, Kind::Code, Some(&hash))?))
+                    }
+                    (None, None) => None,
+                };
+                Ok((hash, made))
+            })
+            .collect::<Result<Vec<_>, LogError>>()?;
+        tracing::debug!(
+            stems = stems.len(),
+            stem_reads,
+            codes = codes.len(),
+            ring_ms,
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "batch read"
+        );
+        Ok(Some((values, codes)))
     }
 
     /// Decodes the stem blob indexed for `stem`, which must hold that stem.
@@ -930,10 +1125,18 @@ impl LogStore {
                 wanted.retain(|(k, _)| !warm.blobs.contains_key(k));
             }
         }
+        let mut stats = LogReads::default();
+        {
+            let recent = self.recent();
+            if recent.root == root {
+                let before = wanted.len();
+                wanted.retain(|(k, _)| !recent.blobs.contains_key(k));
+                stats.recent = (before - wanted.len()) as u64;
+            }
+        }
         // Read in log order (neighbours on the device go together).
         wanted.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
         let blobs = self.read_nodes(&wanted, workers, stop)?;
-        let mut stats = LogReads::default();
         let mut warm = self.warm();
         if warm.root != root {
             warm.blobs.clear();
@@ -1088,6 +1291,10 @@ impl LogStore {
         drop(index);
         self.meta = meta;
         std::mem::take(&mut self.warm().blobs);
+        if self.inner.options.recent_blocks > 0 {
+            self.recent()
+                .commit(set, meta.root, self.inner.options.recent_blocks);
+        }
         // The block is committed: a failure to start the next segment must not report it as
         // failed. The current segment grows past its size, and the next commit tries again.
         if let Err(e) = self.maybe_roll(w) {
@@ -1331,6 +1538,9 @@ impl NodeStore for LogStore {
             {
                 return Ok(Some(blob));
             }
+        }
+        if let Some(blob) = self.recent_blob(key) {
+            return Ok(Some(blob));
         }
         LogStore::get_node(self, key)
     }

@@ -8,6 +8,7 @@ use crate::StateError;
 use alloy_primitives::{B256, Bytes};
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::StemValues;
+use revm::bytecode::Bytecode;
 use std::sync::Arc;
 
 /// Lookups and bytes a snapshot's storage served (zero for a backend that does not count).
@@ -17,6 +18,17 @@ pub struct SnapshotIo {
     pub lookups: u64,
     /// Bytes those lookups returned.
     pub bytes: u64,
+}
+
+/// What [`StateSnapshot::stems_batch`] read.
+#[derive(Debug, Default)]
+pub struct StemsBatch {
+    /// The values of each stem asked for, in order (`None`: absent).
+    pub values: Vec<Option<StemValues>>,
+    /// Every code hash `code_of` named, once, with the code stored under it (`None`: none)
+    /// as [`crate::decode_code`] checks and decodes it: decoding as the reads arrive keeps
+    /// that work beside the reads still in flight.
+    pub codes: Vec<(B256, Option<Result<Bytecode, StateError>>)>,
 }
 
 /// One consistent view of the state: every read answers from the same committed block, whatever
@@ -41,11 +53,18 @@ pub trait StateSnapshot: Send + Sync {
         Ok(())
     }
 
-    /// The values of many stems at once, in order, when this snapshot has a faster path for a
-    /// batch than one [`StateSnapshot::stem`] call each (the log layout keeps every read in
-    /// flight from one io_uring). `None` (the default): no batch path; the caller reads them
-    /// one by one, from several threads.
-    fn stems_batch(&self, _stems: &[Stem]) -> Option<Result<Vec<Option<StemValues>>, StateError>> {
+    /// The values of many stems at once, in order, and the code they lead to, when this
+    /// snapshot has a faster path for a batch than one [`StateSnapshot::stem`] and
+    /// [`StateSnapshot::code`] call each (the log layout keeps every read in flight from one
+    /// io_uring). As each present stem arrives, `code_of(i, values)` names the code hash to
+    /// read for `stems[i]`, if any; each hash named is read once, its read overlapping the
+    /// stems still in flight. `None` (the default): no batch path; the caller reads them one
+    /// by one, from several threads.
+    fn stems_batch(
+        &self,
+        _stems: &[Stem],
+        _code_of: &mut dyn FnMut(usize, &StemValues) -> Option<B256>,
+    ) -> Option<Result<StemsBatch, StateError>> {
         None
     }
 

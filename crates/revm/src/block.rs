@@ -2,7 +2,9 @@
 //! writes as an overlay, parallel prefetch, and the tree writes the block produces.
 
 use crate::db::{StoredAccount, TrieDb, decode_account, slot_value};
-use crate::{BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot};
+use crate::{
+    BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot, StemsBatch,
+};
 use alloy_primitives::{Address, B256, U256};
 use bintrie_keys::{EMPTY_CODE_HASH, Stem, TreeKey, basic_data_key, storage_slot_key};
 use bintrie_node::StemValues;
@@ -310,42 +312,37 @@ impl<B: StateBackend> BlockDb<B> {
                 .collect::<HashSet<B256>>(),
         );
         type Code = (B256, Option<Result<Bytecode, StateError>>);
-        // A backend with a batch path (the log layout's io_uring) reads every stem at once;
-        // the code of the accounts it finds follows, in parallel.
+        // An account's code hash, when it has code this block has not read yet.
+        let code_to_read = |header: bool, values: &StemValues| -> Option<B256> {
+            let h = B256::from(
+                *values
+                    .get(bintrie_keys::CODE_HASH_LEAF_KEY)
+                    .filter(|_| header)?,
+            );
+            (h != EMPTY_CODE_HASH
+                && h != B256::ZERO
+                && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(h))
+            .then_some(h)
+        };
+        // A backend with a batch path (the log layout's io_uring) reads every stem at once,
+        // and each account's code as soon as its stem is in.
         let stems: Vec<Stem> = listed.iter().map(|(s, _)| *s).collect();
         let batch = if stems.is_empty() {
             None
         } else {
             let snapshot = self.backend.snapshot()?;
             snapshot
-                .stems_batch(&stems)
-                .map(|r| r.map(|values| (values, snapshot.io())))
+                .stems_batch(&stems, &mut |i, v| code_to_read(listed[i].1, v))
+                .map(|r| r.map(|batch| (batch, snapshot.io())))
         };
+        let t_stems = start.elapsed();
+        let mut code_reads = 0usize;
         let (read, io) = match batch {
             Some(batch) => {
-                let (values, mut io) = batch?;
-                let mut hashes = Vec::new();
-                {
-                    let mut claimed = claimed.lock().unwrap_or_else(|e| e.into_inner());
-                    for ((_, header), v) in listed.iter().zip(&values) {
-                        if *header
-                            && let Some(v) = v
-                            && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
-                        {
-                            let h = B256::from(*h);
-                            if h != EMPTY_CODE_HASH && h != B256::ZERO && claimed.insert(h) {
-                                hashes.push(h);
-                            }
-                        }
-                    }
-                }
-                let (codes, code_io) = parallel_read(&self.backend, &hashes, workers, |r, h| {
-                    Ok(r.code(h)?.map(|raw| crate::db::decode_code(h, raw)))
-                })?;
-                io.lookups += code_io.lookups;
-                io.bytes += code_io.bytes;
+                let (StemsBatch { values, codes }, io) = batch?;
+                code_reads = codes.len();
                 let mut codes: HashMap<B256, Option<Result<Bytecode, StateError>>> =
-                    hashes.into_iter().zip(codes).collect();
+                    codes.into_iter().collect();
                 let read: Vec<(Option<StemValues>, Option<Code>)> = listed
                     .iter()
                     .zip(values)
@@ -363,20 +360,11 @@ impl<B: StateBackend> BlockDb<B> {
             None => parallel_read(&self.backend, &listed, workers, |r, (stem, header)| {
                 let values = r.stem(stem)?;
                 let mut code: Option<Code> = None;
-                if *header
-                    && let Some(v) = &values
-                    && let Some(h) = v.get(bintrie_keys::CODE_HASH_LEAF_KEY)
-                {
-                    let h = B256::from(*h);
-                    let fresh = h != EMPTY_CODE_HASH
-                        && h != B256::ZERO
-                        && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(h);
-                    if fresh {
-                        // Code that fails its hash or does not decode is kept as the error: the
-                        // read on demand reports it (`CorruptCode`); missing code is not cached
-                        // either (`MissingCode` on demand).
-                        code = Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
-                    }
+                if let Some(h) = values.as_ref().and_then(|v| code_to_read(*header, v)) {
+                    // Code that fails its hash or does not decode is kept as the error: the
+                    // read on demand reports it (`CorruptCode`); missing code is not cached
+                    // either (`MissingCode` on demand). The batch path keeps it the same way.
+                    code = Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
                 }
                 Ok((values, code))
             })?,
@@ -400,6 +388,8 @@ impl<B: StateBackend> BlockDb<B> {
         tracing::debug!(
             reads,
             ms = start.elapsed().as_secs_f64() * 1e3,
+            batch_stems_ms = t_stems.as_secs_f64() * 1e3,
+            code_reads,
             workers,
             "prefetched"
         );

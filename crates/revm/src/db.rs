@@ -216,7 +216,7 @@ impl<S: StateSnapshot> DatabaseRef for TrieDb<S> {
 /// Stored code as revm bytecode: it must hash (keccak256) to `hash`, the code hash it is
 /// stored under, and decode; otherwise [`StateError::CorruptCode`] (never empty code in its
 /// place, which would execute as a different contract).
-pub(crate) fn decode_code(hash: &B256, raw: Bytes) -> Result<Bytecode, StateError> {
+pub fn decode_code(hash: &B256, raw: Bytes) -> Result<Bytecode, StateError> {
     let got = alloy_primitives::keccak256(&raw);
     if got != *hash {
         return Err(StateError::CorruptCode {

@@ -88,10 +88,10 @@ mod witness;
 
 #[cfg(feature = "mdbx")]
 pub use backend::{MdbxBackend, MdbxSnapshot};
-pub use backend::{SnapshotIo, StateBackend, StateSnapshot};
+pub use backend::{SnapshotIo, StateBackend, StateSnapshot, StemsBatch};
 pub use block::{BlockDb, BlockDbOptions, ReadStats};
 pub use changes::BlockChanges;
-pub use db::{StoredAccount, TrieDb, decode_account};
+pub use db::{StoredAccount, TrieDb, decode_account, decode_code};
 pub use error::StateError;
 #[cfg(feature = "logstore")]
 pub use logstate::{LogBackend, LogSnapshot, LogState};

@@ -3,7 +3,7 @@
 
 use crate::{
     BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, SnapshotIo, StateBackend,
-    StateError, StateSnapshot, TriePrefetcher,
+    StateError, StateSnapshot, StemsBatch, TriePrefetcher,
 };
 use alloy_primitives::{B256, Bytes};
 use bintrie_keys::Stem;
@@ -88,14 +88,30 @@ impl StateSnapshot for LogSnapshot<'_> {
         Ok(c.map(Bytes::from))
     }
 
-    fn stems_batch(&self, stems: &[Stem]) -> Option<Result<Vec<Option<StemValues>>, StateError>> {
-        match self.store.get_stems(stems, Some(&self.root)) {
+    fn stems_batch(
+        &self,
+        stems: &[Stem],
+        code_of: &mut dyn FnMut(usize, &StemValues) -> Option<B256>,
+    ) -> Option<Result<StemsBatch, StateError>> {
+        let read = self.store.get_stems_then_code(
+            stems,
+            Some(&self.root),
+            |i, v| code_of(i, v).map(|h| h.0),
+            |h, raw| {
+                self.count(raw.len());
+                crate::decode_code(&B256::from(*h), Bytes::from(raw))
+            },
+        );
+        match read {
             Ok(None) => None,
-            Ok(Some(values)) => {
+            Ok(Some((values, codes))) => {
                 for v in &values {
                     self.count(v.as_ref().map_or(0, |v| 32 + 32 * v.len()));
                 }
-                Some(Ok(values))
+                Some(Ok(StemsBatch {
+                    values,
+                    codes: codes.into_iter().map(|(h, c)| (B256::from(h), c)).collect(),
+                }))
             }
             Err(e) => Some(Err(e.into())),
         }
@@ -291,6 +307,50 @@ mod tests {
             }
         }
         assert!(db.basic(Address::repeat_byte(0xee)).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_prefetch_reads_each_stem_and_each_code_once_as_the_memory_state_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let mut mem = MemoryState::new(5).unwrap();
+        let mut all = accounts(30);
+        // Two more accounts sharing one code: it is read once.
+        for i in [200u8, 201] {
+            let mut a = AccountState {
+                nonce: 1,
+                ..Default::default()
+            };
+            a.code = vec![0x60, 0xee, 0x00];
+            all.push((Address::repeat_byte(i), a));
+        }
+        let changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(changes.clone(), 1).unwrap();
+        BlockState::commit_block(&mut mem, changes, 1).unwrap();
+        let mut list = crate::PrefetchList::new();
+        for (address, _) in &all {
+            list.account(*address);
+        }
+        list.account(Address::repeat_byte(0xee)); // absent
+        let mut on_log = log.block_db(BlockDbOptions::default()).unwrap();
+        let mut on_mem = mem.block_db(BlockDbOptions::default()).unwrap();
+        let reads = on_log.prefetch(&list, 4).unwrap();
+        assert_eq!(reads, on_mem.prefetch(&list, 4).unwrap());
+        // 33 stems listed, and the codes of accounts 3, 6, .., 30 and the shared one.
+        assert_eq!(reads, 33 + 10 + 1);
+        let before = on_log.stats().store_reads;
+        for (address, state) in &all {
+            let info = on_log.basic(*address).unwrap().unwrap();
+            if !state.code.is_empty() {
+                let code = on_log.code_by_hash(info.code_hash).unwrap();
+                assert_eq!(code.original_bytes().as_ref(), &state.code[..]);
+            }
+        }
+        assert_eq!(
+            on_log.stats().store_reads,
+            before,
+            "everything came from the prefetch"
+        );
     }
 
     #[test]
