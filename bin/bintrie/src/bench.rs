@@ -55,8 +55,8 @@ pub(crate) struct BenchArgs {
     prefetch: Vec<bool>,
     /// On-disk layouts: `mdbx` (blobs in MDBX's B-tree, rewritten in place) and/or `log`
     /// (every block's blobs appended to a log, found through an in-memory index; built as a
-    /// copy of each MDBX database; flat read path only; ignores --buffer-blocks: its commit is
-    /// already one append).
+    /// copy of each MDBX database; flat read path only; its commit is already one append, and
+    /// --buffer-blocks sets how many blocks' blobs it keeps in memory instead).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "mdbx")]
     layouts: Vec<Layout>,
     /// MDBX page sizes in bytes, e.g. `4096,16384`.
@@ -99,7 +99,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     blocks_per_run: u32,
     /// Blocks the write buffer holds before a flush to MDBX (timed in the block that
-    /// triggers it); 0: no buffer. Default: --blocks-per-run when it is above 1, else 0.
+    /// triggers it); on the log layout, the blocks whose blobs stay in memory. 0: no buffer.
+    /// Default: --blocks-per-run when it is above 1, else 0.
     #[arg(long)]
     buffer_blocks: Option<u64>,
     /// Memory for building each database, in MiB: the state is sorted in runs of this size

@@ -95,6 +95,9 @@ impl Bench {
                 Durability::Durable => bintrie_logstore::Durability::Durable,
                 _ => bintrie_logstore::Durability::Relaxed,
             },
+            // What the MDBX layout's write buffer keeps, the log keeps too: the blobs of the
+            // last `buffer_blocks` blocks (the buffer holds 0 to that many between flushes).
+            recent_blocks: usize::try_from(config.buffer_blocks).unwrap_or(usize::MAX),
             ..Default::default()
         };
         let t = Instant::now();
