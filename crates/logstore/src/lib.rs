@@ -319,7 +319,9 @@ struct WarmSet {
 /// made `root`.
 #[derive(Default)]
 struct Recent {
-    root: Hash32,
+    /// The root they are the blobs of; `None` while a commit updates them (nobody may use
+    /// them then).
+    root: Option<Hash32>,
     /// Each key's latest blob and the block (sequence number) that wrote it.
     blobs: HashMap<PathKey, (u64, Arc<[u8]>)>,
     /// The keys each kept block wrote, oldest first.
@@ -328,8 +330,11 @@ struct Recent {
 }
 
 impl Recent {
-    /// Records a committed block's blobs and removals, and forgets the blocks beyond `keep`.
-    fn commit(&mut self, set: &CommitSet, root: Hash32, keep: usize) {
+    /// Adds a block's blobs and removals and forgets the blocks beyond `keep`, leaving the
+    /// set unusable until [`Recent::commit`] names its root (or [`Recent::abandon`] clears
+    /// it when the block fails).
+    fn stage(&mut self, set: &CommitSet, keep: usize) {
+        self.root = None;
         let seq = self.next;
         self.next += 1;
         for key in set.removed() {
@@ -349,7 +354,19 @@ impl Recent {
                 }
             }
         }
-        self.root = root;
+    }
+
+    /// The staged block committed with `root`: the set is the blobs of that root.
+    fn commit(&mut self, root: Hash32) {
+        self.root = Some(root);
+    }
+
+    /// The staged block failed: what it staged must never be served, so nothing is kept.
+    fn abandon(&mut self) {
+        *self = Recent {
+            next: self.next,
+            ..Recent::default()
+        };
     }
 }
 
@@ -639,7 +656,7 @@ impl LogStore {
     /// The blob a recent block wrote at `key`, if this handle is at the recent blocks' root.
     fn recent_blob(&self, key: &PathKey) -> Option<Vec<u8>> {
         let recent = self.recent();
-        if recent.root != self.meta.root {
+        if recent.root != Some(self.meta.root) {
             return None;
         }
         let blob = recent.blobs.get(key).map(|(_, b)| b.to_vec());
@@ -1128,7 +1145,7 @@ impl LogStore {
         let mut stats = LogReads::default();
         {
             let recent = self.recent();
-            if recent.root == root {
+            if recent.root == Some(root) {
                 let before = wanted.len();
                 wanted.retain(|(k, _)| !recent.blobs.contains_key(k));
                 stats.recent = (before - wanted.len()) as u64;
@@ -1282,7 +1299,24 @@ impl LogStore {
         };
         record::push(&mut buf, base, Kind::Commit, &[], &commit.encode());
         let t1 = std::time::Instant::now();
-        self.append(w, &buf, block)?;
+        // The recent blocks' set takes this block's blobs on another thread while the write
+        // and its sync wait for the device; it is usable only once the block committed.
+        let keep = self.inner.options.recent_blocks;
+        let this = &*self;
+        let appended = std::thread::scope(|s| {
+            let staged = (keep > 0).then(|| s.spawn(move || this.recent().stage(set, keep)));
+            let appended = this.append(w, &buf, block);
+            if staged.is_some_and(|h| h.join().is_err()) {
+                this.recent().abandon();
+            }
+            appended
+        });
+        if let Err(e) = appended {
+            if keep > 0 {
+                self.recent().abandon();
+            }
+            return Err(e);
+        }
         let t2 = std::time::Instant::now();
         let mut index = self.index_mut();
         index.apply(changes);
@@ -1291,9 +1325,8 @@ impl LogStore {
         drop(index);
         self.meta = meta;
         std::mem::take(&mut self.warm().blobs);
-        if self.inner.options.recent_blocks > 0 {
-            self.recent()
-                .commit(set, meta.root, self.inner.options.recent_blocks);
+        if keep > 0 {
+            self.recent().commit(meta.root);
         }
         // The block is committed: a failure to start the next segment must not report it as
         // failed. The current segment grows past its size, and the next commit tries again.

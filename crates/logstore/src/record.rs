@@ -131,11 +131,16 @@ pub(crate) fn pad_for_commit(out: &mut Vec<u8>, base: u64) {
 fn pad_for(out: &mut Vec<u8>, base: u64, len: usize) {
     let pos = base + out.len() as u64;
     let room = PAGE - pos % PAGE;
-    if len as u64 > PAGE || len as u64 <= room {
+    if len as u64 <= room {
         return;
     }
+    // A tail too short for a record header is zeros, whatever comes next: the scan skips
+    // such a tail as a gap (a record longer than a page starts at the next page).
     if (room as usize) < HEADER {
         out.resize(out.len() + room as usize, 0);
+        return;
+    }
+    if len as u64 > PAGE {
         return;
     }
     let n = room as usize - HEADER;
@@ -177,12 +182,22 @@ pub(crate) fn parse(buf: &[u8], pos: u64) -> Parsed<'_> {
         if buf.len() < room {
             return Parsed::Short(room);
         }
-        return if buf[..room].iter().all(|&b| b == 0) {
-            Parsed::Skip(room)
-        } else {
-            Parsed::Bad("non-zero bytes in a page's tail gap")
+        if buf[..room].iter().all(|&b| b == 0) {
+            return Parsed::Skip(room);
+        }
+        // Logs written before the writer zero-filled every such tail may hold a record
+        // longer than a page here (and only such a record).
+        return match parse_record(buf) {
+            Parsed::Record(r, len) if len as u64 > PAGE => Parsed::Record(r, len),
+            Parsed::Short(need) => Parsed::Short(need),
+            _ => Parsed::Bad("non-zero bytes in a page's tail gap"),
         };
     }
+    parse_record(buf)
+}
+
+/// Parses the record that starts at `buf[0]`, wherever it is in its page.
+fn parse_record(buf: &[u8]) -> Parsed<'_> {
     if buf.len() < HEADER {
         return Parsed::Short(HEADER);
     }
@@ -251,6 +266,78 @@ mod tests {
             }
         }
         assert_eq!(seen, 200);
+    }
+
+    /// Parses `out` (written at `base`) from its start: the records other than padding.
+    fn parse_all(out: &[u8], base: u64) -> Vec<(usize, Vec<u8>, Vec<u8>)> {
+        let mut pos = 0usize;
+        let mut found = Vec::new();
+        while pos < out.len() {
+            match parse(&out[pos..], base + pos as u64) {
+                Parsed::Record(r, len) => {
+                    if r.kind != Kind::Pad {
+                        found.push((pos, r.key.to_vec(), r.value.to_vec()));
+                    }
+                    pos += len;
+                }
+                Parsed::Skip(n) => pos += n,
+                other => panic!("at {pos}: {other:?}"),
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_record_longer_than_a_page_after_a_short_tail_starts_at_the_next_page() {
+        // A record that leaves 1..HEADER bytes before the page's end, then one longer than a
+        // page (a stem blob of many values, or code).
+        for tail in 1..HEADER {
+            let mut out = Vec::new();
+            let value = vec![1; PAGE as usize - tail - HEADER - 1];
+            push(&mut out, 0, Kind::Node, b"k", &value);
+            assert_eq!(PAGE as usize - out.len(), tail);
+            let big = vec![7u8; 9000];
+            let (b, _) = push(&mut out, 0, Kind::Code, &[2; 32], &big);
+            assert_eq!(b as u64 % PAGE, 0, "tail {tail}: not zero-filled");
+            push(&mut out, 0, Kind::Node, b"after", b"v");
+            let found = parse_all(&out, 0);
+            assert_eq!(found.len(), 3, "tail {tail}");
+            assert_eq!((found[1].0, &found[1].2), (b, &big), "tail {tail}");
+        }
+    }
+
+    #[test]
+    fn a_log_written_before_the_tail_was_zero_filled_still_parses() {
+        // The old writer put a record longer than a page right after a record that left
+        // fewer bytes than a header before the page's end.
+        let base = 0u64;
+        let mut out = Vec::new();
+        push(
+            &mut out,
+            base,
+            Kind::Node,
+            b"k",
+            &vec![3; PAGE as usize - HEADER - 1 - 4],
+        );
+        assert_eq!(PAGE as usize - out.len(), 4);
+        let big = vec![9u8; 5000];
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        out.push(Kind::Code as u8);
+        out.push(32);
+        out.extend_from_slice(&(big.len() as u32).to_le_bytes());
+        out.extend_from_slice(&[5; 32]);
+        out.extend_from_slice(&big);
+        let crc = crc32fast::hash(&out[at + 4..]);
+        out[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        let found = parse_all(&out, base);
+        assert_eq!(found.len(), 2);
+        assert_eq!((found[1].0, &found[1].2), (at, &big));
+        // A record of at most a page there is still damage, even with a valid checksum.
+        let mut small = Vec::new();
+        push(&mut small, 0, Kind::Node, b"x", b"y");
+        assert!(matches!(parse(&small, 0), Parsed::Record(..)));
+        assert!(matches!(parse(&small, at as u64), Parsed::Bad(_)));
     }
 
     #[test]

@@ -334,6 +334,12 @@ fn a_failed_write_leaves_nothing_behind() {
         r1,
         "the failed block is not visible"
     );
+    // Nor are its blobs in the recent blocks' set (it held block 1's before).
+    {
+        let recent = store.recent();
+        assert_eq!(recent.root, None);
+        assert!(recent.blobs.is_empty());
+    }
     store.inner.writer.lock().unwrap().as_mut().unwrap().file = real;
     drop(trie);
     let _ = &mut store;
