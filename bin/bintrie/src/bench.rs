@@ -108,7 +108,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
     memory_budget: u64,
     /// Do not measure the drive under --db-dir first (`machine.disk` in results.json: random
-    /// 4 KB reads at queue depths 1..64, write IOPS, fsync, sequential writes; about 4 s and a
+    /// 4 KB reads at queue depths 1..256, write IOPS, fsync, sequential writes; about 7 s and a
     /// 1 GiB scratch file). Without it the report has no device efficiency.
     #[arg(long)]
     no_disk_probe: bool,

@@ -98,7 +98,7 @@ enum Command {
     /// and index.html into --out; each database is deleted when its group depth is done.
     Bench(Box<bench::BenchArgs>),
     /// Measure the drive under a directory, the ceiling of every I/O figure: random 4 KB reads
-    /// (O_DIRECT) at 1..64 requests in flight, random write IOPS, the time of an fdatasync and
+    /// (O_DIRECT) at 1..256 requests in flight, random write IOPS, the time of an fdatasync and
     /// sequential write bandwidth, on a scratch file that is deleted afterwards. `bench`
     /// records the same as `machine.disk`.
     ProbeDisk(bench::ProbeDiskArgs),
