@@ -87,14 +87,8 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
                 d.filter_map(Result::ok)
                     .all(|e| matches!(e.file_name().to_str(), Some("LOCK" | "log.000001")))
             });
-            let empty = bintrie_logstore::LogStore::open(
-                &args.db,
-                &bintrie_logstore::LogOptions {
-                    read_only: true,
-                    ..Default::default()
-                },
-            )
-            .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
+            let empty = bintrie_logstore::LogStore::open_read_only(&args.db)
+                .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
             if log_only && empty {
                 let _ = std::fs::remove_dir_all(&args.db);
             }
@@ -361,14 +355,8 @@ fn import_log(
 
 /// `info` on a log: its block, root and sizes.
 fn info_log(args: &InfoArgs) -> Result<()> {
-    let store = bintrie_logstore::LogStore::open(
-        &args.db,
-        &bintrie_logstore::LogOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .with_context(|| format!("opening {}", args.db.display()))?;
+    let store = bintrie_logstore::LogStore::open_read_only(&args.db)
+        .with_context(|| format!("opening {}", args.db.display()))?;
     let (meta, i) = (store.meta(), store.info());
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -548,14 +536,8 @@ pub(crate) struct VerifyArgs {
 /// unreachable, every stem entry at a blob of the tree, every code entry hashing to its key.
 fn verify_log(args: &VerifyArgs) -> Result<()> {
     use bintrie_logstore::LogStore;
-    let store = LogStore::open(
-        &args.db,
-        &bintrie_logstore::LogOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .with_context(|| format!("opening {}", args.db.display()))?;
+    let store = LogStore::open_read_only(&args.db)
+        .with_context(|| format!("opening {}", args.db.display()))?;
     let (meta, info) = (store.meta(), store.info());
     let bar = if args.no_progress {
         indicatif::ProgressBar::hidden()

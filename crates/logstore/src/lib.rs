@@ -475,6 +475,18 @@ fn sync_dir(dir: &FsPath) -> Result<(), LogError> {
 }
 
 impl LogStore {
+    /// Opens the log in `dir` for reading only, with the default options otherwise: no
+    /// writer lock (a writer may be at work beside it), a torn tail ignored rather than cut.
+    pub fn open_read_only(dir: impl AsRef<FsPath>) -> Result<LogStore, LogError> {
+        LogStore::open(
+            dir,
+            &LogOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+    }
+
     /// Opens (or, with `create`, creates) the log in `dir`: takes the writer lock (unless
     /// read-only), scans every segment and rebuilds the index at the last whole block. A torn
     /// last block is cut off (logged); any other damage is [`LogError::Corrupt`].

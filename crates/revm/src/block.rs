@@ -335,12 +335,9 @@ impl<B: StateBackend> BlockDb<B> {
                 .stems_batch(&stems, &mut |i, v| code_to_read(listed[i].1, v))
                 .map(|r| r.map(|batch| (batch, snapshot.io())))
         };
-        let t_stems = start.elapsed();
-        let mut code_reads = 0usize;
         let (read, io) = match batch {
             Some(batch) => {
                 let (StemsBatch { values, codes }, io) = batch?;
-                code_reads = codes.len();
                 let mut codes: HashMap<B256, Option<Result<Bytecode, StateError>>> =
                     codes.into_iter().collect();
                 let read: Vec<(Option<StemValues>, Option<Code>)> = listed
@@ -388,8 +385,6 @@ impl<B: StateBackend> BlockDb<B> {
         tracing::debug!(
             reads,
             ms = start.elapsed().as_secs_f64() * 1e3,
-            batch_stems_ms = t_stems.as_secs_f64() * 1e3,
-            code_reads,
             workers,
             "prefetched"
         );

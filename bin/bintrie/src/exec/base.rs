@@ -242,14 +242,8 @@ pub(crate) fn copy_into_log(
     }
     let kept = source.join("log");
     let matches = kept.join("log.000001").exists()
-        && bintrie_logstore::LogStore::open(
-            &kept,
-            &bintrie_logstore::LogOptions {
-                read_only: true,
-                ..Default::default()
-            },
-        )
-        .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
+        && bintrie_logstore::LogStore::open_read_only(&kept)
+            .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
     if !matches {
         if kept.exists() {
             std::fs::remove_dir_all(&kept)
