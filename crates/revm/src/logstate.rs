@@ -170,7 +170,8 @@ impl LogState {
     }
 
     /// Applies a block's writes as one sorted batch, rehashes, and appends the blobs, code and
-    /// a commit record as block `block`.
+    /// a commit record as block `block`. On an error nothing is committed and the trie drops
+    /// the block's changes (it restarts from the log's root).
     pub fn commit_block(
         &mut self,
         changes: BlockChanges,
@@ -180,15 +181,28 @@ impl LogState {
             changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
         self.trie.reset_stats();
         let t = Instant::now();
-        self.trie.update(changes.writes)?;
-        let root = self.trie.root();
+        let trie = &mut self.trie;
+        let updated = trie.update(changes.writes).map(|()| trie.root());
         let trie_update = t.elapsed();
         let t = Instant::now();
         let mut collected = None;
-        let stats = self.trie.commit_with(|store, set| {
-            collected = Some(t.elapsed());
-            store.write_block(set, block, &code)
-        })?;
+        let committed = updated.and_then(|root| {
+            let stats = trie.commit_with(|store, set| {
+                collected = Some(t.elapsed());
+                store.write_block(set, block, &code)
+            })?;
+            Ok((root, stats))
+        });
+        let (root, stats) = match committed {
+            Ok(done) => done,
+            Err(e) => {
+                // The trie holds the block's changes; the log does not: start again from what
+                // the log holds, or the next block would commit them too.
+                let stored = self.store().meta().root;
+                self.trie.discard(stored);
+                return Err(e.into());
+            }
+        };
         tracing::debug!(
             block,
             collect_ms = collected.unwrap_or_default().as_secs_f64() * 1e3,
@@ -307,6 +321,32 @@ mod tests {
             }
         }
         assert!(db.basic(Address::repeat_byte(0xee)).unwrap().is_none());
+    }
+
+    /// A block whose commit fails leaves nothing behind, in the log nor in the state's trie:
+    /// the next block commits the root of the blocks that did commit, not one that also
+    /// holds the failed block's writes.
+    #[test]
+    fn a_failed_commit_leaves_nothing_for_the_next_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let mut mem = MemoryState::new(5).unwrap();
+        let all = accounts(30);
+        let changes = |r: std::ops::Range<usize>| {
+            BlockChanges::from_accounts(all[r].iter().map(|(a, s)| (a, s))).unwrap()
+        };
+        log.commit_block(changes(0..10), 1).unwrap();
+        BlockState::commit_block(&mut mem, changes(0..10), 1).unwrap();
+        // Block 0 after block 1: the log refuses it once the trie has applied it.
+        let err = log.commit_block(changes(10..20), 0).unwrap_err();
+        assert!(err.to_string().contains("block 0"), "{err}");
+        assert_eq!(BlockState::root(&log), BlockState::root(&mem));
+        let a = log.commit_block(changes(20..30), 2).unwrap();
+        let b = BlockState::commit_block(&mut mem, changes(20..30), 2).unwrap();
+        assert_eq!(a.root, b.root, "the failed block's writes reached block 2");
+        drop(log);
+        let log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        assert_eq!(BlockState::root(&log), b.root);
     }
 
     #[test]

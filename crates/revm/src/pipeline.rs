@@ -201,7 +201,9 @@ pub trait BlockState {
     fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher>;
 
     /// Applies `changes` (one sorted batch; for equal keys the later write wins), rehashes and
-    /// commits them as block `block`. On an error nothing is committed.
+    /// commits them as block `block`. On an error nothing is committed, and the state's
+    /// in-memory tree is back at the last committed root (the failed block's changes never
+    /// reach a later block).
     fn commit_block(
         &mut self,
         changes: BlockChanges,

@@ -90,7 +90,8 @@ impl BinTrieState {
     }
 
     /// Applies a block's writes as one sorted batch, rehashes, and commits nodes, flat stems,
-    /// code and meta in one MDBX transaction as block `block`.
+    /// code and meta in one MDBX transaction as block `block`. On an error nothing is
+    /// committed and the trie drops the block's changes (it restarts from the stored root).
     pub fn commit_block(
         &mut self,
         changes: BlockChanges,
@@ -122,19 +123,32 @@ impl BinTrieState {
     ) -> Result<CommitReport, StateError> {
         self.trie.reset_stats();
         let t = Instant::now();
-        self.trie.update(writes)?;
-        let root = self.trie.root();
+        let meta = self.store().meta();
+        let trie = &mut self.trie;
+        let updated = trie.update(writes).map(|()| trie.root());
         let trie_update = t.elapsed();
         let t = Instant::now();
-        let meta = self.store().meta();
         let empty = meta.block == 0 && meta.root == [0; 32];
-        let stats = self.trie.commit_with(|store, set| {
-            if empty {
-                store.bulk_load(set, block, &code)
-            } else {
-                store.write_block(set, block, &code)
+        let committed = updated.and_then(|root| {
+            let stats = trie.commit_with(|store, set| {
+                if empty {
+                    store.bulk_load(set, block, &code)
+                } else {
+                    store.write_block(set, block, &code)
+                }
+            })?;
+            Ok((root, stats))
+        });
+        let (root, stats) = match committed {
+            Ok(done) => done,
+            Err(e) => {
+                // The trie holds the block's changes; the database does not: start again from
+                // what it holds, or the next block would commit them too.
+                let stored = self.store().meta().root;
+                self.trie.discard(stored);
+                return Err(e.into());
             }
-        })?;
+        };
         Ok(CommitReport {
             root: B256::from(root),
             trie_update,

@@ -596,4 +596,46 @@ mod mdbx {
             assert_eq!(run_stateless(&bytes, &block1()), Ok(root), "{encoding:?}");
         }
     }
+
+    /// A block whose commit fails (the map is full) leaves nothing behind, in the database nor
+    /// in the state's trie: the next block commits the root of the blocks that did commit,
+    /// not one that also holds the failed block's writes.
+    #[test]
+    fn a_failed_mdbx_commit_leaves_nothing_for_the_next_block() {
+        use rand::{Rng, SeedableRng};
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = BinTrieState::open(
+            dir.path(),
+            &StoreOptions {
+                group_depth: Some(4),
+                durability: Durability::Relaxed,
+                max_size: Some(1 << 20),
+                growth_step: Some(1 << 16),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut writes = |n: usize| -> Vec<(TreeKey, [u8; 32])> {
+            (0..n)
+                .map(|_| (TreeKey::new(rng.random(), rng.random()), rng.random()))
+                .collect()
+        };
+        let (first, huge, last) = (writes(100), writes(50_000), writes(100));
+        state.import_entries(first.clone(), vec![], 1).unwrap();
+        let err = state.import_entries(huge, vec![], 2).unwrap_err();
+        assert!(err.to_string().to_lowercase().contains("full"), "{err}");
+        let root = state.import_entries(last.clone(), vec![], 2).unwrap().root;
+        let mut reference = bintrie_trie::Trie::<bintrie_trie::MemoryStore>::new(
+            bintrie_trie::MemoryStore::new(),
+            4,
+        )
+        .unwrap();
+        reference.update([first, last].concat()).unwrap();
+        assert_eq!(
+            root.0,
+            reference.root(),
+            "the failed block's writes reached block 2"
+        );
+    }
 }

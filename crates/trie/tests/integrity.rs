@@ -398,3 +398,63 @@ fn group_chain_reaching_depth_248_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// One trie committing round after round, never reopened (the dirty flags and the stems'
+/// stored depths cleared and set by each commit, in parallel below depth 8): each commit
+/// writes only what changed, a commit with no change writes nothing, and the store ends
+/// exactly as the store of the same entries committed once from scratch (a stem pushed deeper
+/// leaves no stale blob at its old path).
+#[test]
+fn commits_of_one_live_trie_leave_the_store_a_fresh_build_leaves() {
+    for g in [1u8, 4, 5, 8] {
+        let mut rng = StdRng::seed_from_u64(0x11fe_0000 + g as u64);
+        let mut all = random_entries(&mut rng, 1500);
+        let mut t = T::new(MemoryStore::new(), g).unwrap();
+        t.update(batch(&all)).unwrap();
+        t.commit().unwrap();
+        for round in 0..4 {
+            let unchanged = t.commit().unwrap();
+            assert_eq!(
+                (unchanged.blobs, unchanged.removed),
+                (0, 0),
+                "g={g} round {round}"
+            );
+            let writes = random_entries(&mut rng, 200);
+            t.update(batch(&writes)).unwrap();
+            all.extend(writes);
+            let stats = t.commit().unwrap();
+            assert!(stats.blobs > 0 && stats.blobs < 200 * (256 / g as usize + 2));
+        }
+        let mut fresh = T::new(MemoryStore::new(), g).unwrap();
+        fresh.update(batch(&all)).unwrap();
+        fresh.commit().unwrap();
+        assert_eq!(
+            snapshot(t.store()),
+            snapshot(fresh.store()),
+            "g={g}: the live trie's store differs from a fresh build's"
+        );
+    }
+}
+
+/// `discard` drops uncommitted changes: after it, the trie builds on the committed root
+/// alone, and the next commit writes what a fresh build of the committed entries and the new
+/// ones writes.
+#[test]
+fn discarded_changes_never_reach_a_commit() {
+    for g in [1u8, 5, 8] {
+        let mut rng = StdRng::seed_from_u64(0xd15c_0000 + g as u64);
+        let mut all = random_entries(&mut rng, 400);
+        let (store, root) = committed(&all, g);
+        let mut t = T::open(store, g, root).unwrap();
+        t.update(batch(&random_entries(&mut rng, 100))).unwrap();
+        assert_ne!(t.root(), root);
+        t.discard(root);
+        assert_eq!(t.root(), root);
+        let more = random_entries(&mut rng, 100);
+        t.update(batch(&more)).unwrap();
+        all.extend(more);
+        t.commit().unwrap();
+        let (fresh, _) = committed(&all, g);
+        assert_eq!(snapshot(t.store()), snapshot(&fresh), "g={g}");
+    }
+}

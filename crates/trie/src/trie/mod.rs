@@ -248,6 +248,19 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         self.counters = Counters::default();
     }
 
+    /// Drops every node in memory, uncommitted changes included, and starts again from `root`
+    /// as [`Trie::open`] would: what a state does after a commit that failed, so that the
+    /// failed block's changes can never reach a later commit. `root` must be the store's last
+    /// committed root.
+    pub fn discard(&mut self, root: Hash32) {
+        self.root = if root == ZERO_HASH {
+            Node::Empty
+        } else {
+            Node::Hashed(root)
+        };
+        self.vacated.clear();
+    }
+
     /// Drops every loaded node and keeps only the root hash, as after [`Trie::open`]. Fails if
     /// there are uncommitted changes (they would be lost).
     pub fn unload(&mut self) -> Result<(), TrieError<S::Error>> {
