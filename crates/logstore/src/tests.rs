@@ -644,3 +644,70 @@ fn a_segment_that_cannot_be_started_does_not_fail_the_committed_block() {
     );
     assert_eq!(trie.store().meta().block, 6);
 }
+
+/// A segment cut short under an open log (damage from outside the process): every read that
+/// reaches past the new end fails with an error naming the segment, on each read path (the
+/// trie prefetch's ring, the state batch's ring, their blocking fallback, a single read),
+/// never a panic, a hang or a wrong blob; what lies before the cut still reads.
+#[test]
+fn a_segment_cut_under_an_open_log_is_an_error_on_every_read_path() {
+    for io_uring in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(31);
+        let options = LogOptions {
+            recent_blocks: 0,
+            io_uring,
+            ..opts(5)
+        };
+        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
+        let w = random_writes(&mut rng, 2000);
+        commit(&mut trie, w.clone(), 1);
+        let store = trie.into_store();
+        let stems: Vec<Stem> = w.iter().map(|(k, _)| k.stem).collect();
+        let before: Vec<Option<StemValues>> = stems
+            .iter()
+            .map(|s| store.get_stem(s, None).unwrap())
+            .collect();
+        let seg = dir.path().join(segment_name(1));
+        let len = std::fs::metadata(&seg).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+        let named = |e: LogError| {
+            let msg = e.to_string();
+            assert!(msg.contains("log.000001"), "io_uring {io_uring}: {msg}");
+        };
+        named(
+            store
+                .warm_trie_paths(&stems, 4, &AtomicBool::new(false))
+                .unwrap_err(),
+        );
+        match store.get_stems(&stems, None) {
+            // Without io_uring the state batch is the caller's (one read each).
+            Ok(None) => assert!(!io_uring),
+            Ok(Some(_)) => panic!("io_uring {io_uring}: a batch read past the cut"),
+            Err(e) => named(e),
+        }
+        // Each stem alone: those before the cut read as before, the others fail.
+        let (mut ok, mut failed) = (0, 0);
+        for (stem, was) in stems.iter().zip(&before) {
+            match store.get_stem(stem, None) {
+                Ok(v) => {
+                    assert_eq!(&v, was);
+                    ok += 1;
+                }
+                Err(e) => {
+                    named(e);
+                    failed += 1;
+                }
+            }
+        }
+        assert!(
+            ok > 0 && failed > 0,
+            "io_uring {io_uring}: {ok} read, {failed} failed"
+        );
+    }
+}
