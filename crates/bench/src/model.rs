@@ -210,6 +210,13 @@ pub struct RunRow {
     /// before they were recorded.
     #[serde(default)]
     pub device_reads: Option<u64>,
+    /// CPU time the process used during the block, every thread (execution, the prefetch
+    /// threads, the trie's workers, and the kernel's work on their behalf;
+    /// `CLOCK_PROCESS_CPUTIME_ID`): above `total_ms` when more than one core worked, and at
+    /// most `machine.cpus` x `total_ms`, where the block is bound by the CPU. `None` in files
+    /// from before it was recorded.
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
     /// Unique state keys (stems: an account header or 256 storage slots; and code) read from
     /// the store in this block.
     pub cold_reads: u64,
@@ -257,6 +264,8 @@ pub enum Metric {
     ColdReads,
     /// [`RunRow::commit_ms`].
     CommitMs,
+    /// [`RunRow::cpu_ms`] (optional).
+    CpuMs,
     /// [`RunRow::device_reads`] (optional).
     DeviceReads,
     /// [`RunRow::execution_ms`].
@@ -299,7 +308,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in report order (the order [`crate::stats::compare`] emits them in).
-    pub const ALL: [Metric; 23] = [
+    pub const ALL: [Metric; 24] = [
         Metric::Gas,
         Metric::TotalMs,
         Metric::StateReadMs,
@@ -307,6 +316,7 @@ impl Metric {
         Metric::TrieUpdateMs,
         Metric::TrieWarmMs,
         Metric::CommitMs,
+        Metric::CpuMs,
         Metric::MgasS,
         Metric::StoreReads,
         Metric::BytesRead,
@@ -335,6 +345,7 @@ impl Metric {
             Metric::TrieUpdateMs => "trie_update_ms",
             Metric::TrieWarmMs => "trie_warm_ms",
             Metric::CommitMs => "commit_ms",
+            Metric::CpuMs => "cpu_ms",
             Metric::MgasS => "mgas_s",
             Metric::StoreReads => "store_reads",
             Metric::BytesRead => "bytes_read",
@@ -366,6 +377,7 @@ impl RunRow {
             Metric::TrieUpdateMs => self.trie_update_ms,
             Metric::TrieWarmMs => self.trie_warm_ms,
             Metric::CommitMs => self.commit_ms,
+            Metric::CpuMs => return self.cpu_ms,
             Metric::MgasS => self.mgas_s,
             Metric::StoreReads => self.store_reads as f64,
             Metric::BytesRead => self.bytes_read as f64,
@@ -608,6 +620,7 @@ mod tests {
             hashes: 12,
             bytes_written: 13,
             device_reads: Some(20),
+            cpu_ms: Some(21.0),
             cold_reads: 14,
             slots_read: 15,
             slots_written: 16,

@@ -288,6 +288,7 @@ mod tests {
             hashes: 0,
             bytes_written: 0,
             device_reads: None,
+            cpu_ms: None,
             cold_reads: 10,
             slots_written: 0,
             slots_read: 0,

@@ -193,6 +193,13 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
             "{a:?}\n{b:?}"
         );
         assert!(a.bytes_written > 0 && a.device_reads.is_some(), "{a:?}");
+        // The block's CPU time: something was computed, and no more than every core for
+        // the whole block (plus a scheduler tick of slack).
+        for row in [a, b] {
+            let cpu = row.cpu_ms.expect("recorded");
+            let cpus = results.machine.cpus as f64;
+            assert!(cpu > 0.0 && cpu <= cpus * row.total_ms + 10.0, "{row:?}");
+        }
     }
     let info = results
         .databases

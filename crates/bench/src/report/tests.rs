@@ -56,6 +56,7 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         hashes: if writes { 1_000 } else { 0 },
         bytes_written: if writes { 10_000 } else { 0 },
         device_reads: Some(9_000),
+        cpu_ms: Some(90.0),
         cold_reads,
         slots_written,
         slots_read: cold_reads,

@@ -501,6 +501,7 @@ impl Bench {
             Layout::Log => device_read_pages(),
         };
         let faults = device();
+        let cpu = process_cpu();
         let block = on_state!(self.state.as_mut().expect("open"), state => state
             .run_block(&plan, &options, |db| {
                 evm(db, number, gas_limit).transact_commit(tx)
@@ -509,6 +510,9 @@ impl Bench {
         let device_reads = faults
             .zip(device())
             .map(|(before, after)| after.saturating_sub(before));
+        let cpu_ms = cpu
+            .zip(process_cpu())
+            .map(|(before, after)| after.saturating_sub(before).as_secs_f64() * 1e3);
         let gas = success_gas(&block.output)?;
         let (reads, report, t) = (block.reads, block.commit, block.timings);
         let slots_written = block.writes.slots as u64;
@@ -542,6 +546,7 @@ impl Bench {
             hashes,
             bytes_written: report.stats.bytes as u64,
             device_reads,
+            cpu_ms,
             cold_reads,
             slots_read,
             slots_written,
@@ -615,6 +620,17 @@ pub(crate) fn device_read_pages() -> Option<u64> {
         .find_map(|l| l.strip_prefix("read_bytes:"))
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(|b| b / 4096)
+}
+
+/// CPU time the process has used so far, every thread (finished ones included):
+/// `CLOCK_PROCESS_CPUTIME_ID`, exact to the scheduler's accounting (not to the tick as
+/// `/proc/self/stat` is). `None` where the clock cannot be read.
+pub(crate) fn process_cpu() -> Option<Duration> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Some(Duration::new(
+        u64::try_from(t.tv_sec).ok()?,
+        u32::try_from(t.tv_nsec).ok()?,
+    ))
 }
 
 /// The process's major page faults so far, all threads (finished ones included): field 12 of
