@@ -75,6 +75,8 @@ println!("root {} in {:?}", run.commit.root, run.timings.total);
 mod backend;
 mod block;
 mod changes;
+#[cfg(any(feature = "mdbx", feature = "logstore"))]
+mod commit;
 mod db;
 mod error;
 #[cfg(feature = "logstore")]

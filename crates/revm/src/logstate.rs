@@ -1,6 +1,7 @@
 //! [`LogState`]: the trie over the appending layout ([`bintrie_logstore::LogStore`]), block by
 //! block, and its read side ([`LogBackend`], [`LogSnapshot`]).
 
+use crate::commit::update_and_commit;
 use crate::{
     BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, SnapshotIo, StateBackend,
     StateError, StateSnapshot, StemsBatch, TriePrefetcher,
@@ -12,7 +13,6 @@ use bintrie_node::{Hash32, StemValues};
 use bintrie_trie::{Trie, TrieError};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
 
 impl From<LogError> for StateError {
     fn from(e: LogError) -> Self {
@@ -179,41 +179,21 @@ impl LogState {
     ) -> Result<CommitReport, StateError> {
         let code: Vec<([u8; 32], Vec<u8>)> =
             changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
-        self.trie.reset_stats();
-        let t = Instant::now();
-        let trie = &mut self.trie;
-        let updated = trie.update(changes.writes).map(|()| trie.root());
-        let trie_update = t.elapsed();
-        let t = Instant::now();
-        let mut collected = None;
-        let committed = updated.and_then(|root| {
-            let stats = trie.commit_with(|store, set| {
-                collected = Some(t.elapsed());
-                store.write_block(set, block, &code)
-            })?;
-            Ok((root, stats))
-        });
-        let (root, stats) = match committed {
-            Ok(done) => done,
-            Err(e) => {
-                // The trie holds the block's changes; the log does not: start again from what
-                // the log holds, or the next block would commit them too.
-                let stored = self.store().meta().root;
-                self.trie.discard(stored);
-                return Err(e.into());
-            }
-        };
+        let stored = self.store().meta().root;
+        let done = update_and_commit(&mut self.trie, stored, changes.writes, |store, set| {
+            store.write_block(set, block, &code)
+        })?;
         tracing::debug!(
             block,
-            collect_ms = collected.unwrap_or_default().as_secs_f64() * 1e3,
-            commit_ms = t.elapsed().as_secs_f64() * 1e3,
+            collect_ms = done.collect.as_secs_f64() * 1e3,
+            commit_ms = done.commit.as_secs_f64() * 1e3,
             "log state committed"
         );
         Ok(CommitReport {
-            root: B256::from(root),
-            trie_update,
-            commit: t.elapsed(),
-            stats,
+            root: B256::from(done.root),
+            trie_update: done.trie_update,
+            commit: done.commit,
+            stats: done.stats,
             trie: self.trie.stats(),
         })
     }

@@ -1,5 +1,6 @@
 //! [`BinTrieState`]: the trie over the MDBX store, block by block.
 
+use crate::commit::update_and_commit;
 use crate::{BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, MdbxBackend};
 use crate::{StateError, TriePrefetcher};
 use alloy_primitives::{Address, B256};
@@ -7,7 +8,6 @@ use bintrie_keys::AccountState;
 use bintrie_store::{StateStore, StoreOptions};
 use bintrie_trie::Trie;
 use std::path::Path;
-use std::time::Instant;
 
 /// The binary-trie state: a [`Trie`] over a [`StateStore`], committed one block at a time.
 ///
@@ -121,39 +121,20 @@ impl BinTrieState {
         code: Vec<([u8; 32], Vec<u8>)>,
         block: u64,
     ) -> Result<CommitReport, StateError> {
-        self.trie.reset_stats();
-        let t = Instant::now();
         let meta = self.store().meta();
-        let trie = &mut self.trie;
-        let updated = trie.update(writes).map(|()| trie.root());
-        let trie_update = t.elapsed();
-        let t = Instant::now();
         let empty = meta.block == 0 && meta.root == [0; 32];
-        let committed = updated.and_then(|root| {
-            let stats = trie.commit_with(|store, set| {
-                if empty {
-                    store.bulk_load(set, block, &code)
-                } else {
-                    store.write_block(set, block, &code)
-                }
-            })?;
-            Ok((root, stats))
-        });
-        let (root, stats) = match committed {
-            Ok(done) => done,
-            Err(e) => {
-                // The trie holds the block's changes; the database does not: start again from
-                // what it holds, or the next block would commit them too.
-                let stored = self.store().meta().root;
-                self.trie.discard(stored);
-                return Err(e.into());
+        let done = update_and_commit(&mut self.trie, meta.root, writes, |store, set| {
+            if empty {
+                store.bulk_load(set, block, &code)
+            } else {
+                store.write_block(set, block, &code)
             }
-        };
+        })?;
         Ok(CommitReport {
-            root: B256::from(root),
-            trie_update,
-            commit: t.elapsed(),
-            stats,
+            root: B256::from(done.root),
+            trie_update: done.trie_update,
+            commit: done.commit,
+            stats: done.stats,
             trie: self.trie.stats(),
         })
     }

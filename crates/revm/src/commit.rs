@@ -1,0 +1,64 @@
+//! The trie half of a block's commit, shared by the states over a store (MDBX and the log).
+
+use crate::StateError;
+use bintrie_keys::TreeKey;
+use bintrie_node::Hash32;
+use bintrie_trie::{CommitSet, CommitStats, NodeStore, Trie, TrieError};
+use std::time::{Duration, Instant};
+
+/// What [`update_and_commit`] did.
+pub(crate) struct Committed {
+    /// The root after the block.
+    pub(crate) root: Hash32,
+    /// What the commit wrote.
+    pub(crate) stats: CommitStats,
+    /// The update and the rehash.
+    pub(crate) trie_update: Duration,
+    /// From the start of the commit to the store's write: the trie's collection of the
+    /// dirty blobs.
+    pub(crate) collect: Duration,
+    /// The whole commit: the collection and the store's write.
+    pub(crate) commit: Duration,
+}
+
+/// Applies `writes` to `trie`, rehashes, and commits through `write` (the store's own write
+/// of the set), timed; the trie's counters start from zero. On any error nothing is committed
+/// and the trie drops the block's changes, starting again from `stored` (the store's last
+/// committed root): it already holds them, and the next block would otherwise commit them
+/// too.
+pub(crate) fn update_and_commit<S: NodeStore>(
+    trie: &mut Trie<S>,
+    stored: Hash32,
+    writes: Vec<(TreeKey, [u8; 32])>,
+    write: impl FnOnce(&mut S, &CommitSet) -> Result<(), S::Error>,
+) -> Result<Committed, StateError>
+where
+    StateError: From<TrieError<S::Error>>,
+{
+    trie.reset_stats();
+    let t = Instant::now();
+    let updated = trie.update(writes).map(|()| trie.root());
+    let trie_update = t.elapsed();
+    let t = Instant::now();
+    let mut collect = Duration::ZERO;
+    let committed = updated.and_then(|root| {
+        let stats = trie.commit_with(|store, set| {
+            collect = t.elapsed();
+            write(store, set)
+        })?;
+        Ok((root, stats))
+    });
+    match committed {
+        Ok((root, stats)) => Ok(Committed {
+            root,
+            stats,
+            trie_update,
+            collect,
+            commit: t.elapsed(),
+        }),
+        Err(e) => {
+            trie.discard(stored);
+            Err(e.into())
+        }
+    }
+}
