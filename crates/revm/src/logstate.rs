@@ -179,16 +179,9 @@ impl LogState {
     ) -> Result<CommitReport, StateError> {
         let code: Vec<([u8; 32], Vec<u8>)> =
             changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
-        let stored = self.store().meta().root;
-        let done = update_and_commit(&mut self.trie, stored, changes.writes, |store, set| {
+        let done = update_and_commit(&mut self.trie, changes.writes, |store, set| {
             store.write_block(set, block, &code)
         })?;
-        tracing::debug!(
-            block,
-            collect_ms = done.collect.as_secs_f64() * 1e3,
-            commit_ms = done.commit.as_secs_f64() * 1e3,
-            "log state committed"
-        );
         Ok(CommitReport {
             root: B256::from(done.root),
             trie_update: done.trie_update,

@@ -123,7 +123,7 @@ impl BinTrieState {
     ) -> Result<CommitReport, StateError> {
         let meta = self.store().meta();
         let empty = meta.block == 0 && meta.root == [0; 32];
-        let done = update_and_commit(&mut self.trie, meta.root, writes, |store, set| {
+        let done = update_and_commit(&mut self.trie, writes, |store, set| {
             if empty {
                 store.bulk_load(set, block, &code)
             } else {

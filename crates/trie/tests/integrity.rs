@@ -436,9 +436,9 @@ fn commits_of_one_live_trie_leave_the_store_a_fresh_build_leaves() {
     }
 }
 
-/// `discard` drops uncommitted changes: after it, the trie builds on the committed root
-/// alone, and the next commit writes what a fresh build of the committed entries and the new
-/// ones writes.
+/// `discard` drops uncommitted changes: after it, the trie builds on its last commit alone
+/// (the root it was opened at, then each commit's), and the next commit writes what a fresh
+/// build of the committed entries and the new ones writes.
 #[test]
 fn discarded_changes_never_reach_a_commit() {
     for g in [1u8, 5, 8] {
@@ -448,13 +448,17 @@ fn discarded_changes_never_reach_a_commit() {
         let mut t = T::open(store, g, root).unwrap();
         t.update(batch(&random_entries(&mut rng, 100))).unwrap();
         assert_ne!(t.root(), root);
-        t.discard(root);
+        t.discard();
         assert_eq!(t.root(), root);
         let more = random_entries(&mut rng, 100);
         t.update(batch(&more)).unwrap();
         all.extend(more);
-        t.commit().unwrap();
+        let second = t.commit().unwrap().root;
         let (fresh, _) = committed(&all, g);
         assert_eq!(snapshot(t.store()), snapshot(&fresh), "g={g}");
+        // After a commit, `discard` returns to that commit, not to the opening root.
+        t.update(batch(&random_entries(&mut rng, 50))).unwrap();
+        t.discard();
+        assert_eq!(t.root(), second, "g={g}");
     }
 }

@@ -166,6 +166,8 @@ pub struct Trie<S: NodeStore, H: TreeHasher = Sha256Hasher> {
     group_depth: u8,
     counters: Counters,
     vacated: Vec<Path>,
+    /// The root the store holds for this tree: the one opened at, then each commit's.
+    committed: Hash32,
     _hasher: PhantomData<H>,
 }
 
@@ -206,6 +208,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             group_depth,
             counters: Counters::default(),
             vacated: Vec::new(),
+            committed: root,
             _hasher: PhantomData,
         })
     }
@@ -248,15 +251,15 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         self.counters = Counters::default();
     }
 
-    /// Drops every node in memory, uncommitted changes included, and starts again from `root`
-    /// as [`Trie::open`] would: what a state does after a commit that failed, so that the
-    /// failed block's changes can never reach a later commit. `root` must be the store's last
-    /// committed root.
-    pub fn discard(&mut self, root: Hash32) {
-        self.root = if root == ZERO_HASH {
+    /// Drops every node in memory, uncommitted changes included, and starts again from the
+    /// root of the last commit (or the one [`Trie::open`] was given), as a fresh open there
+    /// would: what a state does after a commit that failed, so that the failed block's
+    /// changes can never reach a later commit.
+    pub fn discard(&mut self) {
+        self.root = if self.committed == ZERO_HASH {
             Node::Empty
         } else {
-            Node::Hashed(root)
+            Node::Hashed(self.committed)
         };
         self.vacated.clear();
     }
@@ -465,6 +468,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         write(&mut self.store, &set).map_err(TrieError::Store)?;
         mark_committed(&mut self.root, 0);
         self.vacated.clear();
+        self.committed = set.root;
         let c = &self.counters;
         c.blobs_written
             .fetch_add(set.len() as u64, Ordering::Relaxed);
