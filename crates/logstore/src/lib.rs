@@ -990,7 +990,9 @@ impl LogStore {
                     len,
                 }))
             };
-            uring::read_chained(requests, &AtomicBool::new(false), |r, buf| {
+            // A failed read or check ends the batch: nothing more is submitted.
+            let stop = AtomicBool::new(false);
+            uring::read_chained(requests, &stop, |r, buf| {
                 if failed.is_some() {
                     return None;
                 }
@@ -1007,6 +1009,7 @@ impl LogStore {
                 };
                 next.unwrap_or_else(|e| {
                     failed = Some(e);
+                    stop.store(true, Ordering::Relaxed);
                     None
                 })
             })
