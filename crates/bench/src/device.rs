@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 const BLOCK: usize = 4096;
 /// Size of one sequential write.
 const SEQ_CHUNK: usize = 1 << 20;
-/// Queue depths of the read curve. Past 64 because this machine's virtio drive still gained at 128 and 256 (the log's io_uring keeps
-/// 256 in flight).
+/// Queue depths of the read curve: up to 256, the depth the log's io_uring keeps in flight,
+/// so the curve covers what it uses (this machine's O_DIRECT reads level off near 64).
 pub const READ_DEPTHS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 /// The depth whose per-read time is the study's "QD16" figure (the drive near saturation).
 pub const QD_REFERENCE: u32 = 16;
