@@ -502,11 +502,13 @@ impl Bench {
         };
         let faults = device();
         let cpu = process_cpu();
+        super::perf::enable();
         let block = on_state!(self.state.as_mut().expect("open"), state => state
-            .run_block(&plan, &options, |db| {
-                evm(db, number, gas_limit).transact_commit(tx)
-            })
-            .with_context(|| format!("block {number}"))?);
+        .run_block(&plan, &options, |db| {
+            evm(db, number, gas_limit).transact_commit(tx)
+        }));
+        super::perf::disable();
+        let block = block.with_context(|| format!("block {number}"))?;
         let device_reads = faults
             .zip(device())
             .map(|(before, after)| after.saturating_sub(before));

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod block;
+mod perf;
 mod state;
 
 use block::Bench;
