@@ -312,7 +312,7 @@ struct Writer {
 #[derive(Default)]
 struct WarmSet {
     root: Hash32,
-    blobs: HashMap<PathKey, Vec<u8>>,
+    blobs: HashMap<PathKey, Vec<u8>, foldhash::fast::RandomState>,
 }
 
 /// The node blobs of the last [`LogOptions::recent_blocks`] blocks, as of the commit that
@@ -323,7 +323,7 @@ struct Recent {
     /// them then).
     root: Option<Hash32>,
     /// Each key's latest blob and the block (sequence number) that wrote it.
-    blobs: HashMap<PathKey, (u64, Arc<[u8]>)>,
+    blobs: HashMap<PathKey, (u64, Arc<[u8]>), foldhash::fast::RandomState>,
     /// The keys each kept block wrote, oldest first.
     blocks: std::collections::VecDeque<(u64, Vec<PathKey>)>,
     next: u64,

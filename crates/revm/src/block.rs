@@ -5,13 +5,13 @@ use crate::db::{StoredAccount, TrieDb, decode_account, slot_value};
 use crate::{
     BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot, StemsBatch,
 };
+use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{Address, B256, U256};
 use bintrie_keys::{EMPTY_CODE_HASH, Stem, TreeKey, basic_data_key, storage_slot_key};
 use bintrie_node::StemValues;
 use revm::bytecode::Bytecode;
 use revm::database_interface::{Database, DatabaseCommit, DatabaseRef};
 use revm::state::{Account, AccountInfo, AccountStatus};
-use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// How a [`BlockDb`] reads. Build it with [`Default`] (cache on, flat read path) and the
@@ -180,16 +180,16 @@ impl<B: StateBackend> BlockDb<B> {
             db: TrieDb::from_snapshot(backend.snapshot()?),
             backend,
             options,
-            stems: HashMap::new(),
-            codes: HashMap::new(),
-            seen_stems: HashSet::new(),
-            seen_codes: HashSet::new(),
-            code_sizes: HashMap::new(),
-            accounts: HashMap::new(),
-            storage: HashMap::new(),
-            new_code: HashMap::new(),
-            touched_keys: HashSet::new(),
-            touched_codes: HashSet::new(),
+            stems: HashMap::default(),
+            codes: HashMap::default(),
+            seen_stems: HashSet::default(),
+            seen_codes: HashSet::default(),
+            code_sizes: HashMap::default(),
+            accounts: HashMap::default(),
+            storage: HashMap::default(),
+            new_code: HashMap::default(),
+            touched_keys: HashSet::default(),
+            touched_codes: HashSet::default(),
             stats: ReadStats::default(),
             commit_error: None,
         })
