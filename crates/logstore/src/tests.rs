@@ -307,6 +307,29 @@ fn segments_roll_over_and_reopen_whole() {
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
+/// Every entry of the index, sorted, with its byte counts and meta.
+type IndexSnapshot = (
+    Vec<(PathKey, Loc)>,
+    Vec<(Stem, Loc)>,
+    Vec<([u8; 32], Loc)>,
+    (u64, u64, Option<Meta>),
+);
+
+fn index_snapshot(store: &LogStore) -> IndexSnapshot {
+    fn sorted<K: Ord + Copy>(map: &Map<K>) -> Vec<(K, Loc)> {
+        let mut v: Vec<(K, Loc)> = map.iter().map(|(k, l)| (*k, *l)).collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v
+    }
+    let index = store.index();
+    (
+        sorted(&index.nodes),
+        sorted(&index.stems),
+        sorted(&index.code),
+        (index.log_bytes, index.live_bytes, index.meta),
+    )
+}
+
 #[test]
 fn a_failed_write_leaves_nothing_behind() {
     // /dev/full: every write fails with ENOSPC, as on a full disk.
@@ -325,6 +348,7 @@ fn a_failed_write_leaves_nothing_behind() {
     };
     let mut trie = Trie::open(store.clone(), 5, r1).unwrap();
     trie.update(random_writes(&mut rng, 100)).unwrap();
+    let before = index_snapshot(&store);
     let err = trie
         .commit_with(|s, set| s.write_block(set, 2, &[]))
         .unwrap_err();
@@ -333,6 +357,11 @@ fn a_failed_write_leaves_nothing_behind() {
         store.stored_meta().root,
         r1,
         "the failed block is not visible"
+    );
+    // The index took the block's changes beside the write: every entry is back.
+    assert!(
+        index_snapshot(&store) == before,
+        "the index is as before the block"
     );
     // Nor are its blobs in the recent blocks' set (it held block 1's before).
     {
