@@ -16,6 +16,9 @@
 //!   depth; each iteration opens it afresh from its root (nothing loaded), applies one
 //!   `incremental` batch (1,000 writes), computes the root and prepares the commit: the block
 //!   path over a cold tree (load, verify, rehash, serialize). Batches cycle over 16 fixed ones.
+//! - `reopen/collect/g1`..`g8`: the same, but only `prepare_commit` is timed (the open, the
+//!   batch and the root are set-up): the commit's serialization of the groups the batch
+//!   loaded and changed.
 //! - `reopen/get/g1`..`g8`: the same reopened tree, 1,000 `get`s of the keys of one batch (half
 //!   present, half absent): the read path, which loads (and verifies) but never rehashes.
 //!   Per depth, the nodes loaded and the hash calls of one iteration of each are printed.
@@ -590,6 +593,27 @@ fn bench_reopen(c: &mut Criterion) {
                     black_box(t.root());
                     let set = t.prepare_commit();
                     // Returned, so criterion drops them outside the timing.
+                    (t, set)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        // The commit's collection alone, after a reopened tree took a batch: most groups it
+        // writes were loaded for the batch, and keep their entries from the load.
+        group.bench_function(format!("collect/g{g}"), |b| {
+            setup(&mut state);
+            let (store, root) = state.as_ref().expect("set up");
+            b.iter_batched(
+                || {
+                    next += 1;
+                    let mut t: Trie<View<'_>> = Trie::open(View(store), g, *root).expect("g");
+                    t.update(batches[next % batches.len()].clone())
+                        .expect("memory store");
+                    t.root();
+                    t
+                },
+                |mut t| {
+                    let set = t.prepare_commit();
                     (t, set)
                 },
                 BatchSize::SmallInput,
