@@ -42,7 +42,9 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-type Map<K> = HashMap<K, Loc, foldhash::fast::RandomState>;
+/// The hash map of every in-memory table here: foldhash, keyed by hashes and paths.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Map<K> = FastMap<K, Loc>;
 
 /// Group depth of a new log when none is asked for.
 pub const DEFAULT_GROUP_DEPTH: u8 = 5;
@@ -312,7 +314,7 @@ struct Writer {
 #[derive(Default)]
 struct WarmSet {
     root: Hash32,
-    blobs: HashMap<PathKey, Vec<u8>, foldhash::fast::RandomState>,
+    blobs: FastMap<PathKey, Vec<u8>>,
 }
 
 /// The node blobs of the last [`LogOptions::recent_blocks`] blocks, as of the commit that
@@ -323,7 +325,7 @@ struct Recent {
     /// them then).
     root: Option<Hash32>,
     /// Each key's latest blob and the block (sequence number) that wrote it.
-    blobs: HashMap<PathKey, (u64, Arc<[u8]>), foldhash::fast::RandomState>,
+    blobs: FastMap<PathKey, (u64, Arc<[u8]>)>,
     /// The keys each kept block wrote, oldest first.
     blocks: std::collections::VecDeque<(u64, Vec<PathKey>)>,
     next: u64,

@@ -2,15 +2,12 @@
 
 use crate::StateError;
 use bintrie_keys::TreeKey;
-use bintrie_node::Hash32;
 use bintrie_trie::{CommitSet, CommitStats, NodeStore, Trie, TrieError};
 use std::time::{Duration, Instant};
 
 /// What [`update_and_commit`] did.
 pub(crate) struct Committed {
-    /// The root after the block.
-    pub(crate) root: Hash32,
-    /// What the commit wrote.
+    /// What the commit wrote, and the root after the block.
     pub(crate) stats: CommitStats,
     /// The update and the rehash.
     pub(crate) trie_update: Duration,
@@ -19,10 +16,11 @@ pub(crate) struct Committed {
 }
 
 /// Applies `writes` to `trie`, rehashes, and commits through `write` (the store's own write
-/// of the set), timed (a debug line splits the commit's time: the trie's collection of the
-/// dirty blobs, then the store's write); the trie's counters start from zero. On any error nothing is committed
-/// and the trie drops the block's changes ([`Trie::discard`], back to its last commit): it
-/// already holds them, and the next block would otherwise commit them too.
+/// of the set), timed; the trie's counters start from zero, and a debug line splits the
+/// commit's time into the trie's collection of the dirty blobs and the store's write. On any
+/// error nothing is committed and the trie drops the block's changes ([`Trie::discard`],
+/// back to its last commit): it already holds them, and the next block would otherwise
+/// commit them too.
 pub(crate) fn update_and_commit<S: NodeStore>(
     trie: &mut Trie<S>,
     writes: Vec<(TreeKey, [u8; 32])>,
@@ -33,19 +31,19 @@ where
 {
     trie.reset_stats();
     let t = Instant::now();
+    // The rehash is timed here, with the update; the commit finds the hashes cached.
     let updated = trie.update(writes).map(|()| trie.root());
     let trie_update = t.elapsed();
     let t = Instant::now();
     let mut collect = Duration::ZERO;
-    let committed = updated.and_then(|root| {
-        let stats = trie.commit_with(|store, set| {
+    let committed = updated.and_then(|_| {
+        trie.commit_with(|store, set| {
             collect = t.elapsed();
             write(store, set)
-        })?;
-        Ok((root, stats))
+        })
     });
     match committed {
-        Ok((root, stats)) => {
+        Ok(stats) => {
             let commit = t.elapsed();
             tracing::debug!(
                 collect_ms = collect.as_secs_f64() * 1e3,
@@ -53,7 +51,6 @@ where
                 "state committed"
             );
             Ok(Committed {
-                root,
                 stats,
                 trie_update,
                 commit,

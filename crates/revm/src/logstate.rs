@@ -183,7 +183,7 @@ impl LogState {
             store.write_block(set, block, &code)
         })?;
         Ok(CommitReport {
-            root: B256::from(done.root),
+            root: B256::from(done.stats.root),
             trie_update: done.trie_update,
             commit: done.commit,
             stats: done.stats,

@@ -131,7 +131,7 @@ impl BinTrieState {
             }
         })?;
         Ok(CommitReport {
-            root: B256::from(done.root),
+            root: B256::from(done.stats.root),
             trie_update: done.trie_update,
             commit: done.commit,
             stats: done.stats,
