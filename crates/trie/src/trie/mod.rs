@@ -70,6 +70,15 @@ impl Node {
         }))
     }
 
+    /// The tree whose root hash is `root`, nothing loaded: empty for the zero hash.
+    fn unloaded(root: Hash32) -> Node {
+        if root == ZERO_HASH {
+            Node::Empty
+        } else {
+            Node::Hashed(root)
+        }
+    }
+
     /// The cached hash. Only valid after the tree has been hashed (`Trie::root`).
     fn cached_hash(&self) -> Option<Hash32> {
         match self {
@@ -199,11 +208,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     pub fn open(store: S, group_depth: u8, root: Hash32) -> Result<Self, TrieError<S::Error>> {
         check_group_depth(group_depth)?;
         Ok(Trie {
-            root: if root == ZERO_HASH {
-                Node::Empty
-            } else {
-                Node::Hashed(root)
-            },
+            root: Node::unloaded(root),
             store,
             group_depth,
             counters: Counters::default(),
@@ -256,11 +261,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// would: what a state does after a commit that failed, so that the failed block's
     /// changes can never reach a later commit.
     pub fn discard(&mut self) {
-        self.root = if self.committed == ZERO_HASH {
-            Node::Empty
-        } else {
-            Node::Hashed(self.committed)
-        };
+        self.root = Node::unloaded(self.committed);
         self.vacated.clear();
     }
 
@@ -271,11 +272,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             return Err(TrieError::Uncommitted);
         }
         let root = self.root.cached_hash().ok_or(TrieError::Uncommitted)?;
-        self.root = if root == ZERO_HASH {
-            Node::Empty
-        } else {
-            Node::Hashed(root)
-        };
+        self.root = Node::unloaded(root);
         Ok(())
     }
 
