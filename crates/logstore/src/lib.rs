@@ -317,6 +317,10 @@ struct WarmSet {
     blobs: FastMap<PathKey, Vec<u8>>,
 }
 
+/// What [`LogStore::warm_trie_paths_with`] hands each blob to: `(key, blob)`, called from the
+/// threads keeping the reads in flight, so it must be quick.
+pub type EachBlob<'a> = &'a (dyn Fn(&PathKey, &[u8]) + Sync);
+
 /// The node blobs of the last [`LogOptions::recent_blocks`] blocks, as of the commit that
 /// made `root`.
 #[derive(Default)]
@@ -765,9 +769,10 @@ impl LogStore {
         wanted: &[(PathKey, Loc)],
         workers: usize,
         stop: &AtomicBool,
+        each: Option<EachBlob<'_>>,
     ) -> Result<Vec<(PathKey, Vec<u8>)>, LogError> {
         if !self.inner.options.io_uring {
-            return self.read_nodes_blocking(wanted, workers, stop);
+            return self.read_nodes_blocking(wanted, workers, stop, each);
         }
         let (known, unknown): (Vec<_>, Vec<_>) =
             wanted.iter().partition(|(_, loc)| loc.len().is_some());
@@ -781,35 +786,66 @@ impl LogStore {
                 })
             })
             .collect::<Result<Vec<_>, LogError>>()?;
-        let Ok(results) = uring::read_all(requests, stop) else {
-            return self.read_nodes_blocking(wanted, workers, stop);
-        };
-        let mut out = Vec::with_capacity(wanted.len());
-        for ((key, loc), res) in known.iter().zip(results) {
-            let Some(res) = res else {
-                // Stopped before it was submitted (or the ring refused it): the trie loads
-                // what the warm set lacks on demand.
-                continue;
-            };
+        // A read's bytes become the blob (or the error) of its request.
+        let blob = |i: usize, res: std::io::Result<Vec<u8>>| {
+            let (key, loc) = known[i];
             let buf =
                 res.map_err(|e| io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e))?;
-            out.push((
-                *key,
-                self.check(buf, *loc, Kind::Node, Some(key.as_bytes()))?,
-            ));
+            Ok::<_, LogError>((key, self.check(buf, loc, Kind::Node, Some(key.as_bytes()))?))
+        };
+        let mut out = Vec::with_capacity(wanted.len());
+        if let Some(each) = each {
+            // Each read is checked and handed on as it completes, from the ring's thread.
+            let mut failed = None;
+            let ring = uring::read_each(requests, stop, |i, res| {
+                if failed.is_none() {
+                    match blob(i, res) {
+                        Ok((key, bytes)) => {
+                            each(&key, &bytes);
+                            out.push((key, bytes));
+                        }
+                        Err(e) => failed = Some(e),
+                    }
+                }
+                None
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if ring.is_err() {
+                // No ring (or it failed): read it all again, blocking.
+                return self.read_nodes_blocking(wanted, workers, stop, Some(each));
+            }
+        } else {
+            let Ok(results) = uring::read_all(requests, stop) else {
+                return self.read_nodes_blocking(wanted, workers, stop, None);
+            };
+            for (i, res) in results.into_iter().enumerate() {
+                // `None`: stopped before it was submitted (or the ring refused it): the trie
+                // loads what the warm set lacks on demand.
+                if let Some(res) = res {
+                    out.push(blob(i, res)?);
+                }
+            }
         }
         for (key, loc) in unknown {
-            out.push((key, self.read(loc, Kind::Node, Some(key.as_bytes()))?));
+            let bytes = self.read(loc, Kind::Node, Some(key.as_bytes()))?;
+            if let Some(each) = each {
+                each(&key, &bytes);
+            }
+            out.push((key, bytes));
         }
         Ok(out)
     }
 
-    /// [`LogStore::read_nodes`] with `workers` threads of blocking reads.
+    /// [`LogStore::read_nodes`] with `workers` threads of blocking reads (each calls `each`
+    /// on what it read).
     fn read_nodes_blocking(
         &self,
         wanted: &[(PathKey, Loc)],
         workers: usize,
         stop: &AtomicBool,
+        each: Option<EachBlob<'_>>,
     ) -> Result<Vec<(PathKey, Vec<u8>)>, LogError> {
         const BATCH: usize = 8;
         let workers = workers.clamp(1, wanted.len().div_ceil(BATCH).max(1));
@@ -827,10 +863,11 @@ impl LogStore {
                                 return Ok(out);
                             }
                             for (key, loc) in wanted.iter().skip(start).take(BATCH) {
-                                out.push((
-                                    *key,
-                                    self.read(*loc, Kind::Node, Some(key.as_bytes()))?,
-                                ));
+                                let bytes = self.read(*loc, Kind::Node, Some(key.as_bytes()))?;
+                                if let Some(each) = each {
+                                    each(key, &bytes);
+                                }
+                                out.push((*key, bytes));
                             }
                         }
                     })
@@ -1137,6 +1174,23 @@ impl LogStore {
         workers: usize,
         stop: &AtomicBool,
     ) -> Result<LogReads, LogError> {
+        self.warm_trie_paths_with(stems, workers, stop, None)
+    }
+
+    /// [`LogStore::warm_trie_paths`], also handing each blob on the paths to `each(key, blob)`:
+    /// first those the recent blocks' set holds, then each blob read, checked, as soon as it
+    /// arrives, so that a trie can decode and hash them (`bintrie_trie::Trie::decode_ahead`)
+    /// elsewhere while the rest are still in flight. Blobs already in the warm set are not
+    /// handed on. `each` is called from the thread keeping the reads in flight (from the
+    /// reading threads when io_uring is off), so it must be quick: hand the blob on, do not
+    /// decode it there. What `each` does cannot fail the warm-up.
+    pub fn warm_trie_paths_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: Option<EachBlob<'_>>,
+    ) -> Result<LogReads, LogError> {
         let root = self.meta.root;
         let mut wanted = {
             let index = self.index();
@@ -1160,17 +1214,31 @@ impl LogStore {
             }
         }
         let mut stats = LogReads::default();
+        let mut in_memory = Vec::new();
         {
             let recent = self.recent();
             if recent.root == Some(root) {
                 let before = wanted.len();
-                wanted.retain(|(k, _)| !recent.blobs.contains_key(k));
+                wanted.retain(|(k, _)| match recent.blobs.get(k) {
+                    Some((_, blob)) => {
+                        if each.is_some() {
+                            in_memory.push((*k, Arc::clone(blob)));
+                        }
+                        false
+                    }
+                    None => true,
+                });
                 stats.recent = (before - wanted.len()) as u64;
+            }
+        }
+        if let Some(each) = each {
+            for (key, blob) in &in_memory {
+                each(key, blob);
             }
         }
         // Read in log order (neighbours on the device go together).
         wanted.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
-        let blobs = self.read_nodes(&wanted, workers, stop)?;
+        let blobs = self.read_nodes(&wanted, workers, stop, each)?;
         let mut warm = self.warm();
         if warm.root != root {
             warm.blobs.clear();

@@ -391,8 +391,8 @@ fn batched_and_blocking_reads_return_the_same_checked_blobs() {
         index.nodes.iter().map(|(k, l)| (*k, *l)).collect()
     };
     let stop = AtomicBool::new(false);
-    let mut a = store.read_nodes(&wanted, 4, &stop).unwrap();
-    let mut b = store.read_nodes_blocking(&wanted, 4, &stop).unwrap();
+    let mut a = store.read_nodes(&wanted, 4, &stop, None).unwrap();
+    let mut b = store.read_nodes_blocking(&wanted, 4, &stop, None).unwrap();
     a.sort();
     b.sort();
     assert_eq!(a.len(), wanted.len());
@@ -400,13 +400,35 @@ fn batched_and_blocking_reads_return_the_same_checked_blobs() {
     for (key, blob) in &a {
         assert_eq!(Some(blob), store.get_node(key).unwrap().as_ref());
     }
+    // Handing each blob on as it arrives (ring and blocking) reads the same, and hands on
+    // exactly what it returns, each blob once.
+    for ring in [true, false] {
+        let seen = Mutex::new(Vec::new());
+        let each = |k: &PathKey, b: &[u8]| seen.lock().unwrap().push((*k, b.to_vec()));
+        let mut c = if ring {
+            store.read_nodes(&wanted, 4, &stop, Some(&each)).unwrap()
+        } else {
+            store
+                .read_nodes_blocking(&wanted, 4, &stop, Some(&each))
+                .unwrap()
+        };
+        c.sort();
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(c, a, "ring {ring}");
+        assert_eq!(seen, a, "ring {ring}");
+    }
     // A damaged record fails the batch, naming it.
     let seg = dir.path().join("log.000001");
     let mut bytes = std::fs::read(&seg).unwrap();
     let (_, loc) = wanted[wanted.len() / 2];
     bytes[loc.off() as usize + HEADER + 1] ^= 0x40;
     std::fs::write(&seg, &bytes).unwrap();
-    let err = store.read_nodes(&wanted, 4, &stop).unwrap_err();
+    let err = store.read_nodes(&wanted, 4, &stop, None).unwrap_err();
+    assert!(err.to_string().contains(&loc.off().to_string()), "{err}");
+    let err = store
+        .read_nodes(&wanted, 4, &stop, Some(&|_: &PathKey, _: &[u8]| {}))
+        .unwrap_err();
     assert!(err.to_string().contains(&loc.off().to_string()), "{err}");
 }
 

@@ -38,19 +38,43 @@ pub(crate) fn read_all(
 /// [`DEPTH`]; this puts the follow-ups of one wave into the next). Follow-up requests are
 /// numbered after the initial ones, in the order `then` returned them; the result has one
 /// slot each.
-#[allow(unsafe_code)]
 pub(crate) fn read_chained(
-    mut requests: Vec<Request>,
+    requests: Vec<Request>,
     stop: &AtomicBool,
     mut then: impl FnMut(usize, &[u8]) -> Option<Request>,
 ) -> std::io::Result<Vec<Option<std::io::Result<Vec<u8>>>>> {
+    let mut results: Vec<Option<std::io::Result<Vec<u8>>>> =
+        (0..requests.len()).map(|_| None).collect();
+    read_each(requests, stop, |i, res| {
+        let next = res.as_ref().ok().and_then(|bytes| then(i, bytes));
+        results[i] = Some(res);
+        if next.is_some() {
+            // The follow-up's slot: numbered in the order returned, as `read_each` does.
+            results.push(None);
+        }
+        next
+    })?;
+    Ok(results)
+}
+
+/// The ring under [`read_all`] and [`read_chained`]: each read is handed to `done(i, result)`
+/// as it completes, its bytes moved out (a short read is an `UnexpectedEof` error, a failed
+/// one the OS error), and the request `done` returns (if any) is submitted next, before the
+/// initial requests still waiting, numbered after every request so far. Stops submitting once
+/// `stop` is set and returns when what was submitted has completed; requests never submitted
+/// are never handed to `done`. `Err` when the ring cannot be made or waited on.
+#[allow(unsafe_code)]
+pub(crate) fn read_each(
+    mut requests: Vec<Request>,
+    stop: &AtomicBool,
+    mut done: impl FnMut(usize, std::io::Result<Vec<u8>>) -> Option<Request>,
+) -> std::io::Result<()> {
     use io_uring::{IoUring, opcode, types};
     let mut ring = IoUring::new(DEPTH)?;
-    // Each buffer is allocated when its request is queued and its heap block is neither moved
-    // nor freed until the last completion is reaped (growing `bufs` moves only the `Vec`
-    // headers): the kernel writes into them in between.
+    // Each buffer's heap block is neither moved nor freed from when its read is queued until
+    // that read completes (growing `bufs` moves only the `Vec` headers; a buffer is moved out
+    // only once its read has completed): the kernel writes into it in between.
     let mut bufs: Vec<Vec<u8>> = requests.iter().map(|r| vec![0u8; r.len]).collect();
-    let mut results: Vec<Option<i32>> = vec![None; requests.len()];
     // Requests not yet submitted, next first: follow-ups go to the front.
     let mut pending: std::collections::VecDeque<usize> = (0..requests.len()).collect();
     let mut in_flight = 0u32;
@@ -66,9 +90,9 @@ pub(crate) fn read_chained(
                 .build()
                 .user_data(next as u64);
             // SAFETY: `bufs[next]` is `len` bytes, owned here, used by no other request, and
-            // its heap block outlives the read: this function reaps every submitted read
-            // before it returns (and leaks `bufs` if it cannot); the file stays open through
-            // `requests`.
+            // its heap block outlives the read: it is moved out only after its completion is
+            // reaped, and this function reaps every submitted read before it returns (and
+            // leaks `bufs` if it cannot); the file stays open through `requests`.
             if unsafe { ring.submission().push(&e) }.is_err() {
                 break;
             }
@@ -86,40 +110,30 @@ pub(crate) fn read_chained(
             std::mem::forget(bufs);
             return Err(e);
         }
-        let done: Vec<(usize, i32)> = ring
+        let completed: Vec<(usize, i32)> = ring
             .completion()
             .map(|c| (c.user_data() as usize, c.result()))
             .collect();
-        for (i, res) in done {
+        for (i, n) in completed {
             in_flight -= 1;
-            results[i] = Some(res);
-            if usize::try_from(res).ok() == Some(requests[i].len)
-                && let Some(r) = then(i, &bufs[i])
-            {
+            let want = requests[i].len;
+            let buf = std::mem::take(&mut bufs[i]);
+            let res = if n < 0 {
+                Err(std::io::Error::from_raw_os_error(-n))
+            } else if n as usize != want {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("read {n} of {want} bytes"),
+                ))
+            } else {
+                Ok(buf)
+            };
+            if let Some(r) = done(i, res) {
                 pending.push_front(requests.len());
                 bufs.push(vec![0u8; r.len]);
-                results.push(None);
                 requests.push(r);
             }
         }
     }
-    Ok(bufs
-        .into_iter()
-        .zip(results)
-        .zip(&requests)
-        .map(|((buf, res), r)| {
-            res.map(|n| {
-                if n < 0 {
-                    Err(std::io::Error::from_raw_os_error(-n))
-                } else if n as usize != r.len {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        format!("read {n} of {} bytes", r.len),
-                    ))
-                } else {
-                    Ok(buf)
-                }
-            })
-        })
-        .collect())
+    Ok(())
 }

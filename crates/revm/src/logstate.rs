@@ -9,7 +9,7 @@ use crate::{
 use alloy_primitives::{B256, Bytes};
 use bintrie_keys::Stem;
 use bintrie_logstore::{LogError, LogOptions, LogStore};
-use bintrie_node::{Hash32, StemValues};
+use bintrie_node::{Hash32, PathKey, StemValues};
 use bintrie_trie::{Trie, TrieError};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,6 +132,32 @@ impl TriePrefetcher for LogStore {
     }
 }
 
+/// The log's trie prefetch, feeding the state's own trie: the blobs it hands on are decoded
+/// and hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being read, so
+/// the update that follows only compares hashes where it would have decoded and hashed.
+impl TriePrefetcher for LogState {
+    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
+        self.store().warm_trie_paths(stems, workers, stop)?;
+        Ok(())
+    }
+
+    fn preload_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: &(dyn Fn(&PathKey, &[u8]) + Sync),
+    ) -> Result<(), StateError> {
+        self.store()
+            .warm_trie_paths_with(stems, workers, stop, Some(each))?;
+        Ok(())
+    }
+
+    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
+        self.trie.decode_ahead(key, blob);
+    }
+}
+
 /// The binary-trie state over the appending layout: a [`Trie`] over a [`LogStore`], committed
 /// one block at a time (one appended write and, when durable, one `fdatasync` per block).
 #[derive(Debug)]
@@ -208,7 +234,7 @@ impl BlockState for LogState {
     }
 
     fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
-        Some(self.store())
+        Some(self)
     }
 
     fn commit_block(
@@ -251,6 +277,7 @@ mod tests {
     use alloy_primitives::{Address, U256};
     use bintrie_keys::AccountState;
     use revm::Database;
+    use std::sync::Mutex;
 
     fn accounts(n: u8) -> Vec<(Address, AccountState)> {
         (1..=n)
@@ -294,6 +321,59 @@ mod tests {
             }
         }
         assert!(db.basic(Address::repeat_byte(0xee)).unwrap().is_none());
+    }
+
+    /// The trie prefetch hands every blob on the written stems' paths, from the recent
+    /// blocks' set and from the device, to the state's trie ahead of its update: the update
+    /// takes every node it loads from there, and reaches the memory state's root.
+    #[test]
+    fn the_trie_prefetch_decodes_ahead_every_blob_the_update_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LogOptions::default();
+        let mut log = LogState::open(dir.path(), &options).unwrap();
+        let mut mem = MemoryState::new(5).unwrap();
+        let all = accounts(60);
+        for (block, chunk) in all.chunks(20).enumerate() {
+            let changes = BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap();
+            log.commit_block(changes.clone(), block as u64 + 1).unwrap();
+            BlockState::commit_block(&mut mem, changes, block as u64 + 1).unwrap();
+        }
+        // Cold: the trie as reopened; the last block's blobs are in the recent set.
+        let log = log.drop_trie().unwrap();
+        let next: Vec<(Address, AccountState)> = all
+            .iter()
+            .step_by(3)
+            .map(|(a, s)| {
+                let mut s = s.clone();
+                s.nonce += 1;
+                (*a, s)
+            })
+            .collect();
+        let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
+        let mut stems: Vec<Stem> = changes.writes.iter().map(|(k, _)| k.stem).collect();
+        stems.dedup();
+        let handed = Mutex::new(0usize);
+        log.preload_with(&stems, 4, &AtomicBool::new(false), &|key, blob| {
+            *handed.lock().unwrap() += 1;
+            log.decode_ahead(key, blob);
+        })
+        .unwrap();
+        let handed = handed.into_inner().unwrap();
+        let mut log = log;
+        assert_eq!(log.trie.decoded_ahead(), handed);
+        assert!(handed > 10, "{handed} blobs handed on");
+        log.trie.update(changes.writes.clone()).unwrap();
+        let loaded = log.trie.stats().nodes_loaded as usize;
+        assert!(loaded > 0);
+        assert_eq!(
+            handed - log.trie.decoded_ahead(),
+            loaded,
+            "every load decoded ahead"
+        );
+        assert_eq!(
+            B256::from(log.trie.root()),
+            BlockState::root_with(&mem, &changes).unwrap()
+        );
     }
 
     /// A block whose commit fails leaves nothing behind, in the log nor in the state's trie:

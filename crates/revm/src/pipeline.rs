@@ -8,14 +8,17 @@
 //! ```
 //!
 //! The trie prefetch runs beside the state prefetch and the execution; the trie update needs
-//! exactly the blobs it preloads, so it waits for it (the wait counts as trie update). If the
-//! execution fails the trie prefetch is stopped and nothing is committed.
+//! exactly the blobs it preloads, so it waits for it (the wait counts as trie update). While it
+//! waits, the block's thread decodes and hashes the blobs the prefetch hands on as they arrive
+//! ([`TriePrefetcher::decode_ahead`]), so the update finds them decoded. If the execution fails
+//! the trie prefetch is stopped and nothing is committed.
 
 use crate::StateError;
 use crate::Witnesses;
 use crate::{BlockChanges, BlockDb, BlockDbOptions, PrefetchList, ReadStats, StateBackend};
 use alloy_primitives::B256;
 use bintrie_keys::{Stem, TreeKey};
+use bintrie_node::PathKey;
 use bintrie_trie::{CommitStats, TrieStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -168,6 +171,28 @@ pub trait TriePrefetcher: Sync {
     /// Preloads the paths of `stems` with `workers` threads; returns early (successfully) when
     /// `stop` is set. Errors are the store's.
     fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError>;
+
+    /// [`TriePrefetcher::preload`], also handing each blob on the paths to `each(key, blob)`
+    /// as it arrives, for [`TriePrefetcher::decode_ahead`] on another thread. `each` is called
+    /// from the threads keeping the reads in flight, so it must be quick. The default hands
+    /// nothing on.
+    fn preload_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: &(dyn Fn(&PathKey, &[u8]) + Sync),
+    ) -> Result<(), StateError> {
+        let _ = each;
+        self.preload(stems, workers, stop)
+    }
+
+    /// Decodes and hashes `blob`, handed on by [`TriePrefetcher::preload_with`], ahead of the
+    /// trie update that will load it (which then only compares hashes). The default does
+    /// nothing.
+    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
+        let _ = (key, blob);
+    }
 }
 
 #[cfg(feature = "mdbx")]
@@ -247,23 +272,32 @@ pub trait BlockState {
         let this = &*self;
         let (stop, write_stems) = (&stop, &write_stems);
         let (executed, trie_prefetch, wait) = std::thread::scope(|s| {
-            let warm = this
-                .trie_prefetcher()
-                .filter(|_| !write_stems.is_empty())
-                .map(|prefetcher| {
-                    s.spawn(move || {
-                        let t = Instant::now();
-                        prefetcher
-                            .preload(write_stems, options.workers, stop)
-                            .map(|()| t.elapsed())
-                    })
-                });
+            let prefetcher = this.trie_prefetcher().filter(|_| !write_stems.is_empty());
+            let (blobs, arriving) = std::sync::mpsc::channel::<(PathKey, Vec<u8>)>();
+            let warm = prefetcher.map(|prefetcher| {
+                s.spawn(move || {
+                    let t = Instant::now();
+                    let hand_on = |key: &PathKey, blob: &[u8]| {
+                        // Nobody listens once the block failed.
+                        let _ = blobs.send((*key, blob.to_vec()));
+                    };
+                    prefetcher
+                        .preload_with(write_stems, options.workers, stop, &hand_on)
+                        .map(|()| t.elapsed())
+                })
+            });
             let executed = execute_stage(this, plan, options, execute);
+            let t_wait = Instant::now();
             if executed.is_err() {
                 // Nothing will use the preload.
                 stop.store(true, Ordering::Relaxed);
+            } else if let Some(prefetcher) = prefetcher {
+                // While the reads finish, this thread (idle otherwise) decodes what arrived;
+                // the channel closes when the prefetch returns.
+                for (key, blob) in arriving {
+                    prefetcher.decode_ahead(&key, &blob);
+                }
             }
-            let t_wait = Instant::now();
             let trie_prefetch = match warm {
                 Some(h) => h.join().unwrap_or_else(|_| {
                     Err(StateError::Backend("the trie prefetch panicked".into()))

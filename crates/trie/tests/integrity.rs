@@ -506,3 +506,114 @@ fn discarded_changes_never_reach_a_commit() {
         assert_eq!(t.root(), second, "g={g}");
     }
 }
+
+/// `blob` changed so that it still decodes but hashes otherwise: the last byte of a stem
+/// blob is in its last value, of a group blob in its last entry's hash.
+fn forged(blob: &[u8]) -> Vec<u8> {
+    let mut b = blob.to_vec();
+    *b.last_mut().expect("blobs are never empty") ^= 1;
+    assert!(NodeBlob::decode(&b).is_ok());
+    b
+}
+
+/// Blobs decoded ahead (`Trie::decode_ahead`) are only a shortcut. A reopened trie given every
+/// blob of its store ahead loads, hashes, updates and commits exactly what one reading the
+/// store does, and takes each blob it loads from what was decoded ahead. Blobs that are stale
+/// (an older commit's) or forged (they decode, but hash to something else) are never used:
+/// the load reads the store instead, and a damaged store is still refused.
+#[test]
+fn blobs_decoded_ahead_are_used_only_when_they_hash_to_the_parent() {
+    for g in [1u8, 2, 5, 8] {
+        let mut rng = StdRng::seed_from_u64(0xa4ea_0000 + g as u64);
+        let mut all = random_entries(&mut rng, 600);
+        let (store, root) = committed(&all, g);
+        let stale = snapshot(&store);
+        let mut t = T::open(store, g, root).unwrap();
+        let more = random_entries(&mut rng, 200);
+        t.update(batch(&more)).unwrap();
+        all.extend(more);
+        let root = t.commit().unwrap().root;
+        let store = t.into_store();
+        // New stems, and new values on stored ones.
+        let mut writes = random_entries(&mut rng, 40);
+        let stored: Vec<[u8; 32]> = all.keys().copied().collect();
+        for _ in 0..40 {
+            writes.insert(stored[rng.random_range(0..stored.len())], rng.random());
+        }
+
+        let mut plain = T::open(store.clone(), g, root).unwrap();
+        plain.update(batch(&writes)).unwrap();
+        let want_root = plain.root();
+        let want_stats = plain.stats();
+        plain.commit().unwrap();
+        assert!(want_stats.nodes_loaded > 0);
+
+        let current: Vec<(PathKey, Vec<u8>)> = store.iter().map(|(k, b)| (*k, b.clone())).collect();
+        let forgeries: Vec<(PathKey, Vec<u8>)> =
+            current.iter().map(|(k, b)| (*k, forged(b))).collect();
+        let stale: Vec<(PathKey, Vec<u8>)> = stale.into_iter().collect();
+        for (what, ahead) in [
+            ("current", &current),
+            ("stale", &stale),
+            ("forged", &forgeries),
+        ] {
+            let mut t = T::open(store.clone(), g, root).unwrap();
+            for (k, b) in ahead {
+                assert!(t.decode_ahead(k, b), "g={g} {what}: a stored blob decodes");
+            }
+            let before = t.decoded_ahead();
+            t.update(batch(&writes)).unwrap();
+            assert_eq!(t.root(), want_root, "g={g} {what}");
+            let stats = t.stats();
+            assert_eq!(
+                (stats.nodes_loaded, stats.bytes_loaded, stats.hashes),
+                (
+                    want_stats.nodes_loaded,
+                    want_stats.bytes_loaded,
+                    want_stats.hashes
+                ),
+                "g={g} {what}: loads and hashes as from the store"
+            );
+            // Every load took its path's blob, used or not.
+            if what == "current" || what == "forged" {
+                assert_eq!(
+                    before - t.decoded_ahead(),
+                    stats.nodes_loaded as usize,
+                    "g={g} {what}"
+                );
+            }
+            t.commit().unwrap();
+            assert_eq!(
+                t.decoded_ahead(),
+                0,
+                "g={g} {what}: a commit drops the rest"
+            );
+            assert_eq!(
+                differing_blobs(t.store(), plain.store()),
+                0,
+                "g={g} {what}: blobs where the store differs from the plain trie's"
+            );
+        }
+
+        // A damaged store with a forgery of the undamaged blob ahead: still refused.
+        let (key, blob) = pick_blob(&store, STEM_TAG, &mut rng);
+        let path = Path::from_key(key.as_bytes()).unwrap();
+        let NodeBlob::Stem(stem, values) = NodeBlob::decode(&blob).unwrap() else {
+            unreachable!()
+        };
+        // Another bit than the forgery's: the store and the forgery differ from the original
+        // and from each other.
+        let mut bad = blob.clone();
+        *bad.last_mut().unwrap() ^= 2;
+        let mut damaged = store.clone();
+        damaged.insert_raw(key, bad);
+        let mut t = T::open(damaged, g, root).unwrap();
+        assert!(t.decode_ahead(&key, &forged(&blob)));
+        let sub = values.iter().next().unwrap().0;
+        let err = t.get(&TreeKey::new(stem, sub)).unwrap_err();
+        assert!(
+            matches!(err, TE::HashMismatch { path: p, .. } if p == path),
+            "g={g}: {err}"
+        );
+    }
+}

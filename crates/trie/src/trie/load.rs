@@ -3,17 +3,87 @@
 
 use super::*;
 
+/// Blobs decoded and hashed ahead of the load that needs them ([`Trie::decode_ahead`]), by
+/// path. A load takes its path's entry and uses it only if it hashes to what the parent
+/// holds; otherwise it reads the store as if nothing had been decoded.
+#[derive(Debug, Default)]
+pub(super) struct Ahead(Mutex<HashMap<PathKey, Decoded>>);
+
+/// One blob decoded ahead: the node it expands to, its hash, the hash calls that took and the
+/// blob's length.
+#[derive(Debug)]
+struct Decoded {
+    node: Node,
+    hash: Hash32,
+    calls: u64,
+    bytes: u64,
+}
+
+impl Ahead {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathKey, Decoded>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Decodes `blob`, stored at `key`, for a tree at group depth `g`; keeps it when it
+    /// decodes. Returns whether it did.
+    pub(super) fn decode<H: TreeHasher>(&self, key: &PathKey, blob: &[u8], g: u8) -> bool {
+        let Ok(path) = Path::from_key(key.as_bytes()) else {
+            return false;
+        };
+        // The error is the load's to report, if the load ever reads this blob.
+        let Ok((node, hash, calls)) = expand_blob::<H, std::convert::Infallible>(&path, blob, g)
+        else {
+            return false;
+        };
+        let bytes = blob.len() as u64;
+        self.map().insert(
+            *key,
+            Decoded {
+                node,
+                hash,
+                calls,
+                bytes,
+            },
+        );
+        true
+    }
+
+    /// Drops everything decoded ahead.
+    pub(super) fn clear(&mut self) {
+        self.0.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// How many blobs wait to be loaded.
+    pub(super) fn len(&self) -> usize {
+        self.map().len()
+    }
+}
+
 /// Loads the node at `path` whose hash is `hash` (held by its parent, or the trie's root), and
 /// checks the blob against it: a stem blob by its stem hash, a group blob by hashing its entries
 /// up through its inner nodes exactly as [`hash_node`] hashes the expanded subtree. The inner
 /// nodes keep those hashes (nothing to recompute until something below them changes). Hash calls
-/// are counted in `ctx.counters.hashes`.
+/// are counted in `ctx.counters.hashes`. A blob decoded ahead at `path` that hashes to `hash` is
+/// taken instead of reading the store (its decoding and hashes count as this load's).
 pub(super) fn load<S: NodeStore, H: TreeHasher>(
     ctx: &Ctx<'_, S>,
     path: &Path,
     hash: Hash32,
 ) -> Result<Node, TrieError<S::Error>> {
     let key = path.to_key();
+    let count = |bytes: u64, calls: u64| {
+        ctx.counters.nodes_loaded.fetch_add(1, Ordering::Relaxed);
+        ctx.counters
+            .bytes_loaded
+            .fetch_add(bytes, Ordering::Relaxed);
+        ctx.counters.hashes.fetch_add(calls, Ordering::Relaxed);
+    };
+    // Taken either way: a stale or damaged one is never offered again.
+    let ahead = ctx.ahead.map().remove(&key);
+    if let Some(d) = ahead.filter(|d| d.hash == hash) {
+        count(d.bytes, d.calls);
+        return Ok(d.node);
+    }
     // A blob that does not fit: damage, unless the store knows another cause.
     let mismatch =
         |e: TrieError<S::Error>| ctx.store.explain_mismatch().map_or(e, TrieError::Store);
@@ -22,47 +92,57 @@ pub(super) fn load<S: NodeStore, H: TreeHasher>(
         .get_node(&key)
         .map_err(TrieError::Store)?
         .ok_or_else(|| mismatch(TrieError::MissingNode { path: *path }))?;
-    ctx.counters.nodes_loaded.fetch_add(1, Ordering::Relaxed);
-    ctx.counters
-        .bytes_loaded
-        .fetch_add(blob.len() as u64, Ordering::Relaxed);
+    let decoded = expand_blob::<H, S::Error>(path, &blob, ctx.group_depth);
+    let (node, computed, calls) = decoded?;
+    count(blob.len() as u64, calls);
+    if computed == hash {
+        Ok(node)
+    } else {
+        Err(mismatch(TrieError::HashMismatch {
+            path: *path,
+            claimed: hash,
+            computed,
+        }))
+    }
+}
+
+/// Decodes the blob stored at `path` in a tree at group depth `g` into the node it stands for
+/// and hashes it: a stem blob by its stem hash, a group blob through its inner nodes (which
+/// keep their hashes). Returns the node, its hash and the hash calls. Errors when the blob is
+/// malformed, does not belong at `path` or was written at another group depth.
+fn expand_blob<H: TreeHasher, E: std::error::Error + Send + Sync + 'static>(
+    path: &Path,
+    blob: &[u8],
+    g: u8,
+) -> Result<(Node, Hash32, u64), TrieError<E>> {
     let corrupt = |reason: String| TrieError::Corrupt {
         path: *path,
         reason,
     };
-    let check = |computed: Hash32, calls: u64| {
-        ctx.counters.hashes.fetch_add(calls, Ordering::Relaxed);
-        if computed == hash {
-            Ok(())
-        } else {
-            Err(mismatch(TrieError::HashMismatch {
-                path: *path,
-                claimed: hash,
-                computed,
-            }))
-        }
-    };
-    match NodeBlob::decode(&blob).map_err(|e| corrupt(e.to_string()))? {
+    match NodeBlob::decode(blob).map_err(|e| corrupt(e.to_string()))? {
         NodeBlob::Stem(stem, values) => {
             if !path.is_prefix_of(&stem) {
                 return Err(corrupt("stem does not lie under its path".into()));
             }
             let (h, calls) = values.stem_hash::<H>(&stem);
-            check(h, calls as u64)?;
-            Ok(Node::Stem(Box::new(StemNode {
-                stem,
-                values,
-                hash: Some(h),
-                dirty: false,
-                stored_depth: Some(path.len() as u8),
-            })))
+            Ok((
+                Node::Stem(Box::new(StemNode {
+                    stem,
+                    values,
+                    hash: Some(h),
+                    dirty: false,
+                    stored_depth: Some(path.len() as u8),
+                })),
+                h,
+                calls as u64,
+            ))
         }
         NodeBlob::Group(group) => {
-            let g = group.group_depth;
-            if g != ctx.group_depth {
+            let stored = group.group_depth;
+            if stored != g {
                 return Err(TrieError::GroupDepthMismatch {
-                    stored: g,
-                    expected: ctx.group_depth,
+                    stored,
+                    expected: g,
                 });
             }
             if !path.len().is_multiple_of(g as usize) {
@@ -76,8 +156,7 @@ pub(super) fn load<S: NodeStore, H: TreeHasher>(
             if !matches!(node, Node::Internal(_)) {
                 return Err(corrupt("group blob does not hold an internal node".into()));
             }
-            check(h, calls)?;
-            Ok(node)
+            Ok((node, h, calls))
         }
     }
 }

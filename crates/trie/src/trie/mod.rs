@@ -6,8 +6,9 @@ use crate::{CommitSet, NodeStore, TrieError};
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::{
     GroupBlob, GroupEntry, Hash32, MAX_DEPTH, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH, NodeBlob, Path,
-    Sha256Hasher, StemValues, TreeHasher, ZERO_HASH,
+    PathKey, Sha256Hasher, StemValues, TreeHasher, ZERO_HASH,
 };
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,7 @@ mod witness;
 
 use collect::{collect_all, mark_committed};
 use hash::{hash_node, verify_node};
-use load::{load, preload};
+use load::{Ahead, load, preload};
 use update::apply;
 
 /// Batches at least this large are split across rayon tasks.
@@ -151,6 +152,8 @@ struct Ctx<'a, S: NodeStore> {
     counters: &'a Counters,
     /// Stored stem paths vacated by splits in this operation.
     vacated: &'a Mutex<Vec<Path>>,
+    /// Blobs decoded ahead of their loads.
+    ahead: &'a Ahead,
 }
 
 /// An EIP-7864 binary trie over a [`NodeStore`], generic over the hash function.
@@ -177,6 +180,9 @@ pub struct Trie<S: NodeStore, H: TreeHasher = Sha256Hasher> {
     vacated: Vec<Path>,
     /// The root the store holds for this tree: the one opened at, then each commit's.
     committed: Hash32,
+    /// Blobs decoded ahead of their loads ([`Trie::decode_ahead`]); emptied by every commit,
+    /// discard and unload.
+    ahead: Ahead,
     _hasher: PhantomData<H>,
 }
 
@@ -214,6 +220,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             counters: Counters::default(),
             vacated: Vec::new(),
             committed: root,
+            ahead: Ahead::default(),
             _hasher: PhantomData,
         })
     }
@@ -263,6 +270,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     pub fn discard(&mut self) {
         self.root = Node::unloaded(self.committed);
         self.vacated.clear();
+        self.ahead.clear();
     }
 
     /// Drops every loaded node and keeps only the root hash, as after [`Trie::open`]. Fails if
@@ -273,7 +281,27 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         }
         let root = self.root.cached_hash().ok_or(TrieError::Uncommitted)?;
         self.root = Node::unloaded(root);
+        self.ahead.clear();
         Ok(())
+    }
+
+    /// Decodes and hashes `blob`, the store's blob at `key`, ahead of the load that will need
+    /// it: meant for another thread, while the blobs are still arriving and before the update
+    /// that needs them starts (the trie prefetch of a block). That load then only compares
+    /// the hash with the one the parent holds, so every node is still checked against the
+    /// root before it is used: a blob decoded here that does not hash to what its parent
+    /// holds (stale, or damaged) is dropped there and the store is read instead, as if
+    /// nothing had been decoded; one that does not decode at all is not kept (the load
+    /// reports it). Returns whether the blob was kept. Everything decoded ahead is dropped at
+    /// the next commit, [`Trie::discard`] or [`Trie::unload`]; its hash calls count as the
+    /// load's.
+    pub fn decode_ahead(&self, key: &PathKey, blob: &[u8]) -> bool {
+        self.ahead.decode::<H>(key, blob, self.group_depth)
+    }
+
+    /// How many blobs decoded ahead are still waiting for their loads.
+    pub fn decoded_ahead(&self) -> usize {
+        self.ahead.len()
     }
 
     fn ctx<'a>(&'a self, vacated: &'a Mutex<Vec<Path>>) -> Ctx<'a, S> {
@@ -282,6 +310,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             group_depth: self.group_depth,
             counters: &self.counters,
             vacated,
+            ahead: &self.ahead,
         }
     }
 
@@ -319,6 +348,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             store,
             group_depth,
             counters,
+            ahead,
             ..
         } = self;
         let ctx = Ctx {
@@ -326,6 +356,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             group_depth: *group_depth,
             counters: &*counters,
             vacated: &vacated,
+            ahead: &*ahead,
         };
         let mut node = root;
         let mut path = Path::ROOT;
@@ -462,6 +493,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         F: FnOnce(&mut S, &CommitSet) -> Result<(), S::Error>,
     {
         let set = self.prepare_commit();
+        // The store changes: what was decoded for the old one goes (the load's hash check
+        // would refuse it anyway).
+        self.ahead.clear();
         write(&mut self.store, &set).map_err(TrieError::Store)?;
         mark_committed(&mut self.root, 0);
         self.vacated.clear();
