@@ -33,7 +33,7 @@ mod uring;
 
 use bintrie_keys::Stem;
 use bintrie_node::{Hash32, Path, PathKey, StemValues, ZERO_HASH};
-use bintrie_trie::{CommitSet, NodeStore};
+use bintrie_trie::{BlobSink, CommitSet, NodeStore};
 use record::{CommitRecord, HEADER, Kind, Parsed};
 use std::collections::HashMap;
 use std::fs::File;
@@ -316,10 +316,6 @@ struct WarmSet {
     root: Hash32,
     blobs: FastMap<PathKey, Vec<u8>>,
 }
-
-/// What [`LogStore::warm_trie_paths_with`] hands each blob to: `(key, blob)`, called from the
-/// threads keeping the reads in flight, so it must be quick.
-pub type EachBlob<'a> = &'a (dyn Fn(&PathKey, &[u8]) + Sync);
 
 /// The node blobs of the last [`LogOptions::recent_blocks`] blocks, as of the commit that
 /// made `root`.
@@ -769,7 +765,7 @@ impl LogStore {
         wanted: &[(PathKey, Loc)],
         workers: usize,
         stop: &AtomicBool,
-        each: Option<EachBlob<'_>>,
+        each: Option<BlobSink<'_>>,
     ) -> Result<Vec<(PathKey, Vec<u8>)>, LogError> {
         if !self.inner.options.io_uring {
             return self.read_nodes_blocking(wanted, workers, stop, each);
@@ -845,7 +841,7 @@ impl LogStore {
         wanted: &[(PathKey, Loc)],
         workers: usize,
         stop: &AtomicBool,
-        each: Option<EachBlob<'_>>,
+        each: Option<BlobSink<'_>>,
     ) -> Result<Vec<(PathKey, Vec<u8>)>, LogError> {
         const BATCH: usize = 8;
         let workers = workers.clamp(1, wanted.len().div_ceil(BATCH).max(1));
@@ -1189,7 +1185,7 @@ impl LogStore {
         stems: &[Stem],
         workers: usize,
         stop: &AtomicBool,
-        each: Option<EachBlob<'_>>,
+        each: Option<BlobSink<'_>>,
     ) -> Result<LogReads, LogError> {
         let root = self.meta.root;
         let mut wanted = {

@@ -10,7 +10,7 @@ use alloy_primitives::{B256, Bytes};
 use bintrie_keys::Stem;
 use bintrie_logstore::{LogError, LogOptions, LogStore};
 use bintrie_node::{Hash32, PathKey, StemValues};
-use bintrie_trie::{Trie, TrieError};
+use bintrie_trie::{BlobSink, Trie, TrieError};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -146,7 +146,7 @@ impl TriePrefetcher for LogState {
         stems: &[Stem],
         workers: usize,
         stop: &AtomicBool,
-        each: &(dyn Fn(&PathKey, &[u8]) + Sync),
+        each: BlobSink<'_>,
     ) -> Result<(), StateError> {
         self.store()
             .warm_trie_paths_with(stems, workers, stop, Some(each))?;
@@ -277,7 +277,6 @@ mod tests {
     use alloy_primitives::{Address, U256};
     use bintrie_keys::AccountState;
     use revm::Database;
-    use std::sync::Mutex;
 
     fn accounts(n: u8) -> Vec<(Address, AccountState)> {
         (1..=n)
@@ -350,30 +349,9 @@ mod tests {
             })
             .collect();
         let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
-        let mut stems: Vec<Stem> = changes.writes.iter().map(|(k, _)| k.stem).collect();
-        stems.dedup();
-        let handed = Mutex::new(0usize);
-        log.preload_with(&stems, 4, &AtomicBool::new(false), &|key, blob| {
-            *handed.lock().unwrap() += 1;
-            log.decode_ahead(key, blob);
-        })
-        .unwrap();
-        let handed = handed.into_inner().unwrap();
+        let want = BlockState::root_with(&mem, &changes).unwrap();
         let mut log = log;
-        assert_eq!(log.trie.decoded_ahead(), handed);
-        assert!(handed > 10, "{handed} blobs handed on");
-        log.trie.update(changes.writes.clone()).unwrap();
-        let loaded = log.trie.stats().nodes_loaded as usize;
-        assert!(loaded > 0);
-        assert_eq!(
-            handed - log.trie.decoded_ahead(),
-            loaded,
-            "every load decoded ahead"
-        );
-        assert_eq!(
-            B256::from(log.trie.root()),
-            BlockState::root_with(&mem, &changes).unwrap()
-        );
+        crate::pipeline::tests::assert_decoded_ahead(&mut log, |s| &mut s.trie, &changes, want);
     }
 
     /// A block whose commit fails leaves nothing behind, in the log nor in the state's trie:

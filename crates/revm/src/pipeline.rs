@@ -19,7 +19,7 @@ use crate::{BlockChanges, BlockDb, BlockDbOptions, PrefetchList, ReadStats, Stat
 use alloy_primitives::B256;
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::PathKey;
-use bintrie_trie::{CommitStats, TrieStats};
+use bintrie_trie::{BlobSink, CommitStats, TrieStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -181,7 +181,7 @@ pub trait TriePrefetcher: Sync {
         stems: &[Stem],
         workers: usize,
         stop: &AtomicBool,
-        each: &(dyn Fn(&PathKey, &[u8]) + Sync),
+        each: BlobSink<'_>,
     ) -> Result<(), StateError> {
         let _ = each;
         self.preload(stems, workers, stop)
@@ -389,4 +389,53 @@ fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
     let touched = db.touched();
     let changes = db.into_changes()?;
     Ok((output, reads, exec_wall, changes, touched))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use bintrie_trie::{NodeStore, Trie};
+    use std::sync::Mutex;
+
+    /// Asserts the decode-ahead contract of a state's trie prefetch: with `state`'s trie cold
+    /// (nothing loaded), `preload_with` over the stems `changes` writes hands blobs on, each
+    /// one `decode_ahead` keeps; the update then takes every node it loads from what was
+    /// decoded ahead and reaches `want`.
+    pub(crate) fn assert_decoded_ahead<S: TriePrefetcher, N: NodeStore>(
+        state: &mut S,
+        trie: impl Fn(&mut S) -> &mut Trie<N>,
+        changes: &BlockChanges,
+        want: B256,
+    ) {
+        let mut stems: Vec<Stem> = changes.writes.iter().map(|(k, _)| k.stem).collect();
+        stems.sort_unstable();
+        stems.dedup();
+        let handed = Mutex::new(0usize);
+        {
+            let state = &*state;
+            state
+                .preload_with(&stems, 4, &AtomicBool::new(false), &|key, blob| {
+                    *handed.lock().unwrap() += 1;
+                    state.decode_ahead(key, blob);
+                })
+                .unwrap();
+        }
+        let handed = handed.into_inner().unwrap();
+        let trie = trie(state);
+        assert_eq!(
+            trie.decoded_ahead(),
+            handed,
+            "each blob handed on once, and kept"
+        );
+        assert!(handed > 10, "{handed} blobs handed on");
+        trie.update(changes.writes.clone()).unwrap();
+        let loaded = trie.stats().nodes_loaded as usize;
+        assert!(loaded > 0);
+        assert_eq!(
+            handed - trie.decoded_ahead(),
+            loaded,
+            "every load decoded ahead"
+        );
+        assert_eq!(B256::from(trie.root()), want);
+    }
 }

@@ -5,9 +5,38 @@ use crate::{BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, Mdb
 use crate::{StateError, TriePrefetcher};
 use alloy_primitives::{Address, B256};
 use bintrie_keys::AccountState;
+use bintrie_keys::Stem;
+use bintrie_node::PathKey;
 use bintrie_store::{StateStore, StoreOptions};
-use bintrie_trie::Trie;
+use bintrie_trie::{BlobSink, Trie};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+/// The store's trie prefetch, feeding the state's own trie: the blobs its workers hand on are
+/// decoded and hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being
+/// read, as the log's are.
+impl TriePrefetcher for BinTrieState {
+    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
+        self.store().warm_trie_paths(stems, workers, stop)?;
+        Ok(())
+    }
+
+    fn preload_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: BlobSink<'_>,
+    ) -> Result<(), StateError> {
+        self.store()
+            .warm_trie_paths_with(stems, workers, stop, Some(each))?;
+        Ok(())
+    }
+
+    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
+        self.trie.decode_ahead(key, blob);
+    }
+}
 
 /// The binary-trie state: a [`Trie`] over a [`StateStore`], committed one block at a time.
 ///
@@ -186,7 +215,7 @@ impl BlockState for BinTrieState {
     }
 
     fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
-        Some(self.store())
+        Some(self)
     }
 
     fn commit_block(
@@ -199,5 +228,53 @@ impl BlockState for BinTrieState {
 
     fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
         BinTrieState::root_with(self, changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryState;
+    use alloy_primitives::U256;
+
+    /// MDBX's trie prefetch hands the blobs on the written stems' paths to the state's trie
+    /// ahead of its update, as the log's does: every node the update loads was decoded ahead.
+    #[test]
+    fn the_trie_prefetch_decodes_ahead_every_blob_the_update_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = BinTrieState::open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut mem = MemoryState::new(bintrie_store::DEFAULT_GROUP_DEPTH).unwrap();
+        let all: Vec<(Address, AccountState)> = (1..=60u8)
+            .map(|i| {
+                let mut a = AccountState {
+                    nonce: u64::from(i),
+                    balance: U256::from(i),
+                    ..Default::default()
+                };
+                a.storage.push((U256::from(i), U256::from(7)));
+                (Address::repeat_byte(i), a)
+            })
+            .collect();
+        for (block, chunk) in all.chunks(20).enumerate() {
+            let changes = BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap();
+            state
+                .commit_block(changes.clone(), block as u64 + 1)
+                .unwrap();
+            BlockState::commit_block(&mut mem, changes, block as u64 + 1).unwrap();
+        }
+        // Cold: the trie as reopened.
+        let mut state = BinTrieState::from_store(state.into_store()).unwrap();
+        let next: Vec<(Address, AccountState)> = all
+            .iter()
+            .step_by(3)
+            .map(|(a, s)| {
+                let mut s = s.clone();
+                s.nonce += 1;
+                (*a, s)
+            })
+            .collect();
+        let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
+        let want = BlockState::root_with(&mem, &changes).unwrap();
+        crate::pipeline::tests::assert_decoded_ahead(&mut state, |s| &mut s.trie, &changes, want);
     }
 }

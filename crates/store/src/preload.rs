@@ -28,6 +28,21 @@ impl StateStore {
         workers: usize,
         stop: &std::sync::atomic::AtomicBool,
     ) -> Result<ReadStats, StoreError> {
+        self.warm_trie_paths_with(stems, workers, stop, None)
+    }
+
+    /// [`StateStore::warm_trie_paths`], also handing each blob on the paths to
+    /// `each(key, blob)` as soon as a worker has read it, once per key across all workers, so
+    /// that a trie can decode and hash it elsewhere (`bintrie_trie::Trie::decode_ahead`) while
+    /// the rest are still being read. `each` is called from the workers, so it must be quick
+    /// (hand the blob on). What `each` does cannot fail the warm-up.
+    pub fn warm_trie_paths_with(
+        &self,
+        stems: &[bintrie_keys::Stem],
+        workers: usize,
+        stop: &std::sync::atomic::AtomicBool,
+        each: Option<bintrie_trie::BlobSink<'_>>,
+    ) -> Result<ReadStats, StoreError> {
         if stems.is_empty() {
             return Ok(ReadStats::default());
         }
@@ -37,11 +52,13 @@ impl StateStore {
         const BATCH: usize = 8;
         let workers = workers.clamp(1, stems.len().div_ceil(BATCH));
         let next = AtomicUsize::new(0);
+        // The keys handed on, across the workers (the upper groups lie on every path).
+        let handed = std::sync::Mutex::new(std::collections::HashSet::new());
         type Blobs = Vec<(Vec<u8>, Vec<u8>)>;
         let parts: Vec<Result<Blobs, StoreError>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
-                    let next = &next;
+                    let (next, handed) = (&next, &handed);
                     s.spawn(move || {
                         let reader = self.reader()?;
                         // The snapshot must be the tree this handle builds on.
@@ -64,6 +81,15 @@ impl StateStore {
                             for stem in stems.iter().skip(start).take(BATCH) {
                                 reader.walk(stem, |key, blob| {
                                     if seen.insert(key.to_vec()) {
+                                        if let Some(each) = each
+                                            && let Ok(path) = bintrie_node::Path::from_key(key)
+                                            && handed
+                                                .lock()
+                                                .unwrap_or_else(|e| e.into_inner())
+                                                .insert(key.to_vec())
+                                        {
+                                            each(&path.to_key(), blob);
+                                        }
                                         out.push((key.to_vec(), blob.to_vec()));
                                     }
                                 })?;

@@ -4,6 +4,12 @@ use crate::CommitSet;
 use bintrie_node::PathKey;
 use std::collections::HashMap;
 
+/// What a store's trie prefetch hands each blob it reads to, `(key, blob)`, so a trie can
+/// decode it ([`crate::Trie::decode_ahead`]) elsewhere while the other reads are in flight.
+/// It is called from the threads keeping the reads in flight, so it must be quick: hand the
+/// blob on, do not decode it there.
+pub type BlobSink<'a> = &'a (dyn Fn(&PathKey, &[u8]) + Sync);
+
 /// Where the trie's nodes live.
 ///
 /// Contract: `get_node` returns exactly the bytes last written for that key by an applied
