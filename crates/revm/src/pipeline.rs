@@ -391,7 +391,8 @@ fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
     Ok((output, reads, exec_wall, changes, touched))
 }
 
-#[cfg(test)]
+/// Shared by the states' tests (each needs its store's feature).
+#[cfg(all(test, any(feature = "mdbx", feature = "logstore")))]
 pub(crate) mod tests {
     use super::*;
     use bintrie_trie::{NodeStore, Trie};
