@@ -94,7 +94,9 @@ fn kill_9_at_random_instants_reopens_at_a_printed_block_and_converges() {
         let out = child.wait_with_output().unwrap();
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter_map(|l| l.strip_prefix("committed "))
+            // Not only at a line's start: libtest prints `test NAME ... ` without a newline
+            // before the test runs, so the writer's first line follows it.
+            .filter_map(|l| l.split_once("committed ").map(|(_, rest)| rest))
             .map(|l| {
                 let (b, r) = l.split_once(' ').unwrap();
                 (b.parse().unwrap(), r.to_owned())
