@@ -100,7 +100,7 @@ pub use logstate::{LogBackend, LogSnapshot, LogState};
 pub use memory::{MemorySnapshot, MemoryState};
 pub use pipeline::{
     BlockPlan, BlockRun, BlockState, CommitReport, DEFAULT_PREFETCH_WORKERS, PipelineError,
-    PipelineOptions, StageTimings, TriePrefetcher, WriteCounts,
+    PipelineOptions, StageTimings, TriePrefetcher, WarmTriePaths, WriteCounts,
 };
 pub use prefetch::{
     BEACON_ROOTS_ADDRESS, CONSOLIDATION_REQUEST_ADDRESS, HISTORY_STORAGE_ADDRESS, ListedStem,

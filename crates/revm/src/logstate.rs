@@ -9,10 +9,10 @@ use crate::{
 use alloy_primitives::{B256, Bytes};
 use bintrie_keys::Stem;
 use bintrie_logstore::{LogError, LogOptions, LogStore};
-use bintrie_node::{Hash32, PathKey, StemValues};
-use bintrie_trie::{BlobSink, Trie, TrieError};
+use bintrie_node::{Hash32, StemValues};
+use bintrie_trie::{Trie, TrieError};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 impl From<LogError> for StateError {
     fn from(e: LogError) -> Self {
@@ -125,39 +125,6 @@ impl StateSnapshot for LogSnapshot<'_> {
     }
 }
 
-impl TriePrefetcher for LogStore {
-    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
-        self.warm_trie_paths(stems, workers, stop)?;
-        Ok(())
-    }
-}
-
-/// The log's trie prefetch, feeding the state's own trie: the blobs it hands on are decoded
-/// and hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being read, so
-/// the update that follows only compares hashes where it would have decoded and hashed.
-impl TriePrefetcher for LogState {
-    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
-        self.store().warm_trie_paths(stems, workers, stop)?;
-        Ok(())
-    }
-
-    fn preload_with(
-        &self,
-        stems: &[Stem],
-        workers: usize,
-        stop: &AtomicBool,
-        each: BlobSink<'_>,
-    ) -> Result<(), StateError> {
-        self.store()
-            .warm_trie_paths_with(stems, workers, stop, Some(each))?;
-        Ok(())
-    }
-
-    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
-        self.trie.decode_ahead(key, blob);
-    }
-}
-
 /// The binary-trie state over the appending layout: a [`Trie`] over a [`LogStore`], committed
 /// one block at a time (one appended write and, when durable, one `fdatasync` per block).
 #[derive(Debug)]
@@ -234,7 +201,7 @@ impl BlockState for LogState {
     }
 
     fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
-        Some(self)
+        Some(&self.trie)
     }
 
     fn commit_block(
@@ -351,7 +318,7 @@ mod tests {
         let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
         let want = BlockState::root_with(&mem, &changes).unwrap();
         let mut log = log;
-        crate::pipeline::tests::assert_decoded_ahead(&mut log, |s| &mut s.trie, &changes, want);
+        crate::pipeline::tests::assert_decoded_ahead(&mut log.trie, &changes, want);
     }
 
     /// A block whose commit fails leaves nothing behind, in the log nor in the state's trie:

@@ -19,7 +19,7 @@ use crate::{BlockChanges, BlockDb, BlockDbOptions, PrefetchList, ReadStats, Stat
 use alloy_primitives::B256;
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::PathKey;
-use bintrie_trie::{BlobSink, CommitStats, TrieStats};
+use bintrie_trie::{BlobSink, CommitStats, NodeStore, Trie, TrieStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -165,8 +165,8 @@ pub enum PipelineError<E: std::error::Error + 'static> {
 }
 
 /// A job that preloads the tree nodes on the root-to-stem paths of some stems, so a following
-/// trie update finds them in memory: the pipeline's trie prefetch (the MDBX store's
-/// `StateStore::warm_trie_paths`).
+/// trie update finds them in memory: the pipeline's trie prefetch. Every [`Trie`] over a
+/// [`WarmTriePaths`] store is one (the states over MDBX and the log hand out their own trie).
 pub trait TriePrefetcher: Sync {
     /// Preloads the paths of `stems` with `workers` threads; returns early (successfully) when
     /// `stop` is set. Errors are the store's.
@@ -195,11 +195,72 @@ pub trait TriePrefetcher: Sync {
     }
 }
 
+/// A store that can preload the blobs on root-to-stem paths into memory, ahead of a trie
+/// update (`warm_trie_paths_with` of the MDBX store and of the log), handing each to `each`
+/// when given.
+pub trait WarmTriePaths: NodeStore {
+    /// Preloads the paths of `stems` with `workers` threads, handing each blob read to `each`
+    /// (quickly: it is called from the threads keeping the reads in flight); returns early
+    /// (successfully) when `stop` is set.
+    fn warm_trie_paths_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: Option<BlobSink<'_>>,
+    ) -> Result<(), StateError>;
+}
+
 #[cfg(feature = "mdbx")]
-impl TriePrefetcher for bintrie_store::StateStore {
-    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
-        self.warm_trie_paths(stems, workers, stop)?;
+impl WarmTriePaths for bintrie_store::StateStore {
+    fn warm_trie_paths_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: Option<BlobSink<'_>>,
+    ) -> Result<(), StateError> {
+        bintrie_store::StateStore::warm_trie_paths_with(self, stems, workers, stop, each)?;
         Ok(())
+    }
+}
+
+#[cfg(feature = "logstore")]
+impl WarmTriePaths for bintrie_logstore::LogStore {
+    fn warm_trie_paths_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: Option<BlobSink<'_>>,
+    ) -> Result<(), StateError> {
+        bintrie_logstore::LogStore::warm_trie_paths_with(self, stems, workers, stop, each)?;
+        Ok(())
+    }
+}
+
+/// A trie's prefetch: its store preloads the paths, and the blobs it hands on are decoded and
+/// hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being read, so the
+/// update that follows only compares hashes where it would have decoded and hashed.
+impl<S: WarmTriePaths> TriePrefetcher for Trie<S> {
+    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
+        self.store()
+            .warm_trie_paths_with(stems, workers, stop, None)
+    }
+
+    fn preload_with(
+        &self,
+        stems: &[Stem],
+        workers: usize,
+        stop: &AtomicBool,
+        each: BlobSink<'_>,
+    ) -> Result<(), StateError> {
+        self.store()
+            .warm_trie_paths_with(stems, workers, stop, Some(each))
+    }
+
+    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
+        Trie::decode_ahead(self, key, blob);
     }
 }
 
@@ -395,34 +456,33 @@ fn execute_stage<'s, S: BlockState, T, E: std::error::Error + 'static>(
 #[cfg(all(test, any(feature = "mdbx", feature = "logstore")))]
 pub(crate) mod tests {
     use super::*;
-    use bintrie_trie::{NodeStore, Trie};
     use std::sync::Mutex;
 
-    /// Asserts the decode-ahead contract of a state's trie prefetch: with `state`'s trie cold
-    /// (nothing loaded), `preload_with` over the stems `changes` writes hands blobs on, each
-    /// one `decode_ahead` keeps; the update then takes every node it loads from what was
+    /// Asserts the decode-ahead contract of a state's trie prefetch: with the state's `trie`
+    /// cold (nothing loaded), `preload_with` over the stems `changes` writes hands blobs on,
+    /// each one `decode_ahead` keeps; the update then takes every node it loads from what was
     /// decoded ahead and reaches `want`.
-    pub(crate) fn assert_decoded_ahead<S: TriePrefetcher, N: NodeStore>(
-        state: &mut S,
-        trie: impl Fn(&mut S) -> &mut Trie<N>,
+    pub(crate) fn assert_decoded_ahead<S: WarmTriePaths>(
+        trie: &mut Trie<S>,
         changes: &BlockChanges,
         want: B256,
-    ) {
+    ) where
+        S::Error: std::fmt::Debug,
+    {
         let mut stems: Vec<Stem> = changes.writes.iter().map(|(k, _)| k.stem).collect();
         stems.sort_unstable();
         stems.dedup();
         let handed = Mutex::new(0usize);
         {
-            let state = &*state;
-            state
+            let prefetcher: &dyn TriePrefetcher = &*trie;
+            prefetcher
                 .preload_with(&stems, 4, &AtomicBool::new(false), &|key, blob| {
                     *handed.lock().unwrap() += 1;
-                    state.decode_ahead(key, blob);
+                    prefetcher.decode_ahead(key, blob);
                 })
                 .unwrap();
         }
         let handed = handed.into_inner().unwrap();
-        let trie = trie(state);
         assert_eq!(
             trie.decoded_ahead(),
             handed,

@@ -5,38 +5,9 @@ use crate::{BlockChanges, BlockDb, BlockDbOptions, BlockState, CommitReport, Mdb
 use crate::{StateError, TriePrefetcher};
 use alloy_primitives::{Address, B256};
 use bintrie_keys::AccountState;
-use bintrie_keys::Stem;
-use bintrie_node::PathKey;
 use bintrie_store::{StateStore, StoreOptions};
-use bintrie_trie::{BlobSink, Trie};
+use bintrie_trie::Trie;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-
-/// The store's trie prefetch, feeding the state's own trie: the blobs its workers hand on are
-/// decoded and hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being
-/// read, as the log's are.
-impl TriePrefetcher for BinTrieState {
-    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
-        self.store().warm_trie_paths(stems, workers, stop)?;
-        Ok(())
-    }
-
-    fn preload_with(
-        &self,
-        stems: &[Stem],
-        workers: usize,
-        stop: &AtomicBool,
-        each: BlobSink<'_>,
-    ) -> Result<(), StateError> {
-        self.store()
-            .warm_trie_paths_with(stems, workers, stop, Some(each))?;
-        Ok(())
-    }
-
-    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
-        self.trie.decode_ahead(key, blob);
-    }
-}
 
 /// The binary-trie state: a [`Trie`] over a [`StateStore`], committed one block at a time.
 ///
@@ -215,7 +186,7 @@ impl BlockState for BinTrieState {
     }
 
     fn trie_prefetcher(&self) -> Option<&dyn TriePrefetcher> {
-        Some(self)
+        Some(&self.trie)
     }
 
     fn commit_block(
@@ -275,6 +246,6 @@ mod tests {
             .collect();
         let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
         let want = BlockState::root_with(&mem, &changes).unwrap();
-        crate::pipeline::tests::assert_decoded_ahead(&mut state, |s| &mut s.trie, &changes, want);
+        crate::pipeline::tests::assert_decoded_ahead(&mut state.trie, &changes, want);
     }
 }
