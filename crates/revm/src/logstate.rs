@@ -295,30 +295,13 @@ mod tests {
     #[test]
     fn the_trie_prefetch_decodes_ahead_every_blob_the_update_loads() {
         let dir = tempfile::tempdir().unwrap();
-        let options = LogOptions::default();
-        let mut log = LogState::open(dir.path(), &options).unwrap();
-        let mut mem = MemoryState::new(5).unwrap();
-        let all = accounts(60);
-        for (block, chunk) in all.chunks(20).enumerate() {
-            let changes = BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap();
-            log.commit_block(changes.clone(), block as u64 + 1).unwrap();
-            BlockState::commit_block(&mut mem, changes, block as u64 + 1).unwrap();
-        }
+        let log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
         // Cold: the trie as reopened; the last block's blobs are in the recent set.
-        let log = log.drop_trie().unwrap();
-        let next: Vec<(Address, AccountState)> = all
-            .iter()
-            .step_by(3)
-            .map(|(a, s)| {
-                let mut s = s.clone();
-                s.nonce += 1;
-                (*a, s)
-            })
-            .collect();
-        let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
-        let want = BlockState::root_with(&mem, &changes).unwrap();
-        let mut log = log;
-        crate::pipeline::tests::assert_decoded_ahead(&mut log.trie, &changes, want);
+        crate::pipeline::tests::assert_decoded_ahead(
+            log,
+            |log| log.drop_trie().unwrap(),
+            |log| &mut log.trie,
+        );
     }
 
     /// A block whose commit fails leaves nothing behind, in the log nor in the state's trie:

@@ -458,17 +458,53 @@ pub(crate) mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// Asserts the decode-ahead contract of a state's trie prefetch: with the state's `trie`
-    /// cold (nothing loaded), `preload_with` over the stems `changes` writes hands blobs on,
-    /// each one `decode_ahead` keeps; the update then takes every node it loads from what was
-    /// decoded ahead and reaches `want`.
-    pub(crate) fn assert_decoded_ahead<S: WarmTriePaths>(
-        trie: &mut Trie<S>,
-        changes: &BlockChanges,
-        want: B256,
+    /// Asserts the decode-ahead contract of a state's trie prefetch. Three blocks of accounts
+    /// are committed on `state` (and on a memory state), then `cold` drops what its trie
+    /// loaded; the next block's writes are known. `preload_with` over the stems they write
+    /// hands blobs on, each of which `decode_ahead` keeps; the update of the state's `trie`
+    /// then takes every node it loads from what was decoded ahead and reaches the memory
+    /// state's root.
+    pub(crate) fn assert_decoded_ahead<St: BlockState, S: WarmTriePaths>(
+        mut state: St,
+        cold: impl FnOnce(St) -> St,
+        trie: impl FnOnce(&mut St) -> &mut Trie<S>,
     ) where
         S::Error: std::fmt::Debug,
     {
+        use alloy_primitives::{Address, U256};
+        use bintrie_keys::AccountState;
+        let mut mem = crate::MemoryState::new(5).unwrap();
+        let all: Vec<(Address, AccountState)> = (1..=60u8)
+            .map(|i| {
+                let mut a = AccountState {
+                    nonce: u64::from(i),
+                    balance: U256::from(i),
+                    ..Default::default()
+                };
+                a.storage.push((U256::from(i), U256::from(7)));
+                (Address::repeat_byte(i), a)
+            })
+            .collect();
+        for (block, chunk) in all.chunks(20).enumerate() {
+            let changes = BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap();
+            state
+                .commit_block(changes.clone(), block as u64 + 1)
+                .unwrap();
+            mem.commit_block(changes, block as u64 + 1).unwrap();
+        }
+        let mut state = cold(state);
+        let next: Vec<(Address, AccountState)> = all
+            .iter()
+            .step_by(3)
+            .map(|(a, s)| {
+                let mut s = s.clone();
+                s.nonce += 1;
+                (*a, s)
+            })
+            .collect();
+        let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
+        let want = mem.root_with(&changes).unwrap();
+        let trie = trie(&mut state);
         let mut stems: Vec<Stem> = changes.writes.iter().map(|(k, _)| k.stem).collect();
         stems.sort_unstable();
         stems.dedup();

@@ -205,47 +205,18 @@ impl BlockState for BinTrieState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MemoryState;
-    use alloy_primitives::U256;
 
     /// MDBX's trie prefetch hands the blobs on the written stems' paths to the state's trie
     /// ahead of its update, as the log's does: every node the update loads was decoded ahead.
     #[test]
     fn the_trie_prefetch_decodes_ahead_every_blob_the_update_loads() {
         let dir = tempfile::tempdir().unwrap();
-        let mut state = BinTrieState::open(dir.path(), &StoreOptions::default()).unwrap();
-        let mut mem = MemoryState::new(bintrie_store::DEFAULT_GROUP_DEPTH).unwrap();
-        let all: Vec<(Address, AccountState)> = (1..=60u8)
-            .map(|i| {
-                let mut a = AccountState {
-                    nonce: u64::from(i),
-                    balance: U256::from(i),
-                    ..Default::default()
-                };
-                a.storage.push((U256::from(i), U256::from(7)));
-                (Address::repeat_byte(i), a)
-            })
-            .collect();
-        for (block, chunk) in all.chunks(20).enumerate() {
-            let changes = BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap();
-            state
-                .commit_block(changes.clone(), block as u64 + 1)
-                .unwrap();
-            BlockState::commit_block(&mut mem, changes, block as u64 + 1).unwrap();
-        }
+        let state = BinTrieState::open(dir.path(), &StoreOptions::default()).unwrap();
         // Cold: the trie as reopened.
-        let mut state = BinTrieState::from_store(state.into_store()).unwrap();
-        let next: Vec<(Address, AccountState)> = all
-            .iter()
-            .step_by(3)
-            .map(|(a, s)| {
-                let mut s = s.clone();
-                s.nonce += 1;
-                (*a, s)
-            })
-            .collect();
-        let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
-        let want = BlockState::root_with(&mem, &changes).unwrap();
-        crate::pipeline::tests::assert_decoded_ahead(&mut state.trie, &changes, want);
+        crate::pipeline::tests::assert_decoded_ahead(
+            state,
+            |s| BinTrieState::from_store(s.into_store()).unwrap(),
+            |s| &mut s.trie,
+        );
     }
 }
