@@ -211,33 +211,27 @@ pub trait WarmTriePaths: NodeStore {
     ) -> Result<(), StateError>;
 }
 
-#[cfg(feature = "mdbx")]
-impl WarmTriePaths for bintrie_store::StateStore {
-    fn warm_trie_paths_with(
-        &self,
-        stems: &[Stem],
-        workers: usize,
-        stop: &AtomicBool,
-        each: Option<BlobSink<'_>>,
-    ) -> Result<(), StateError> {
-        bintrie_store::StateStore::warm_trie_paths_with(self, stems, workers, stop, each)?;
-        Ok(())
-    }
+/// `WarmTriePaths` for a store whose inherent `warm_trie_paths_with` has the same arguments
+/// (its statistics are dropped, its error converted).
+macro_rules! warm_trie_paths_of {
+    ($feature:literal, $store:ty) => {
+        #[cfg(feature = $feature)]
+        impl WarmTriePaths for $store {
+            fn warm_trie_paths_with(
+                &self,
+                stems: &[Stem],
+                workers: usize,
+                stop: &AtomicBool,
+                each: Option<BlobSink<'_>>,
+            ) -> Result<(), StateError> {
+                <$store>::warm_trie_paths_with(self, stems, workers, stop, each)?;
+                Ok(())
+            }
+        }
+    };
 }
-
-#[cfg(feature = "logstore")]
-impl WarmTriePaths for bintrie_logstore::LogStore {
-    fn warm_trie_paths_with(
-        &self,
-        stems: &[Stem],
-        workers: usize,
-        stop: &AtomicBool,
-        each: Option<BlobSink<'_>>,
-    ) -> Result<(), StateError> {
-        bintrie_logstore::LogStore::warm_trie_paths_with(self, stems, workers, stop, each)?;
-        Ok(())
-    }
-}
+warm_trie_paths_of!("mdbx", bintrie_store::StateStore);
+warm_trie_paths_of!("logstore", bintrie_logstore::LogStore);
 
 /// A trie's prefetch: its store preloads the paths, and the blobs it hands on are decoded and
 /// hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being read, so the
