@@ -326,41 +326,16 @@ pub trait BlockState {
         let stop = AtomicBool::new(false);
         let this = &*self;
         let (stop, write_stems) = (&stop, &write_stems);
-        let (executed, trie_prefetch, wait) = std::thread::scope(|s| {
-            let prefetcher = this.trie_prefetcher().filter(|_| !write_stems.is_empty());
-            let (blobs, arriving) = std::sync::mpsc::channel::<(PathKey, Vec<u8>)>();
-            let warm = prefetcher.map(|prefetcher| {
-                s.spawn(move || {
-                    let t = Instant::now();
-                    let hand_on = |key: &PathKey, blob: &[u8]| {
-                        // Nobody listens once the block failed.
-                        let _ = blobs.send((*key, blob.to_vec()));
-                    };
-                    prefetcher
-                        .preload_with(write_stems, options.workers, stop, &hand_on)
-                        .map(|()| t.elapsed())
-                })
-            });
-            let executed = execute_stage(this, plan, options, execute);
-            let t_wait = Instant::now();
-            if executed.is_err() {
-                // Nothing will use the preload.
-                stop.store(true, Ordering::Relaxed);
-            } else if let Some(prefetcher) = prefetcher {
-                // While the reads finish, this thread (idle otherwise) decodes what arrived;
-                // the channel closes when the prefetch returns.
-                for (key, blob) in arriving {
-                    prefetcher.decode_ahead(&key, &blob);
-                }
-            }
-            let trie_prefetch = match warm {
-                Some(h) => h.join().unwrap_or_else(|_| {
-                    Err(StateError::Backend("the trie prefetch panicked".into()))
-                }),
-                None => Ok(Duration::ZERO),
-            };
-            (executed, trie_prefetch, t_wait.elapsed())
-        });
+        let prefetcher = this.trie_prefetcher().filter(|_| !write_stems.is_empty());
+        let (executed, trie_prefetch, wait) = preload_decoding(
+            prefetcher,
+            write_stems,
+            options.workers,
+            stop,
+            || execute_stage(this, plan, options, execute),
+            // A failed block uses nothing the preload reads.
+            |executed| executed.is_ok(),
+        );
         let (output, reads, exec_wall, changes, touched) = executed?;
         let trie_prefetch = trie_prefetch?;
         let witness = if options.witness {
@@ -385,7 +360,15 @@ pub trait BlockState {
             missing.sort_unstable();
             missing.dedup();
             if !missing.is_empty() {
-                prefetcher.preload(&missing, options.workers, &AtomicBool::new(false))?;
+                let (_, loaded, _) = preload_decoding(
+                    Some(prefetcher),
+                    &missing,
+                    options.workers,
+                    &AtomicBool::new(false),
+                    || (),
+                    |()| true,
+                );
+                loaded?;
             }
         }
         let load = t_load.elapsed();
@@ -416,6 +399,55 @@ pub trait BlockState {
             witness,
         })
     }
+}
+
+/// Runs `prefetcher`'s `preload_with(stems)` on a thread of its own while this thread runs
+/// `meanwhile`; then, if `go_on` says so, this thread decodes the blobs the preload hands on
+/// ([`TriePrefetcher::decode_ahead`]) as they arrive, until the preload returns (else it sets
+/// `stop`). Returns what `meanwhile` returned, the preload's own run time (or its error) and
+/// the time from the end of `meanwhile` to the preload's end (the wait, decoding included).
+/// Without a prefetcher it only runs `meanwhile`.
+fn preload_decoding<R>(
+    prefetcher: Option<&dyn TriePrefetcher>,
+    stems: &[Stem],
+    workers: usize,
+    stop: &AtomicBool,
+    meanwhile: impl FnOnce() -> R,
+    go_on: impl FnOnce(&R) -> bool,
+) -> (R, Result<Duration, StateError>, Duration) {
+    std::thread::scope(|s| {
+        let (blobs, arriving) = std::sync::mpsc::channel::<(PathKey, Vec<u8>)>();
+        let warm = prefetcher.map(|prefetcher| {
+            s.spawn(move || {
+                let t = Instant::now();
+                let hand_on = |key: &PathKey, blob: &[u8]| {
+                    // Nobody listens once the block failed.
+                    let _ = blobs.send((*key, blob.to_vec()));
+                };
+                prefetcher
+                    .preload_with(stems, workers, stop, &hand_on)
+                    .map(|()| t.elapsed())
+            })
+        });
+        let done = meanwhile();
+        let t_wait = Instant::now();
+        if !go_on(&done) {
+            stop.store(true, Ordering::Relaxed);
+        } else if let Some(prefetcher) = prefetcher {
+            // While the reads finish, this thread (idle otherwise) decodes what arrived; the
+            // channel closes when the preload returns.
+            for (key, blob) in arriving {
+                prefetcher.decode_ahead(&key, &blob);
+            }
+        }
+        let preloaded = match warm {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(StateError::Backend("the trie prefetch panicked".into()))),
+            None => Ok(Duration::ZERO),
+        };
+        (done, preloaded, t_wait.elapsed())
+    })
 }
 
 /// What execution read: tree keys and code hashes ([`BlockDb::touched`]).
