@@ -325,13 +325,12 @@ pub trait BlockState {
         write_stems.dedup();
         let stop = AtomicBool::new(false);
         let this = &*self;
-        let (stop, write_stems) = (&stop, &write_stems);
         let prefetcher = this.trie_prefetcher().filter(|_| !write_stems.is_empty());
         let (executed, trie_prefetch, wait) = preload_decoding(
             prefetcher,
-            write_stems,
+            &write_stems,
             options.workers,
-            stop,
+            &stop,
             || execute_stage(this, plan, options, execute),
             // A failed block uses nothing the preload reads.
             |executed| executed.is_ok(),

@@ -561,6 +561,10 @@ fn blobs_decoded_ahead_are_used_only_when_they_hash_to_the_parent() {
             for (k, b) in ahead {
                 assert!(t.decode_ahead(k, b), "g={g} {what}: a stored blob decodes");
             }
+            // What does not decode is not kept: an empty or a truncated blob.
+            let (k, b) = &ahead[0];
+            assert!(!t.decode_ahead(k, &[]), "g={g} {what}");
+            assert!(!t.decode_ahead(k, &b[..b.len() - 1]), "g={g} {what}");
             let before = t.decoded_ahead();
             t.update(batch(&writes)).unwrap();
             assert_eq!(t.root(), want_root, "g={g} {what}");

@@ -7,7 +7,12 @@ use super::*;
 /// path. A load takes its path's entry and uses it only if it hashes to what the parent
 /// holds; otherwise it reads the store as if nothing had been decoded.
 #[derive(Debug, Default)]
-pub(super) struct Ahead(Mutex<HashMap<PathKey, Decoded>>);
+pub(super) struct Ahead {
+    map: Mutex<HashMap<PathKey, Decoded>>,
+    /// Whether anything was decoded since the last clear: a load skips the lock otherwise
+    /// (`verify` and the witness walks load millions of blobs with nothing decoded ahead).
+    used: AtomicBool,
+}
 
 /// One blob decoded ahead: the node it expands to, its hash, the hash calls that took and the
 /// blob's length.
@@ -21,7 +26,15 @@ struct Decoded {
 
 impl Ahead {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathKey, Decoded>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes what was decoded ahead at `key`, if anything.
+    fn take(&self, key: &PathKey) -> Option<Decoded> {
+        if !self.used.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.map().remove(key)
     }
 
     /// Decodes `blob`, stored at `key`, for a tree at group depth `g`; keeps it when it
@@ -36,6 +49,7 @@ impl Ahead {
             return false;
         };
         let bytes = blob.len() as u64;
+        self.used.store(true, Ordering::Relaxed);
         self.map().insert(
             *key,
             Decoded {
@@ -50,7 +64,11 @@ impl Ahead {
 
     /// Drops everything decoded ahead.
     pub(super) fn clear(&mut self) {
-        self.0.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+        self.map
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        *self.used.get_mut() = false;
     }
 
     /// How many blobs wait to be loaded.
@@ -79,8 +97,7 @@ pub(super) fn load<S: NodeStore, H: TreeHasher>(
         ctx.counters.hashes.fetch_add(calls, Ordering::Relaxed);
     };
     // Taken either way: a stale or damaged one is never offered again.
-    let ahead = ctx.ahead.map().remove(&key);
-    if let Some(d) = ahead.filter(|d| d.hash == hash) {
+    if let Some(d) = ctx.ahead.take(&key).filter(|d| d.hash == hash) {
         count(d.bytes, d.calls);
         return Ok(d.node);
     }

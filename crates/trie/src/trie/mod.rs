@@ -11,7 +11,7 @@ use bintrie_node::{
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 mod collect;
 mod hash;
