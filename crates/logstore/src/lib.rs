@@ -263,31 +263,96 @@ enum Change {
     Code([u8; 32], Loc, usize),
 }
 
+/// What [`Index::apply_undoable`] replaced: enough to put the index back as it was.
+#[derive(Default)]
+struct Undo {
+    /// Each node key changed, with the location it had (`None`: absent), in change order.
+    nodes: Vec<(PathKey, Option<Loc>)>,
+    /// Each stem changed, with the location it had, in change order.
+    stems: Vec<(Stem, Option<Loc>)>,
+    /// Each code hash changed, with the location it had, in change order.
+    code: Vec<([u8; 32], Option<Loc>)>,
+    live_bytes: u64,
+}
+
 impl Index {
     fn apply(&mut self, changes: Vec<Change>) {
+        self.apply_inner(changes, None);
+    }
+
+    /// [`Index::apply`], also returning what it replaced, for [`Index::undo`].
+    fn apply_undoable(&mut self, changes: Vec<Change>) -> Undo {
+        let mut undo = Undo {
+            live_bytes: self.live_bytes,
+            ..Undo::default()
+        };
+        self.apply_inner(changes, Some(&mut undo));
+        undo
+    }
+
+    /// Puts the index back as it was before the [`Index::apply_undoable`] that made `undo`
+    /// (changes are undone last first, so a key changed twice gets its first value back).
+    fn undo(&mut self, undo: Undo) {
+        for (key, old) in undo.nodes.into_iter().rev() {
+            match old {
+                Some(loc) => self.nodes.insert(key, loc),
+                None => self.nodes.remove(&key),
+            };
+        }
+        for (stem, old) in undo.stems.into_iter().rev() {
+            match old {
+                Some(loc) => self.stems.insert(stem, loc),
+                None => self.stems.remove(&stem),
+            };
+        }
+        for (hash, old) in undo.code.into_iter().rev() {
+            match old {
+                Some(loc) => self.code.insert(hash, loc),
+                None => self.code.remove(&hash),
+            };
+        }
+        self.live_bytes = undo.live_bytes;
+    }
+
+    fn apply_inner(&mut self, changes: Vec<Change>, mut undo: Option<&mut Undo>) {
         for c in changes {
             match c {
                 Change::Node(key, loc, len, stem) => {
-                    if let Some(old) = self.nodes.insert(key, loc) {
+                    let old = self.nodes.insert(key, loc);
+                    if let Some(old) = old {
                         self.live_bytes = self
                             .live_bytes
                             .saturating_sub(old.len().unwrap_or(u16::MAX as usize) as u64);
                     }
                     self.live_bytes += len as u64;
+                    if let Some(u) = undo.as_deref_mut() {
+                        u.nodes.push((key, old));
+                    }
                     if let Some(stem) = stem {
-                        self.stems.insert(stem, loc);
+                        let old = self.stems.insert(stem, loc);
+                        if let Some(u) = undo.as_deref_mut() {
+                            u.stems.push((stem, old));
+                        }
                     }
                 }
                 Change::Remove(key) => {
-                    if let Some(old) = self.nodes.remove(&key) {
+                    let old = self.nodes.remove(&key);
+                    if let Some(old) = old {
                         self.live_bytes = self
                             .live_bytes
                             .saturating_sub(old.len().unwrap_or(u16::MAX as usize) as u64);
                     }
+                    if let Some(u) = undo.as_deref_mut() {
+                        u.nodes.push((key, old));
+                    }
                 }
                 Change::Code(hash, loc, len) => {
-                    if self.code.insert(hash, loc).is_none() {
+                    let old = self.code.insert(hash, loc);
+                    if old.is_none() {
                         self.live_bytes += len as u64;
+                    }
+                    if let Some(u) = undo.as_deref_mut() {
+                        u.code.push((hash, old));
                     }
                 }
             }
@@ -1291,8 +1356,10 @@ impl LogStore {
 
     /// Appends block `block`: the commit's blobs and removed paths, the code not yet stored,
     /// and a commit record, in one write, then `fdatasync` ([`Durability::Durable`]); only then
-    /// does the index (and every reader) see it. On any error nothing is visible and the log
-    /// is cut back to the previous block. `set.root` is the new root.
+    /// does the index (and every reader) see it. The index takes the changes while the write
+    /// waits for the device, under its write lock: readers of this store wait for the write,
+    /// then see the new block. On any error nothing is visible (the index is put back) and
+    /// the log is cut back to the previous block. `set.root` is the new root.
     pub fn write_block(
         &mut self,
         set: &CommitSet,
@@ -1380,27 +1447,35 @@ impl LogStore {
         };
         record::push(&mut buf, base, Kind::Commit, &[], &commit.encode());
         let t1 = std::time::Instant::now();
-        // The recent blocks' set takes this block's blobs on another thread while the write
-        // and its sync wait for the device; it is usable only once the block committed.
+        // While the write and its sync wait for the device, two other threads work: the
+        // recent blocks' set takes this block's blobs, and the index takes its changes under
+        // its write lock, so no reader sees them before the block is committed; if the write
+        // fails, the index is put back before the lock is released.
         let keep = self.inner.options.recent_blocks;
         let this = &*self;
-        let appended = std::thread::scope(|s| {
+        let mut index = self.index_mut();
+        let ix: &mut Index = &mut index;
+        let (appended, undo) = std::thread::scope(|s| {
             let staged = (keep > 0).then(|| s.spawn(move || this.recent().stage(set, keep)));
+            let applied = s.spawn(move || ix.apply_undoable(changes));
             let appended = this.append(w, &buf, block);
+            let undo = applied
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             if staged.is_some_and(|h| h.join().is_err()) {
                 this.recent().abandon();
             }
-            appended
+            (appended, undo)
         });
         if let Err(e) = appended {
+            index.undo(undo);
+            drop(index);
             if keep > 0 {
                 self.recent().abandon();
             }
             return Err(e);
         }
         let t2 = std::time::Instant::now();
-        let mut index = self.index_mut();
-        index.apply(changes);
         index.meta = Some(meta);
         index.log_bytes += buf.len() as u64;
         drop(index);
@@ -1419,8 +1494,8 @@ impl LogStore {
             bytes = buf.len(),
             records,
             encode_ms = (t1 - t0).as_secs_f64() * 1e3,
-            write_sync_ms = (t2 - t1).as_secs_f64() * 1e3,
-            index_ms = t2.elapsed().as_secs_f64() * 1e3,
+            write_sync_index_ms = (t2 - t1).as_secs_f64() * 1e3,
+            after_ms = t2.elapsed().as_secs_f64() * 1e3,
             "block appended"
         );
         Ok(())

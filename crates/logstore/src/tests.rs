@@ -331,6 +331,49 @@ fn index_snapshot(store: &LogStore) -> IndexSnapshot {
 }
 
 #[test]
+fn an_undone_apply_puts_every_index_entry_back() {
+    let key = |b: u8| PathKey::from_bytes(&[b, 8]).unwrap();
+    let loc = |off: u64, len: usize| Loc::new(1, off, len).unwrap();
+    let mut index = Index::default();
+    index.apply(vec![
+        Change::Node(key(1), loc(0, 100), 100, Some([1; 31])),
+        Change::Node(key(2), loc(100, 50), 50, None),
+        Change::Node(key(3), loc(150, 70), 70, Some([3; 31])),
+        Change::Code([9; 32], loc(220, 30), 30),
+    ]);
+    let snapshot = |ix: &Index| {
+        fn sorted<K: Ord + Copy>(map: &Map<K>) -> Vec<(K, Loc)> {
+            let mut v: Vec<(K, Loc)> = map.iter().map(|(k, l)| (*k, *l)).collect();
+            v.sort_unstable_by_key(|e| e.0);
+            v
+        }
+        (
+            sorted(&ix.nodes),
+            sorted(&ix.stems),
+            sorted(&ix.code),
+            ix.live_bytes,
+        )
+    };
+    let before = snapshot(&index);
+    // Every kind of change: a key replaced, one new, one removed, one removed that was not
+    // there, one changed twice, a stem moved, code new and code already stored.
+    let undo = index.apply_undoable(vec![
+        Change::Node(key(1), loc(300, 10), 10, Some([1; 31])),
+        Change::Node(key(4), loc(310, 20), 20, Some([4; 31])),
+        Change::Remove(key(2)),
+        Change::Remove(key(5)),
+        Change::Node(key(4), loc(330, 25), 25, Some([4; 31])),
+        Change::Remove(key(3)),
+        Change::Node(key(6), loc(355, 70), 70, Some([3; 31])),
+        Change::Code([9; 32], loc(425, 30), 30),
+        Change::Code([8; 32], loc(455, 40), 40),
+    ]);
+    assert_ne!(snapshot(&index), before, "the changes were applied");
+    index.undo(undo);
+    assert_eq!(snapshot(&index), before);
+}
+
+#[test]
 fn a_failed_write_leaves_nothing_behind() {
     // /dev/full: every write fails with ENOSPC, as on a full disk.
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {

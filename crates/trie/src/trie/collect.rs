@@ -80,7 +80,9 @@ pub(super) fn group_entries(node: &Node, g: u8, rel: u8, prefix: u16, out: &mut 
     }
 }
 
-/// Clears the dirty flags written by a commit and records where stems now live.
+/// Clears the dirty flags written by a commit and records where stems now live. The two
+/// halves of each node above [`PAR_HASH_DEPTH`] are marked in parallel, as they are hashed:
+/// the walk is pointer chasing through thousands of nodes per block.
 pub(super) fn mark_committed(node: &mut Node, depth: usize) {
     match node {
         Node::Stem(s) if s.dirty => {
@@ -89,8 +91,16 @@ pub(super) fn mark_committed(node: &mut Node, depth: usize) {
         }
         Node::Internal(n) if n.dirty => {
             n.dirty = false;
-            mark_committed(&mut n.left, depth + 1);
-            mark_committed(&mut n.right, depth + 1);
+            let Internal { left, right, .. } = &mut **n;
+            if depth < PAR_HASH_DEPTH {
+                rayon::join(
+                    || mark_committed(left, depth + 1),
+                    || mark_committed(right, depth + 1),
+                );
+            } else {
+                mark_committed(left, depth + 1);
+                mark_committed(right, depth + 1);
+            }
         }
         _ => {}
     }
