@@ -374,6 +374,40 @@ mod tests {
         );
     }
 
+    /// Code decoded beside the batch's ring is checked as a lookup checks it: bytes that do
+    /// not hash to their key are reported (`CorruptCode`), never served or taken as absent.
+    #[test]
+    fn a_prefetched_code_that_fails_its_hash_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let all = accounts(9);
+        let mut changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
+        // Accounts 3, 6 and 9 have code; account 6's is stored with a byte flipped.
+        let six = alloy_primitives::keccak256(&all[5].1.code);
+        let stored = changes.code.iter_mut().find(|(h, _)| *h == six).unwrap();
+        stored.1[1] ^= 0x01;
+        log.commit_block(changes, 1).unwrap();
+        let mut list = crate::PrefetchList::new();
+        for (address, _) in &all {
+            list.account(*address);
+        }
+        let mut db = log.block_db(BlockDbOptions::default()).unwrap();
+        db.prefetch(&list, 4).unwrap();
+        for (i, (address, state)) in all.iter().enumerate() {
+            let info = db.basic(*address).unwrap().unwrap();
+            if state.code.is_empty() {
+                continue;
+            }
+            let code = db.code_by_hash(info.code_hash);
+            if i == 5 {
+                let err = code.unwrap_err();
+                assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
+            } else {
+                assert_eq!(code.unwrap().original_bytes().as_ref(), &state.code[..]);
+            }
+        }
+    }
+
     #[test]
     fn a_snapshot_refuses_to_read_after_a_later_commit() {
         let dir = tempfile::tempdir().unwrap();
