@@ -283,6 +283,7 @@ impl Index {
     /// [`Index::apply`], also returning what it replaced, for [`Index::undo`].
     fn apply_undoable(&mut self, changes: Vec<Change>) -> Undo {
         let mut undo = Undo {
+            nodes: Vec::with_capacity(changes.len()),
             live_bytes: self.live_bytes,
             ..Undo::default()
         };

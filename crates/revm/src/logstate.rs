@@ -374,8 +374,9 @@ mod tests {
         );
     }
 
-    /// Code decoded beside the batch's ring is checked as a lookup checks it: bytes that do
-    /// not hash to their key are reported (`CorruptCode`), never served or taken as absent.
+    /// Code read in the log's batch (decoded as its read completes) is checked as a lookup
+    /// checks it: bytes that do not hash to their key are reported (`CorruptCode`), never
+    /// served or taken as absent.
     #[test]
     fn a_prefetched_code_that_fails_its_hash_is_reported() {
         let dir = tempfile::tempdir().unwrap();

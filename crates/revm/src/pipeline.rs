@@ -168,31 +168,21 @@ pub enum PipelineError<E: std::error::Error + 'static> {
 /// trie update finds them in memory: the pipeline's trie prefetch. Every [`Trie`] over a
 /// [`WarmTriePaths`] store is one (the states over MDBX and the log hand out their own trie).
 pub trait TriePrefetcher: Sync {
-    /// Preloads the paths of `stems` with `workers` threads; returns early (successfully) when
-    /// `stop` is set. Errors are the store's.
-    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError>;
-
-    /// [`TriePrefetcher::preload`], also handing each blob on the paths to `each(key, blob)`
-    /// as it arrives, for [`TriePrefetcher::decode_ahead`] on another thread. `each` is called
-    /// from the threads keeping the reads in flight, so it must be quick. The default hands
-    /// nothing on.
-    fn preload_with(
+    /// Preloads the paths of `stems` with `workers` threads, handing each blob on the paths to
+    /// `each(key, blob)` as it arrives, for [`TriePrefetcher::decode_ahead`] on another
+    /// thread; returns early (successfully) when `stop` is set. `each` is called from the
+    /// threads keeping the reads in flight, so it must be quick. Errors are the store's.
+    fn preload(
         &self,
         stems: &[Stem],
         workers: usize,
         stop: &AtomicBool,
         each: BlobSink<'_>,
-    ) -> Result<(), StateError> {
-        let _ = each;
-        self.preload(stems, workers, stop)
-    }
+    ) -> Result<(), StateError>;
 
-    /// Decodes and hashes `blob`, handed on by [`TriePrefetcher::preload_with`], ahead of the
-    /// trie update that will load it (which then only compares hashes). The default does
-    /// nothing.
-    fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
-        let _ = (key, blob);
-    }
+    /// Decodes and hashes `blob`, handed on by [`TriePrefetcher::preload`], ahead of the trie
+    /// update that will load it (which then only compares hashes).
+    fn decode_ahead(&self, key: &PathKey, blob: &[u8]);
 }
 
 /// A store that can preload the blobs on root-to-stem paths into memory, ahead of a trie
@@ -237,12 +227,7 @@ warm_trie_paths_of!("logstore", bintrie_logstore::LogStore);
 /// hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being read, so the
 /// update that follows only compares hashes where it would have decoded and hashed.
 impl<S: WarmTriePaths> TriePrefetcher for Trie<S> {
-    fn preload(&self, stems: &[Stem], workers: usize, stop: &AtomicBool) -> Result<(), StateError> {
-        self.store()
-            .warm_trie_paths_with(stems, workers, stop, None)
-    }
-
-    fn preload_with(
+    fn preload(
         &self,
         stems: &[Stem],
         workers: usize,
@@ -400,7 +385,7 @@ pub trait BlockState {
     }
 }
 
-/// Runs `prefetcher`'s `preload_with(stems)` on a thread of its own while this thread runs
+/// Runs `prefetcher`'s `preload(stems)` on a thread of its own while this thread runs
 /// `meanwhile`; then, if `go_on` says so, this thread decodes the blobs the preload hands on
 /// ([`TriePrefetcher::decode_ahead`]) as they arrive, until the preload returns (else it sets
 /// `stop`). Returns what `meanwhile` returned, the preload's own run time (or its error) and
@@ -424,7 +409,7 @@ fn preload_decoding<R>(
                     let _ = blobs.send((*key, blob.to_vec()));
                 };
                 prefetcher
-                    .preload_with(stems, workers, stop, &hand_on)
+                    .preload(stems, workers, stop, &hand_on)
                     .map(|()| t.elapsed())
             })
         });
@@ -485,7 +470,7 @@ pub(crate) mod tests {
 
     /// Asserts the decode-ahead contract of a state's trie prefetch. Three blocks of accounts
     /// are committed on `state` (and on a memory state), then `cold` drops what its trie
-    /// loaded; the next block's writes are known. `preload_with` over the stems they write
+    /// loaded; the next block's writes are known. `preload` over the stems they write
     /// hands blobs on, each of which `decode_ahead` keeps; the update of the state's `trie`
     /// then takes every node it loads from what was decoded ahead and reaches the memory
     /// state's root.
@@ -537,7 +522,7 @@ pub(crate) mod tests {
         {
             let prefetcher: &dyn TriePrefetcher = &*trie;
             prefetcher
-                .preload_with(&stems, 4, &AtomicBool::new(false), &|key, blob| {
+                .preload(&stems, 4, &AtomicBool::new(false), &|key, blob| {
                     *handed.lock().unwrap() += 1;
                     prefetcher.decode_ahead(key, blob);
                 })

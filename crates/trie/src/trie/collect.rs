@@ -92,15 +92,11 @@ pub(super) fn mark_committed(node: &mut Node, depth: usize) {
         Node::Internal(n) if n.dirty => {
             n.dirty = false;
             let Internal { left, right, .. } = &mut **n;
-            if depth < PAR_HASH_DEPTH {
-                rayon::join(
-                    || mark_committed(left, depth + 1),
-                    || mark_committed(right, depth + 1),
-                );
-            } else {
-                mark_committed(left, depth + 1);
-                mark_committed(right, depth + 1);
-            }
+            join_halves(
+                depth,
+                || mark_committed(left, depth + 1),
+                || mark_committed(right, depth + 1),
+            );
         }
         _ => {}
     }

@@ -29,17 +29,11 @@ pub(super) fn verify_node<S: NodeStore, H: TreeHasher>(
                 _ => return Err(TrieError::TooDeep),
             };
             let Internal { left, right, .. } = &mut **n;
-            let (l, r) = if path.len() < PAR_HASH_DEPTH {
-                rayon::join(
-                    || verify_node::<S, H>(ctx, left, lp),
-                    || verify_node::<S, H>(ctx, right, rp),
-                )
-            } else {
-                (
-                    verify_node::<S, H>(ctx, left, lp),
-                    verify_node::<S, H>(ctx, right, rp),
-                )
-            };
+            let (l, r) = join_halves(
+                path.len(),
+                || verify_node::<S, H>(ctx, left, lp),
+                || verify_node::<S, H>(ctx, right, rp),
+            );
             let ((lh, ln), (rh, rn)) = (l?, r?);
             let h = H::hash_pair(&lh, &rh);
             (n.hash.replace(h), h, ln + rn + 1)
@@ -73,17 +67,11 @@ pub(super) fn hash_node<H: TreeHasher>(node: &mut Node, depth: usize) -> (Hash32
                 return (h, 0);
             }
             let Internal { left, right, .. } = &mut **n;
-            let ((lh, ln), (rh, rn)) = if depth < PAR_HASH_DEPTH {
-                rayon::join(
-                    || hash_node::<H>(left, depth + 1),
-                    || hash_node::<H>(right, depth + 1),
-                )
-            } else {
-                (
-                    hash_node::<H>(left, depth + 1),
-                    hash_node::<H>(right, depth + 1),
-                )
-            };
+            let ((lh, ln), (rh, rn)) = join_halves(
+                depth,
+                || hash_node::<H>(left, depth + 1),
+                || hash_node::<H>(right, depth + 1),
+            );
             let h = H::hash_pair(&lh, &rh);
             n.hash = Some(h);
             (h, ln + rn + 1)

@@ -29,6 +29,22 @@ const PAR_BATCH: usize = 256;
 /// Subtrees above this depth are hashed in parallel.
 const PAR_HASH_DEPTH: usize = 8;
 
+/// Runs the two halves of a walk over the node at `depth`: on two rayon tasks above
+/// [`PAR_HASH_DEPTH`], one after the other below it.
+fn join_halves<A, B, RA, RB>(depth: usize, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    if depth < PAR_HASH_DEPTH {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
+    }
+}
+
 /// A node of the in-memory tree.
 #[derive(Debug)]
 enum Node {
