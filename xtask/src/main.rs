@@ -273,10 +273,11 @@ fn main() -> Result<()> {
                 "-p",
                 "bintrie",
                 "--test",
-                "crash",
+                "cli",
                 "--",
                 "--ignored",
                 "--nocapture",
+                "crash::",
             ])
         }
         Some("bench") => {

@@ -6,8 +6,7 @@
 //! The block-0 and output tests edit the mainnet fixtures into a temporary directory; they are
 //! found like in `exec.rs` (`$BINTRIE_FIXTURES` or `../shared/fixtures/mainnet`).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use proptest::prelude::*;
 use serde_json::json;

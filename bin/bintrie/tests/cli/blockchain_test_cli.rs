@@ -5,8 +5,7 @@
 //! (both encodings) to the same root. Also the command off the happy path: a bad filter, a missing path, a tampered test,
 //! a closed stdout.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -1,8 +1,7 @@
 //! `bintrie prove` and `bintrie verify-proof` end to end: present and absent keys against a
 //! real database, and proofs tampered with or malformed as a hostile user would.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::Path;
 use std::process::Output;

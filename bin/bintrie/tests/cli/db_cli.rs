@@ -1,7 +1,6 @@
 //! `bintrie import`/`info`/`get` end to end, and crash safety under kill -9.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::io::{BufRead, BufReader};

@@ -2,8 +2,7 @@
 //! at once, readers beside a writer, read-only and truncated files, flipped bytes, a closed or
 //! full stdout, a failed import, and a full disk.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Helpers the binary's integration tests share: running the binary, random `KEY VALUE` input,
 //! and finding and editing the recorded mainnet fixtures.
 //!
-//! Each test binary uses some of these, so the unused rest is allowed.
+//! Each test module uses some of these, so the unused rest is allowed.
 #![allow(dead_code)]
 
 use rand::{Rng, SeedableRng, rngs::StdRng};

@@ -1,11 +1,10 @@
 //! The long crash tests, behind an explicit command (`cargo xtask crash-test`, or
-//! `cargo test --release -p bintrie --test crash -- --ignored`): kill -9 a buffered study's
+//! `cargo test --release -p bintrie --test cli crash:: -- --ignored`): kill -9 a buffered study's
 //! write run at random instants and check that the database it leaves always opens at a
 //! verified state, never behind a state an earlier round verified. (The import version, with
 //! printed roots, runs in the default suite: `db_cli::crash_safety_under_kill_9`.)
 
-mod common;
-use common::*;
+use crate::common::*;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

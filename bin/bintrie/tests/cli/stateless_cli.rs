@@ -3,8 +3,7 @@
 //! pre-state (removed from the copy the stateless run reads), valid and to the stateful root;
 //! damaged, truncated, foreign or missing witnesses fail with a clear error, never a panic.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

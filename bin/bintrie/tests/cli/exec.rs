@@ -3,8 +3,7 @@
 //! keys, the modes agree on the root, read amplification is exactly 1 with the cache and above 1
 //! without, and malformed or tampered fixtures fail naming the problem.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use serde_json::Value;
 use std::path::Path;
