@@ -5,7 +5,8 @@
 //! - [`stem`]: the 256 values of one stem ([`StemValues`]), their hashing (SPEC §3) and the stem
 //!   blob (SPEC §5).
 //! - [`group`]: the grouped-internal blob for group depths 1..8 ([`GroupBlob`]).
-//! - [`path`]: bit paths from the root and their path keys ([`Path`], [`PathKey`]).
+//! - [`path`]: bit paths from the root and their path keys ([`Path`], [`PathKey`]), and
+//!   [`deeper`], through which every recursive walk over the tree takes its next level.
 //!
 //! Decoders validate everything and return [`CodecError`]; they never panic on any input.
 
@@ -18,7 +19,7 @@ pub mod stem;
 
 pub use group::{GROUP_TAG, GroupBlob, GroupEntry, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH};
 pub use hash::{Hash32, Sha256Hasher, TreeHasher, ZERO_HASH};
-pub use path::{MAX_DEPTH, Path, PathKey};
+pub use path::{MAX_DEPTH, Path, PathKey, deeper};
 pub use stem::{STEM_TAG, StemValues, fold_pair, split_stem_blob, stem_node_hash};
 
 /// A stored node blob, decoded.

@@ -174,6 +174,24 @@ impl AsRef<[u8]> for PathKey {
     }
 }
 
+/// Stack a recursive walk keeps free below each level: more than the largest frame of any
+/// walk over the tree between two calls of [`deeper`] (5.4 KB measured, in a debug build).
+const RED_ZONE: usize = 128 * 1024;
+/// Size of each fresh stack segment [`deeper`] moves to.
+const SEGMENT: usize = 1024 * 1024;
+
+/// Runs `f`, one level deeper of a recursive walk over the tree, on the current stack if at
+/// least 128 KB of it is free and on a fresh 1 MB heap-allocated segment otherwise (the
+/// `stacker` crate). Every walk whose depth follows the tree's (up to [`MAX_DEPTH`] levels)
+/// calls itself through this, so no walk can overflow the stack of the thread it runs on,
+/// whatever that stack's size (a test thread's 2 MB, a rayon worker running other tasks
+/// nested in a join, a caller's small thread) and however deep a damaged store or a crafted
+/// witness makes the tree. Costs a thread-local read and a compare when the stack suffices.
+#[inline]
+pub fn deeper<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! proportional to the tree's depth, not its size) and parallel over the upper subtrees.
 
 use crate::{Reader, StateStore, StoreError, T_CODE, T_NODES, T_STEMS, hex};
-use bintrie_node::{GroupEntry, Hash32, NodeBlob, Path, Sha256Hasher, ZERO_HASH};
+use bintrie_node::{GroupEntry, Hash32, NodeBlob, Path, Sha256Hasher, ZERO_HASH, deeper};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -293,13 +293,13 @@ impl<'a> Ctx<'a> {
                     // In parallel; the first failure in key order wins.
                     let results: Vec<Result<(), Failure>> = children
                         .par_iter()
-                        .map(|(p, e)| self.subtree(None, *p, e.hash, e.depth < g))
+                        .map(|(p, e)| deeper(|| self.subtree(None, *p, e.hash, e.depth < g)))
                         .collect();
                     results.into_iter().collect()
                 } else {
-                    children
-                        .iter()
-                        .try_for_each(|(p, e)| self.subtree(reader, *p, e.hash, e.depth < g))
+                    children.iter().try_for_each(|(p, e)| {
+                        deeper(|| self.subtree(reader, *p, e.hash, e.depth < g))
+                    })
                 }
             }
         }

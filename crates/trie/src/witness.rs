@@ -32,7 +32,7 @@
 
 use bintrie_keys::{STEM_LEN, Stem, TreeKey};
 use bintrie_node::{
-    Hash32, MAX_DEPTH, Path, Sha256Hasher, StemValues, TreeHasher, ZERO_HASH, fold_pair,
+    Hash32, MAX_DEPTH, Path, Sha256Hasher, StemValues, TreeHasher, ZERO_HASH, deeper, fold_pair,
     stem_node_hash,
 };
 use std::marker::PhantomData;
@@ -459,8 +459,8 @@ impl<H: TreeHasher> PartialTree<H> {
             match n {
                 PNode::Internal(i) => {
                     c.0 += 1;
-                    walk(&i.left, c);
-                    walk(&i.right, c);
+                    deeper(|| walk(&i.left, c));
+                    deeper(|| walk(&i.right, c));
                 }
                 PNode::Stem(_) => c.1 += 1,
                 PNode::Opaque(_) => c.2 += 1,
@@ -492,7 +492,8 @@ fn stem_without_value(node: &PNode) -> Option<Stem> {
         }
     }
     match node {
-        PNode::Internal(n) => stem_without_value(&n.left).or_else(|| stem_without_value(&n.right)),
+        PNode::Internal(n) => deeper(|| stem_without_value(&n.left))
+            .or_else(|| deeper(|| stem_without_value(&n.right))),
         PNode::Stem(s) => (!has_value(&s.leaves)).then_some(s.stem),
         PNode::Empty | PNode::Opaque(_) => None,
     }
@@ -516,7 +517,7 @@ fn insert<H: TreeHasher>(node: &mut PNode, key: &TreeKey, value: [u8; 32], depth
             } else {
                 &mut n.right
             };
-            insert::<H>(child, key, value, depth + 1);
+            deeper(|| insert::<H>(child, key, value, depth + 1));
         }
         PNode::Stem(s) if s.stem == key.stem => {
             s.leaves.set(key.sub_index, value, 0);
@@ -529,7 +530,7 @@ fn insert<H: TreeHasher>(node: &mut PNode, key: &TreeKey, value: [u8; 32], depth
             let old = std::mem::replace(node, PNode::Empty);
             let (left, right) = if old_bit == bit(&key.stem, depth) {
                 let mut below = old;
-                insert::<H>(&mut below, key, value, depth + 1);
+                deeper(|| insert::<H>(&mut below, key, value, depth + 1));
                 if old_bit == 0 {
                     (below, PNode::Empty)
                 } else {
@@ -537,7 +538,7 @@ fn insert<H: TreeHasher>(node: &mut PNode, key: &TreeKey, value: [u8; 32], depth
                 }
             } else {
                 let mut new = PNode::Empty;
-                insert::<H>(&mut new, key, value, depth + 1);
+                deeper(|| insert::<H>(&mut new, key, value, depth + 1));
                 if old_bit == 0 { (old, new) } else { (new, old) }
             };
             *node = PNode::Internal(Box::new(PInternal {
@@ -559,8 +560,8 @@ fn hash_pnode<H: TreeHasher>(node: &mut PNode) -> Hash32 {
             if let Some(h) = n.hash {
                 return h;
             }
-            let l = hash_pnode::<H>(&mut n.left);
-            let r = hash_pnode::<H>(&mut n.right);
+            let l = deeper(|| hash_pnode::<H>(&mut n.left));
+            let r = deeper(|| hash_pnode::<H>(&mut n.right));
             let h = H::hash_pair(&l, &r);
             n.hash = Some(h);
             h
@@ -582,8 +583,8 @@ fn size_pnode(node: &PNode, size: &mut WitnessSize) {
         PNode::Empty => {}
         PNode::Opaque(_) => size.nodes += 32,
         PNode::Internal(n) => {
-            size_pnode(&n.left, size);
-            size_pnode(&n.right, size);
+            deeper(|| size_pnode(&n.left, size));
+            deeper(|| size_pnode(&n.right, size));
         }
         PNode::Stem(s) => {
             size.nodes += STEM_LEN as u64;
@@ -614,8 +615,8 @@ fn encode_pnode(node: &PNode, out: &mut Vec<u8>) {
         }
         PNode::Internal(n) => {
             out.push(TAG_INTERNAL);
-            encode_pnode(&n.left, out);
-            encode_pnode(&n.right, out);
+            deeper(|| encode_pnode(&n.left, out));
+            deeper(|| encode_pnode(&n.right, out));
         }
         PNode::Stem(s) => {
             out.push(TAG_STEM);
@@ -680,8 +681,8 @@ impl Decoder<'_> {
                 };
                 let lp = path.child(0).ok_or_else(bad)?;
                 let rp = path.child(1).ok_or_else(bad)?;
-                let left = self.pnode(lp)?;
-                let right = self.pnode(rp)?;
+                let left = deeper(|| self.pnode(lp))?;
+                let right = deeper(|| self.pnode(rp))?;
                 PNode::Internal(Box::new(PInternal {
                     left,
                     right,

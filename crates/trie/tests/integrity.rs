@@ -621,3 +621,72 @@ fn blobs_decoded_ahead_are_used_only_when_they_hash_to_the_parent() {
         );
     }
 }
+
+/// A "caterpillar" batch that splits at every one of the 248 levels with a large batch left on
+/// one side (one stem parts at each bit, 256 keys of one stem go all the way down) updates,
+/// commits, reloads, verifies and makes, encodes, decodes and checks a witness of the deepest
+/// keys on rayon workers with a 256 KB stack: every walk over the tree takes its next level
+/// through `bintrie_node::deeper`, which moves to a fresh stack segment when the current one
+/// runs low. (Before, the update split into rayon tasks at every level and a debug build
+/// overflowed a worker's 2 MB stack; with `deeper` a no-op this test overflows.)
+#[test]
+fn a_batch_that_splits_at_every_level_does_not_overflow_the_stack() {
+    let base = base_stem();
+    let mut entries = Entries::new();
+    for i in 0..=255u8 {
+        entries.insert(TreeKey::new(base, i).to_bytes(), [i; 32]);
+    }
+    for bit in 0..MAX_DEPTH {
+        let mut stem = base;
+        stem[bit / 8] ^= 0x80 >> (bit % 8);
+        entries.insert(TreeKey::new(stem, 0).to_bytes(), [0xa1; 32]);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .stack_size(256 * 1024)
+        .build()
+        .unwrap();
+    pool.install(|| caterpillar(&entries));
+}
+
+fn caterpillar(entries: &Entries) {
+    for g in [1u8, 5] {
+        let mut t = T::new(MemoryStore::new(), g).unwrap();
+        t.update(batch(entries)).unwrap();
+        let root = t.commit().unwrap().root;
+        assert_eq!(root, reference_root(entries), "g={g}");
+        assert_eq!(
+            T::open(t.store().clone(), g, root)
+                .unwrap()
+                .verify()
+                .unwrap(),
+            root
+        );
+        // A witness of the two deepest stems' keys, through its byte form.
+        let mut last = base_stem();
+        last[30] ^= 1;
+        let keys = [TreeKey::new(base_stem(), 7), TreeKey::new(last, 0)];
+        let mut bytes = Vec::new();
+        T::open(t.store().clone(), g, root)
+            .unwrap()
+            .witness(&keys)
+            .unwrap()
+            .encode(&mut bytes);
+        let mut w = bintrie_trie::PartialTree::<Sha256Hasher>::decode(&bytes).unwrap();
+        w.verify(&root).unwrap();
+        assert_eq!(w.get(&keys[0]).unwrap(), Some([7; 32]), "g={g}");
+        // The same batch again over the committed, unloaded tree: the loads take the same
+        // split.
+        let mut again = T::open(t.into_store(), g, root).unwrap();
+        let changed: Vec<_> = batch(entries)
+            .into_iter()
+            .map(|(k, v)| (k, [v[0] ^ 1; 32]))
+            .collect();
+        again.update(changed).unwrap();
+        assert_ne!(again.commit().unwrap().root, root, "g={g}");
+    }
+}
+
+fn base_stem() -> Stem {
+    [0x3c; 31]
+}

@@ -4,7 +4,7 @@ use super::*;
 
 /// Serializes the dirty nodes of the tree into `set`. Requires hashes to be computed.
 ///
-/// The nodes above depth [`PAR_HASH_DEPTH`] are written here; the dirty subtrees below are
+/// The nodes above depth [`PAR_DEPTH`] are written here; the dirty subtrees below are
 /// serialized in parallel into their own sets and appended once (one copy of the bytes).
 pub(super) fn collect_all(root: &Node, g: u8, set: &mut CommitSet) {
     use rayon::prelude::*;
@@ -22,7 +22,7 @@ pub(super) fn collect_all(root: &Node, g: u8, set: &mut CommitSet) {
 }
 
 /// Serializes the dirty nodes under `node`. With a `frontier`, stops at depth
-/// [`PAR_HASH_DEPTH`] and hands the dirty nodes there to the caller instead.
+/// [`PAR_DEPTH`] and hands the dirty nodes there to the caller instead.
 pub(super) fn collect<'a>(
     node: &'a Node,
     path: Path,
@@ -34,7 +34,7 @@ pub(super) fn collect<'a>(
         return;
     }
     if let Some(f) = frontier.as_deref_mut()
-        && path.len() >= PAR_HASH_DEPTH
+        && path.len() >= PAR_DEPTH
     {
         f.push((node, path));
         return;
@@ -50,8 +50,8 @@ pub(super) fn collect<'a>(
                 set.push_with(path.to_key(), |buf| GroupBlob::encode(g, &entries, buf));
             }
             if let (Some(lp), Some(rp)) = (path.child(0), path.child(1)) {
-                collect(&n.left, lp, g, set, frontier.as_deref_mut());
-                collect(&n.right, rp, g, set, frontier);
+                deeper(|| collect(&n.left, lp, g, set, frontier.as_deref_mut()));
+                deeper(|| collect(&n.right, rp, g, set, frontier));
             }
         }
         _ => {}
@@ -81,7 +81,7 @@ pub(super) fn group_entries(node: &Node, g: u8, rel: u8, prefix: u16, out: &mut 
 }
 
 /// Clears the dirty flags written by a commit and records where stems now live. The two
-/// halves of each node above [`PAR_HASH_DEPTH`] are marked in parallel, as they are hashed:
+/// halves of each node above [`PAR_DEPTH`] are marked in parallel, as they are hashed:
 /// the walk is pointer chasing through thousands of nodes per block.
 pub(super) fn mark_committed(node: &mut Node, depth: usize) {
     match node {
@@ -93,7 +93,7 @@ pub(super) fn mark_committed(node: &mut Node, depth: usize) {
             n.dirty = false;
             let Internal { left, right, .. } = &mut **n;
             join_halves(
-                depth,
+                depth < PAR_DEPTH,
                 || mark_committed(left, depth + 1),
                 || mark_committed(right, depth + 1),
             );

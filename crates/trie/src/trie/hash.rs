@@ -30,7 +30,7 @@ pub(super) fn verify_node<S: NodeStore, H: TreeHasher>(
             };
             let Internal { left, right, .. } = &mut **n;
             let (l, r) = join_halves(
-                path.len(),
+                path.len() < PAR_DEPTH,
                 || verify_node::<S, H>(ctx, left, lp),
                 || verify_node::<S, H>(ctx, right, rp),
             );
@@ -68,7 +68,7 @@ pub(super) fn hash_node<H: TreeHasher>(node: &mut Node, depth: usize) -> (Hash32
             }
             let Internal { left, right, .. } = &mut **n;
             let ((lh, ln), (rh, rn)) = join_halves(
-                depth,
+                depth < PAR_DEPTH,
                 || hash_node::<H>(left, depth + 1),
                 || hash_node::<H>(right, depth + 1),
             );

@@ -258,23 +258,16 @@ pub(super) fn preload<S: NodeStore, H: TreeHasher>(
     let lp = path.child(0).ok_or(TrieError::TooDeep)?;
     let rp = path.child(1).ok_or(TrieError::TooDeep)?;
     let Internal { left, right, .. } = &mut **n;
-    let (lr, rr) = if batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty() {
-        rayon::join(
-            || preload::<S, H>(ctx, left, lp, lb),
-            || preload::<S, H>(ctx, right, rp, rb),
-        )
-    } else {
-        let lr = if lb.is_empty() {
-            Ok(())
-        } else {
-            preload::<S, H>(ctx, left, lp, lb)
-        };
-        let rr = if rb.is_empty() {
-            Ok(())
-        } else {
-            preload::<S, H>(ctx, right, rp, rb)
-        };
-        (lr, rr)
-    };
+    let (lr, rr) = join_halves(
+        depth < PAR_DEPTH && batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty(),
+        || match lb {
+            [] => Ok(()),
+            lb => preload::<S, H>(ctx, left, lp, lb),
+        },
+        || match rb {
+            [] => Ok(()),
+            rb => preload::<S, H>(ctx, right, rp, rb),
+        },
+    );
     lr.and(rr)
 }

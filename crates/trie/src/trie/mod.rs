@@ -6,7 +6,7 @@ use crate::{CommitSet, NodeStore, TrieError};
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::{
     GroupBlob, GroupEntry, Hash32, MAX_DEPTH, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH, NodeBlob, Path,
-    PathKey, Sha256Hasher, StemValues, TreeHasher, ZERO_HASH,
+    PathKey, Sha256Hasher, StemValues, TreeHasher, ZERO_HASH, deeper,
 };
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -24,24 +24,29 @@ use hash::{hash_node, verify_node};
 use load::{Ahead, load, preload};
 use update::apply;
 
-/// Batches at least this large are split across rayon tasks.
+/// Batches at least this large are split across rayon tasks (above [`PAR_DEPTH`]).
 const PAR_BATCH: usize = 256;
-/// Subtrees above this depth are hashed in parallel.
-const PAR_HASH_DEPTH: usize = 8;
+/// Walks split a node's two halves across rayon tasks only above this depth: 2^8 tasks are
+/// plenty, and it bounds rayon's nested joins (each a dozen frames on a worker's stack, and a
+/// worker waiting in a join runs other tasks on top of them) however deep the tree is. Split
+/// at every level of a 248-deep path, a debug build overflowed a worker's 2 MB stack.
+const PAR_DEPTH: usize = 8;
 
-/// Runs the two halves of a walk over the node at `depth`: on two rayon tasks above
-/// [`PAR_HASH_DEPTH`], one after the other below it.
-fn join_halves<A, B, RA, RB>(depth: usize, a: A, b: B) -> (RA, RB)
+/// Runs the two halves of a walk over a node, one level deeper: on two rayon tasks if
+/// `parallel` (callers pass `depth < PAR_DEPTH`, and a large enough batch for updates), one
+/// after the other otherwise. Each half runs through [`deeper`], so the walk cannot overflow
+/// the stack however deep the tree is.
+fn join_halves<A, B, RA, RB>(parallel: bool, a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
     B: FnOnce() -> RB + Send,
     RA: Send,
     RB: Send,
 {
-    if depth < PAR_HASH_DEPTH {
-        rayon::join(a, b)
+    if parallel {
+        rayon::join(|| deeper(a), || deeper(b))
     } else {
-        (a(), b())
+        (deeper(a), deeper(b))
     }
 }
 

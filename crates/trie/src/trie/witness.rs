@@ -88,11 +88,11 @@ fn stored_paths<E: std::error::Error>(
             let (lk, rk) = keys.split_at(split);
             if !lk.is_empty() {
                 let lp = path.child(0).ok_or(TrieError::TooDeep)?;
-                stored_paths(&n.left, lk, lp, g, out)?;
+                deeper(|| stored_paths(&n.left, lk, lp, g, out))?;
             }
             if !rk.is_empty() {
                 let rp = path.child(1).ok_or(TrieError::TooDeep)?;
-                stored_paths(&n.right, rk, rp, g, out)?;
+                deeper(|| stored_paths(&n.right, rk, rp, g, out))?;
             }
         }
         Node::Stem(_) => out.push(path),
@@ -113,8 +113,8 @@ fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
         Node::Internal(n) => {
             let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
             PNode::Internal(Box::new(PInternal {
-                left: prune::<H>(&n.left, &keys[..split], depth + 1),
-                right: prune::<H>(&n.right, &keys[split..], depth + 1),
+                left: deeper(|| prune::<H>(&n.left, &keys[..split], depth + 1)),
+                right: deeper(|| prune::<H>(&n.right, &keys[split..], depth + 1)),
                 hash: n.hash,
             }))
         }
@@ -160,8 +160,8 @@ fn load_present<S: NodeStore, H: TreeHasher>(
     if let Node::Internal(n) = node {
         let lp = path.child(0).ok_or(TrieError::TooDeep)?;
         let rp = path.child(1).ok_or(TrieError::TooDeep)?;
-        load_present::<S, H>(ctx, present, &mut n.left, lp)?;
-        load_present::<S, H>(ctx, present, &mut n.right, rp)?;
+        deeper(|| load_present::<S, H>(ctx, present, &mut n.left, lp))?;
+        deeper(|| load_present::<S, H>(ctx, present, &mut n.right, rp))?;
     }
     Ok(())
 }
@@ -173,8 +173,8 @@ fn to_partial(node: &Node) -> PNode {
         Node::Empty => PNode::Empty,
         Node::Hashed(h) => PNode::opaque(*h),
         Node::Internal(n) => PNode::Internal(Box::new(PInternal {
-            left: to_partial(&n.left),
-            right: to_partial(&n.right),
+            left: deeper(|| to_partial(&n.left)),
+            right: deeper(|| to_partial(&n.right)),
             hash: n.hash,
         })),
         Node::Stem(s) => PNode::Stem(Box::new(PStem {
