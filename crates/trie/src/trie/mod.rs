@@ -50,6 +50,28 @@ where
     }
 }
 
+/// A sorted batch of writes, or part of one.
+type Writes<'b> = &'b [(TreeKey, [u8; 32])];
+/// A child's path and the part of a batch that goes under it.
+type Half<'b> = (Path, Writes<'b>);
+
+/// Splits a sorted batch under the internal node at `path` by the next bit: each half with
+/// its child's path, and whether the halves run on rayon tasks (a large batch with work on
+/// both sides, above [`PAR_DEPTH`]). [`TrieError::TooDeep`] at depth 248.
+fn split_batch<'b, E: std::error::Error>(
+    path: &Path,
+    batch: Writes<'b>,
+) -> Result<(bool, [Half<'b>; 2]), TrieError<E>> {
+    let depth = path.len();
+    let split = batch.partition_point(|(k, _)| stem_bit(&k.stem, depth) == 0);
+    let (lb, rb) = batch.split_at(split);
+    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+    let parallel =
+        depth < PAR_DEPTH && batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty();
+    Ok((parallel, [(lp, lb), (rp, rb)]))
+}
+
 /// A node of the in-memory tree.
 #[derive(Debug)]
 enum Node {

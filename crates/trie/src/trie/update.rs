@@ -22,14 +22,10 @@ pub(super) fn apply<S: NodeStore, H: TreeHasher>(
     let Node::Internal(n) = node else {
         unreachable!("leaf returned or left an internal node")
     };
-    let depth = path.len();
-    let split = batch.partition_point(|(k, _)| stem_bit(&k.stem, depth) == 0);
-    let (lb, rb) = batch.split_at(split);
-    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
-    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+    let (parallel, [(lp, lb), (rp, rb)]) = split_batch(&path, batch)?;
     let Internal { left, right, .. } = &mut **n;
     let (lc, rc) = join_halves(
-        depth < PAR_DEPTH && batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty(),
+        parallel,
         || match lb {
             [] => Ok(false),
             lb => apply::<S, H>(ctx, left, lp, lb),
