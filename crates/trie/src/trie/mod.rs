@@ -57,19 +57,44 @@ type Half<'b> = (Path, Writes<'b>);
 
 /// Splits a sorted batch under the internal node at `path` by the next bit: each half with
 /// its child's path, and whether the halves run on rayon tasks (a large batch with work on
-/// both sides, above [`PAR_DEPTH`]). [`TrieError::TooDeep`] at depth 248.
+/// both sides, above [`PAR_DEPTH`]). [`TrieError::TooDeep`] at depth 248, where a stem has no
+/// next bit: checked before any bit is read.
 fn split_batch<'b, E: std::error::Error>(
     path: &Path,
     batch: Writes<'b>,
 ) -> Result<(bool, [Half<'b>; 2]), TrieError<E>> {
+    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
     let depth = path.len();
     let split = batch.partition_point(|(k, _)| stem_bit(&k.stem, depth) == 0);
     let (lb, rb) = batch.split_at(split);
-    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
-    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
     let parallel =
         depth < PAR_DEPTH && batch.len() >= PAR_BATCH && !lb.is_empty() && !rb.is_empty();
     Ok((parallel, [(lp, lb), (rp, rb)]))
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    /// At depth 248 the split is an error before any bit of a stem is read (bit 248 does not
+    /// exist: reading it would index past the stem); above, it splits by the next bit.
+    #[test]
+    fn split_batch_refuses_depth_248_and_splits_above() {
+        let stem = [0xff; 31];
+        let batch = [
+            (TreeKey::new([0; 31], 0), [1; 32]),
+            (TreeKey::new(stem, 0), [2; 32]),
+        ];
+        let deepest = Path::from_stem_prefix(&stem, MAX_DEPTH);
+        let err = split_batch::<std::convert::Infallible>(&deepest, &batch[1..]).unwrap_err();
+        assert!(matches!(err, TrieError::TooDeep), "{err}");
+        let (parallel, [(lp, lb), (rp, rb)]) =
+            split_batch::<std::convert::Infallible>(&Path::ROOT, &batch).unwrap();
+        assert!(!parallel, "two writes stay on one task");
+        assert_eq!((lp.len(), rp.len()), (1, 1));
+        assert_eq!((lb, rb), (&batch[..1], &batch[1..]));
+    }
 }
 
 /// A node of the in-memory tree.
