@@ -1,8 +1,5 @@
 //! Helpers the binary's integration tests share: running the binary, random `KEY VALUE` input,
 //! and finding and editing the recorded mainnet fixtures.
-//!
-//! Each test module uses some of these, so the unused rest is allowed.
-#![allow(dead_code)]
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::Value;
@@ -82,12 +79,10 @@ pub(crate) fn edited(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> P
 }
 
 /// Where Ethereum's blockchain tests are (the exec crate's rule).
-#[allow(unused_imports)]
 pub(crate) use bintrie_exec::testing::ethereum_tests_dir;
 
 /// The roots `bintrie import` printed, one per committed block, from its lines
 /// `committed block B entries E root R; durable ...`.
-#[allow(dead_code)]
 pub(crate) fn roots_printed(stdout: &str) -> Vec<String> {
     stdout
         .lines()
@@ -98,7 +93,6 @@ pub(crate) fn roots_printed(stdout: &str) -> Vec<String> {
 }
 
 /// `bintrie info --json --db DB`, which must succeed.
-#[allow(dead_code)]
 pub(crate) fn info_json(db: &Path) -> serde_json::Value {
     let o = bin()
         .args(["info", "--json", "--db"])
