@@ -391,10 +391,28 @@ struct Recent {
     /// them then).
     root: Option<Hash32>,
     /// Each key's latest blob and the block (sequence number) that wrote it.
-    blobs: FastMap<PathKey, (u64, Arc<[u8]>)>,
+    blobs: FastMap<PathKey, (u64, SharedBlob)>,
     /// The keys each kept block wrote, oldest first.
     blocks: std::collections::VecDeque<(u64, Vec<PathKey>)>,
     next: u64,
+}
+
+/// A blob inside one block's buffer: all the blobs a block wrote are copied into one
+/// allocation (one copy and one free per block, instead of one per blob: staging thousands of
+/// small allocations, and freeing them from another thread, took longer than the block's
+/// write and sync).
+#[derive(Clone, Debug)]
+struct SharedBlob {
+    buf: Arc<Vec<u8>>,
+    start: u32,
+    end: u32,
+}
+
+impl std::ops::Deref for SharedBlob {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start as usize..self.end as usize]
+    }
 }
 
 impl Recent {
@@ -409,9 +427,30 @@ impl Recent {
             self.blobs.remove(key);
         }
         let mut keys = Vec::with_capacity(set.len());
+        let mut buf = Vec::with_capacity(set.bytes());
+        let mut ranges = Vec::with_capacity(set.len());
         for (key, blob) in set.nodes() {
-            self.blobs.insert(*key, (seq, Arc::from(blob)));
+            let start = buf.len();
+            buf.extend_from_slice(blob);
+            ranges.push((start, buf.len()));
             keys.push(*key);
+        }
+        // A set past 4 GiB (never a block) is not kept, rather than cut.
+        if u32::try_from(buf.len()).is_err() {
+            *self = Recent {
+                next: self.next,
+                ..Recent::default()
+            };
+            return;
+        }
+        let buf = Arc::new(buf);
+        for (key, (start, end)) in keys.iter().zip(ranges) {
+            let blob = SharedBlob {
+                buf: Arc::clone(&buf),
+                start: start as u32,
+                end: end as u32,
+            };
+            self.blobs.insert(*key, (seq, blob));
         }
         self.blocks.push_back((seq, keys));
         while self.blocks.len() > keep {
@@ -1284,7 +1323,7 @@ impl LogStore {
                 wanted.retain(|(k, _)| match recent.blobs.get(k) {
                     Some((_, blob)) => {
                         if each.is_some() {
-                            in_memory.push((*k, Arc::clone(blob)));
+                            in_memory.push((*k, blob.clone()));
                         }
                         false
                     }
