@@ -426,31 +426,30 @@ impl Recent {
         for key in set.removed() {
             self.blobs.remove(key);
         }
-        let mut keys = Vec::with_capacity(set.len());
-        let mut buf = Vec::with_capacity(set.bytes());
-        let mut ranges = Vec::with_capacity(set.len());
-        for (key, blob) in set.nodes() {
-            let start = buf.len();
-            buf.extend_from_slice(blob);
-            ranges.push((start, buf.len()));
-            keys.push(*key);
-        }
-        // A set past 4 GiB (never a block) is not kept, rather than cut.
-        if u32::try_from(buf.len()).is_err() {
-            *self = Recent {
-                next: self.next,
-                ..Recent::default()
-            };
+        // A set past 4 GiB (never a block) is not kept, rather than cut: checked before
+        // anything is copied.
+        if u32::try_from(set.bytes()).is_err() {
+            self.abandon();
             return;
         }
+        let mut buf = Vec::with_capacity(set.bytes());
+        for (_, blob) in set.nodes() {
+            buf.extend_from_slice(blob);
+        }
         let buf = Arc::new(buf);
-        for (key, (start, end)) in keys.iter().zip(ranges) {
+        let mut keys = Vec::with_capacity(set.len());
+        let mut start = 0u32;
+        for (key, blob) in set.nodes() {
+            // Within the u32 checked above: the blobs are `set.bytes()` in all.
+            let end = start + blob.len() as u32;
             let blob = SharedBlob {
                 buf: Arc::clone(&buf),
-                start: start as u32,
-                end: end as u32,
+                start,
+                end,
             };
             self.blobs.insert(*key, (seq, blob));
+            keys.push(*key);
+            start = end;
         }
         self.blocks.push_back((seq, keys));
         while self.blocks.len() > keep {
