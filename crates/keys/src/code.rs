@@ -30,6 +30,25 @@ pub fn chunkify_code(code: &[u8]) -> Vec<[u8; 32]> {
     chunks
 }
 
+/// The code of length `len` whose chunks, in chunk order, are `chunks`: the inverse of
+/// [`chunkify_code`] (the 31-byte bodies concatenated and cut to `len`). `None` when the
+/// iterator ends before the `ceil(len / 31)` chunks the code needs (a missing chunk is `None`
+/// in it too). The push-data counts are not checked: a caller compares the result with the
+/// account's code hash before trusting it.
+pub fn code_from_chunks<'a>(
+    chunks: impl IntoIterator<Item = Option<&'a [u8; 32]>>,
+    len: usize,
+) -> Option<Vec<u8>> {
+    let count = len.div_ceil(CHUNK_BODY_LEN);
+    let mut code = Vec::with_capacity(count * CHUNK_BODY_LEN);
+    let mut chunks = chunks.into_iter();
+    for _ in 0..count {
+        code.extend_from_slice(&chunks.next()??[1..]);
+    }
+    code.truncate(len);
+    Some(code)
+}
+
 /// Position of the instruction after the one at `pc` (skipping its push data, if any).
 fn next_instruction(code: &[u8], pc: usize) -> usize {
     let op = code.get(pc).copied().unwrap_or(0);
@@ -121,6 +140,18 @@ mod tests {
             prop_assert_eq!(bodies, padded);
             for c in &chunks {
                 prop_assert!(c[0] <= 31);
+            }
+        }
+
+        #[test]
+        fn chunks_give_the_code_back(code in proptest::collection::vec(any::<u8>(), 0..700)) {
+            let chunks = chunkify_code(&code);
+            prop_assert_eq!(code_from_chunks(chunks.iter().map(Some), code.len()), Some(code.clone()));
+            // One chunk short, or one missing, is no code.
+            if let Some((_, head)) = chunks.split_last() {
+                prop_assert_eq!(code_from_chunks(head.iter().map(Some), code.len()), None);
+                let holed = chunks.iter().enumerate().map(|(i, c)| (i != head.len() / 2).then_some(c));
+                prop_assert_eq!(code_from_chunks(holed, code.len()), None);
             }
         }
 

@@ -7,7 +7,7 @@
 //! - Stems and tree keys: [`get_stem`], [`tree_key`], [`basic_data_key`], [`code_hash_key`],
 //!   [`storage_slot_key`], [`code_chunk_key`], [`TreeKey`].
 //! - The packed BASIC_DATA leaf: [`BasicData`].
-//! - Code chunking: [`chunkify_code`].
+//! - Code chunking: [`chunkify_code`], and back: [`code_from_chunks`].
 //! - All tree writes of one account: [`account_entries`] of an [`AccountState`].
 //!
 //! No function in this crate panics on any input; invalid input is reported as a [`KeyError`].
@@ -24,7 +24,7 @@ mod key;
 pub use alloy_primitives::{Address, B256, U256};
 
 pub use basic_data::BasicData;
-pub use code::chunkify_code;
+pub use code::{chunkify_code, code_from_chunks};
 pub use embedding::{AccountState, account_entries};
 pub use error::KeyError;
 pub use key::{
