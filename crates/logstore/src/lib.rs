@@ -1099,6 +1099,8 @@ impl LogStore {
         // length field (read after the ring), takes no slot.
         let mut queued: Vec<usize> = Vec::new();
         let mut failed: Option<LogError> = None;
+        // What the completions cost the ring's thread, and the bytes they brought (the trace).
+        let (mut callback_time, mut bytes_read) = (std::time::Duration::ZERO, 0usize);
         let ring = {
             // A stem read whole: checked, decoded, and the code it names queued.
             type Codes<T> = Vec<([u8; 32], Option<Loc>, Option<T>)>;
@@ -1135,6 +1137,9 @@ impl LogStore {
                 if failed.is_some() {
                     return None;
                 }
+                let t = std::time::Instant::now();
+                bytes_read += buf.len();
+                let _on_ring_thread = DropTimer(&mut callback_time, t);
                 let next = if r < stem_reads {
                     on_stem(r, buf, &mut codes, &mut queued)
                 } else {
@@ -1205,6 +1210,8 @@ impl LogStore {
             stem_reads,
             codes = codes.len(),
             ring_ms,
+            callbacks_ms = callback_time.as_secs_f64() * 1e3,
+            bytes_read,
             ms = t0.elapsed().as_secs_f64() * 1e3,
             "batch read"
         );
@@ -1786,3 +1793,12 @@ impl NodeStore for LogStore {
 
 #[cfg(test)]
 mod tests;
+
+/// Adds the time since its start to a total when dropped (whichever way the scope ends).
+struct DropTimer<'a>(&'a mut std::time::Duration, std::time::Instant);
+
+impl Drop for DropTimer<'_> {
+    fn drop(&mut self) {
+        *self.0 += self.1.elapsed();
+    }
+}
