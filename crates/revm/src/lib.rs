@@ -75,6 +75,7 @@ println!("root {} in {:?}", run.commit.root, run.timings.total);
 mod backend;
 mod block;
 mod changes;
+mod chunks;
 #[cfg(any(feature = "mdbx", feature = "logstore"))]
 mod commit;
 mod db;

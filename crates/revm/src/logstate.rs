@@ -355,38 +355,125 @@ mod tests {
         list.account(Address::repeat_byte(0xee)); // absent
         let mut on_log = log.block_db(BlockDbOptions::default()).unwrap();
         let mut on_mem = mem.block_db(BlockDbOptions::default()).unwrap();
-        let reads = on_log.prefetch(&list, 4).unwrap();
-        assert_eq!(reads, on_mem.prefetch(&list, 4).unwrap());
-        // 33 stems listed, and the codes of accounts 3, 6, .., 30 and the shared one.
-        assert_eq!(reads, 33 + 10 + 1);
-        let before = on_log.stats().store_reads;
-        for (address, state) in &all {
-            let info = on_log.basic(*address).unwrap().unwrap();
-            if !state.code.is_empty() {
-                let code = on_log.code_by_hash(info.code_hash).unwrap();
-                assert_eq!(code.original_bytes().as_ref(), &state.code[..]);
+        // 33 stems listed; the memory state also reads the codes of accounts 3, 6, .., 30
+        // and the shared one by hash, the log's batch rebuilds them from the chunks on their
+        // header stems (these codes are short: no chunk stem of their own).
+        assert_eq!(on_log.prefetch(&list, 4).unwrap(), 33);
+        assert_eq!(on_mem.prefetch(&list, 4).unwrap(), 33 + 10 + 1);
+        fn served_from_the_prefetch<B: StateBackend>(
+            db: &mut BlockDb<B>,
+            all: &[(Address, AccountState)],
+        ) {
+            let before = db.stats().store_reads;
+            for (address, state) in all {
+                let info = db.basic(*address).unwrap().unwrap();
+                if !state.code.is_empty() {
+                    let code = db.code_by_hash(info.code_hash).unwrap();
+                    assert_eq!(code.original_bytes().as_ref(), &state.code[..]);
+                }
             }
+            assert_eq!(db.stats().store_reads, before, "all came from the prefetch");
+            assert_eq!(db.stats().read_amplification(), 1.0);
         }
-        assert_eq!(
-            on_log.stats().store_reads,
-            before,
-            "everything came from the prefetch"
-        );
+        served_from_the_prefetch(&mut on_log, &all);
+        served_from_the_prefetch(&mut on_mem, &all);
     }
 
-    /// Code read in the log's batch (decoded as its read completes) is checked as a lookup
-    /// checks it: bytes that do not hash to their key are reported (`CorruptCode`), never
+    /// Code `len` bytes long whose bytes vary with `seed`.
+    fn code_of_len(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect()
+    }
+
+    /// The log's batch rebuilds code from the chunk stems it lists beside each header stem,
+    /// up to the longest code three chunk stems hold (27,776 bytes); longer code is read by
+    /// hash. Each present chunk stem is one read, and nothing is read again on demand.
+    #[test]
+    fn the_batch_rebuilds_code_from_its_chunk_stems_up_to_three_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        // (code length, chunk stems it has): 128 chunks sit on the header stem, 256 per
+        // chunk stem after it.
+        let cases = [
+            (100, 0),
+            (3_968, 0),
+            (3_969, 1),
+            (11_904, 1),
+            (11_905, 2),
+            (24_576, 3),
+            (27_776, 3),
+            (27_777, 4),
+        ];
+        let all: Vec<(Address, AccountState)> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, &(len, _))| {
+                let a = AccountState {
+                    nonce: 1,
+                    code: code_of_len(len, i as u8),
+                    ..Default::default()
+                };
+                (Address::repeat_byte(0x40 + i as u8), a)
+            })
+            .collect();
+        let changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(changes, 1).unwrap();
+        let mut list = crate::PrefetchList::new();
+        for (address, _) in &all {
+            list.account(*address);
+        }
+        let mut db = log.block_db(BlockDbOptions::default()).unwrap();
+        let reads = db.prefetch(&list, 4).unwrap();
+        // The header stems, the chunk stems listed (at most 3 each) that exist, and the one
+        // code past 27,776 bytes, by hash.
+        let chunk_stems: u64 = cases.iter().map(|&(_, n)| n.min(3)).sum();
+        assert_eq!(reads, cases.len() as u64 + chunk_stems + 1);
+        let before = db.stats().store_reads;
+        for (address, state) in &all {
+            let info = db.basic(*address).unwrap().unwrap();
+            let code = db.code_by_hash(info.code_hash).unwrap();
+            assert_eq!(code.original_bytes().as_ref(), &state.code[..]);
+        }
+        assert_eq!(db.stats().store_reads, before, "all came from the prefetch");
+        assert_eq!(db.stats().read_amplification(), 1.0);
+    }
+
+    /// Code read in the log's batch is checked as a lookup checks it. Chunks that do not
+    /// rebuild their code hash's bytes are not served: the code is read by hash instead;
+    /// bytes read by hash that do not hash to their key are reported (`CorruptCode`), never
     /// served or taken as absent.
     #[test]
     fn a_prefetched_code_that_fails_its_hash_is_reported() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
-        let all = accounts(9);
+        // 0: stored code flipped, chunks right; 1: a chunk flipped, stored code right;
+        // 2: both flipped; 3: too long for the chunk stems, stored code flipped; 4: intact.
+        let lens = [200, 5_000, 5_000, 30_000, 30_000];
+        let all: Vec<(Address, AccountState)> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let a = AccountState {
+                    nonce: 1,
+                    code: code_of_len(len, i as u8),
+                    ..Default::default()
+                };
+                (Address::repeat_byte(0x70 + i as u8), a)
+            })
+            .collect();
         let mut changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
-        // Accounts 3, 6 and 9 have code; account 6's is stored with a byte flipped.
-        let six = alloy_primitives::keccak256(&all[5].1.code);
-        let stored = changes.code.iter_mut().find(|(h, _)| *h == six).unwrap();
-        stored.1[1] ^= 0x01;
+        for i in [0, 2, 3] {
+            let hash = alloy_primitives::keccak256(&all[i].1.code);
+            let stored = changes.code.iter_mut().find(|(h, _)| *h == hash).unwrap();
+            stored.1[1] ^= 0x01;
+        }
+        for i in [1, 2] {
+            // Chunk 150: on the first chunk stem.
+            let key = bintrie_keys::code_chunk_key(&all[i].0, 150);
+            let chunk = changes.writes.iter_mut().find(|(k, _)| *k == key).unwrap();
+            chunk.1[5] ^= 0x01;
+        }
         log.commit_block(changes, 1).unwrap();
         let mut list = crate::PrefetchList::new();
         for (address, _) in &all {
@@ -394,18 +481,21 @@ mod tests {
         }
         let mut db = log.block_db(BlockDbOptions::default()).unwrap();
         db.prefetch(&list, 4).unwrap();
-        for (i, (address, state)) in all.iter().enumerate() {
-            let info = db.basic(*address).unwrap().unwrap();
-            if state.code.is_empty() {
-                continue;
-            }
-            let code = db.code_by_hash(info.code_hash);
-            if i == 5 {
-                let err = code.unwrap_err();
-                assert!(matches!(err, StateError::CorruptCode { .. }), "{err}");
-            } else {
-                assert_eq!(code.unwrap().original_bytes().as_ref(), &state.code[..]);
-            }
+        let before = db.stats().store_reads;
+        for i in [0, 1, 4] {
+            let info = db.basic(all[i].0).unwrap().unwrap();
+            let code = db.code_by_hash(info.code_hash).unwrap();
+            assert_eq!(code.original_bytes().as_ref(), &all[i].1.code[..], "{i}");
+        }
+        assert_eq!(
+            db.stats().store_reads,
+            before,
+            "the good code came from the prefetch"
+        );
+        for i in [2, 3] {
+            let info = db.basic(all[i].0).unwrap().unwrap();
+            let err = db.code_by_hash(info.code_hash).unwrap_err();
+            assert!(matches!(err, StateError::CorruptCode { .. }), "{i}: {err}");
         }
     }
 

@@ -78,9 +78,9 @@ impl PrefetchList {
         self.accounts.is_empty() && self.slots.is_empty()
     }
 
-    /// The stems to read, sorted and deduplicated, each marked when it is an account's header
-    /// stem (the only stems whose sub-index 1 is a CODE_HASH; a storage stem's sub-index 1 is an
-    /// ordinary slot). Each distinct address and slot is hashed once.
+    /// The stems to read, sorted and deduplicated, each marked with its account when it is an
+    /// account's header stem (the only stems whose sub-index 1 is a CODE_HASH; a storage
+    /// stem's sub-index 1 is an ordinary slot). Each distinct address and slot is hashed once.
     pub fn stems(&self) -> Vec<ListedStem> {
         let mut accounts = self.accounts.clone();
         accounts.sort_unstable();
@@ -92,11 +92,11 @@ impl PrefetchList {
             .iter()
             .map(|a| ListedStem {
                 stem: basic_data_key(a).stem,
-                header: true,
+                account: Some(*a),
             })
             .chain(slots.iter().map(|(a, s)| ListedStem {
                 stem: storage_slot_key(a, s).stem,
-                header: false,
+                account: None,
             }))
             .collect();
         stems.sort_unstable_by_key(|l| l.stem);
@@ -104,7 +104,7 @@ impl PrefetchList {
         stems.dedup_by(|later, kept| {
             let same = later.stem == kept.stem;
             if same {
-                kept.header |= later.header;
+                kept.account = kept.account.or(later.account);
             }
             same
         });
@@ -123,6 +123,7 @@ impl PrefetchList {
 pub struct ListedStem {
     /// The stem.
     pub stem: Stem,
-    /// An account's header stem (its BASIC_DATA and CODE_HASH, whose code is prefetched too).
-    pub header: bool,
+    /// The account whose header stem this is (its BASIC_DATA and CODE_HASH, whose code is
+    /// prefetched too); `None` for a storage stem.
+    pub account: Option<Address>,
 }

@@ -1,0 +1,180 @@
+//! Code rebuilt from the tree's code chunks during a batch prefetch ([`ChunkedCode`]).
+//!
+//! EIP-7864 keeps every account's code in the tree: chunks `0..128` on the header stem
+//! (sub-indices 128..255), the rest on stems at tree indices 1, 2, 3, ... of the same address.
+//! Those stems are known from the address alone, so a batch read can ask for them beside the
+//! header stem, in the same wave, instead of reading the code by hash once the header stem has
+//! named it (a second, dependent wave). The code is then rebuilt from the chunks and checked
+//! against the code hash exactly as code read by hash is ([`crate::decode_code`]), on another
+//! thread: the batch's own thread is busy with the reads (keccak and the jump table analysis
+//! of 200-300 KB of code took about half of a mainnet block's 5 ms batch on that thread).
+
+use alloy_primitives::{Address, B256, Bytes, U256};
+use bintrie_keys::{
+    BASIC_DATA_LEAF_KEY, BasicData, CODE_OFFSET, STEM_SUBTREE_WIDTH, Stem, code_from_chunks,
+    get_stem,
+};
+use bintrie_node::StemValues;
+use std::sync::mpsc::Sender;
+
+/// Chunk stems past the header (tree indices `1..=CHUNK_STEMS`) listed per account: with the
+/// header's 128 chunks they hold 128 + 3 x 256 chunks of 31 bytes, 27,776 bytes, above
+/// EIP-170's 24,576-byte limit on deployed code. Longer code is read by hash.
+pub(crate) const CHUNK_STEMS: u64 = 3;
+
+/// The longest code [`ChunkedCode`] rebuilds, bytes.
+const MAX_LEN: u64 = (STEM_SUBTREE_WIDTH * (CHUNK_STEMS + 1) - CODE_OFFSET) * 31;
+
+/// One account's code being gathered.
+#[derive(Debug, Default)]
+struct Account {
+    /// The code hash the header stem named, and the code's length from its BASIC_DATA, once the
+    /// header stem is in (and the code is to be rebuilt here).
+    code: Option<(B256, usize)>,
+    /// The code was rebuilt, or given up on: later stems are not kept.
+    settled: bool,
+    /// The values of the header stem (tree index 0) and of each chunk stem, as they arrive.
+    stems: [Option<StemValues>; CHUNK_STEMS as usize + 1],
+}
+
+/// Rebuilds the code of the accounts of a batch read from their chunk stems, as the stems
+/// arrive.
+///
+/// Use: list [`ChunkedCode::stems`] after the batch's own stems; hand each arriving header
+/// stem whose code is to be read to [`ChunkedCode::header`] (which says whether to read it by
+/// hash instead) and each arriving chunk stem to [`ChunkedCode::chunk_stem`]. Code whose
+/// chunks are all in is rebuilt on the spot, while other reads are in flight, and sent with
+/// its hash to the decoder given to [`ChunkedCode::new`], which checks it
+/// ([`crate::decode_code`]); [`ChunkedCode::finish`] returns the hashes still owed (a chunk
+/// stem or chunk was absent), which the caller reads by hash, as it does code the decoder
+/// refuses.
+#[derive(Debug)]
+pub(crate) struct ChunkedCode {
+    /// The accounts, in the order given to [`ChunkedCode::new`].
+    accounts: Vec<Account>,
+    /// The listed chunk stems: the account (index into `accounts`) and tree index of each.
+    listed: Vec<(usize, usize)>,
+    stems: Vec<Stem>,
+    /// Where rebuilt code goes to be checked.
+    decode: Sender<(B256, Bytes)>,
+    /// Code that did not rebuild: read by hash.
+    owed: Vec<B256>,
+    /// The chunk stems read (present in the store).
+    read: Vec<Stem>,
+}
+
+/// What [`ChunkedCode::finish`] returns.
+#[derive(Debug)]
+pub(crate) struct Rebuilt {
+    /// Hashes named by a header stem whose code did not rebuild: to read by hash.
+    pub(crate) owed: Vec<B256>,
+    /// The chunk stems read (present in the store).
+    pub(crate) stems: Vec<Stem>,
+}
+
+impl ChunkedCode {
+    /// Gathers the code of `accounts` (their position in this list is their number here),
+    /// sending each code rebuilt to `decode`.
+    pub(crate) fn new(accounts: &[Address], decode: Sender<(B256, Bytes)>) -> Self {
+        let chunk_stems = accounts.len() * CHUNK_STEMS as usize;
+        let mut listed = Vec::with_capacity(chunk_stems);
+        let mut stems = Vec::with_capacity(chunk_stems);
+        for (a, address) in accounts.iter().enumerate() {
+            for t in 1..=CHUNK_STEMS {
+                listed.push((a, t as usize));
+                stems.push(get_stem(address, &U256::from(t)));
+            }
+        }
+        ChunkedCode {
+            accounts: accounts.iter().map(|_| Account::default()).collect(),
+            listed,
+            stems,
+            decode,
+            owed: Vec::new(),
+            read: Vec::new(),
+        }
+    }
+
+    /// The chunk stems to list, in order: chunk stem `i` is `stems()[i]`.
+    pub(crate) fn stems(&self) -> &[Stem] {
+        &self.stems
+    }
+
+    /// Account `a`'s header stem is in, and names code `hash` not read yet. Returns the hash
+    /// when the code must be read by hash (BASIC_DATA does not decode, or the code is longer
+    /// than the listed chunk stems hold); `None` when it is rebuilt here.
+    pub(crate) fn header(&mut self, a: usize, hash: B256, values: &StemValues) -> Option<B256> {
+        let len = values
+            .get(BASIC_DATA_LEAF_KEY)
+            .and_then(|b| BasicData::decode(b).ok())
+            .map(|b| u64::from(b.code_size))
+            .filter(|&len| len <= MAX_LEN);
+        let account = &mut self.accounts[a];
+        let Some(len) = len else {
+            account.settled = true;
+            account.stems = Default::default();
+            return Some(hash);
+        };
+        account.code = Some((hash, len as usize));
+        account.stems[0] = Some(values.clone());
+        self.try_rebuild(a);
+        None
+    }
+
+    /// Chunk stem `i` (of [`ChunkedCode::stems`]) is in with `values`.
+    pub(crate) fn chunk_stem(&mut self, i: usize, values: &StemValues) {
+        self.read.push(self.stems[i]);
+        let (a, t) = self.listed[i];
+        if !self.accounts[a].settled {
+            self.accounts[a].stems[t] = Some(values.clone());
+            self.try_rebuild(a);
+        }
+    }
+
+    /// Rebuilds account `a`'s code if its header and every chunk stem it needs are in.
+    fn try_rebuild(&mut self, a: usize) {
+        let account = &mut self.accounts[a];
+        let Some((hash, len)) = account.code else {
+            return;
+        };
+        let chunks = len.div_ceil(31) as u64;
+        let width = STEM_SUBTREE_WIDTH;
+        let last_stem = ((CODE_OFFSET + chunks - 1) / width) as usize;
+        if account.stems[..=last_stem].iter().any(Option::is_none) {
+            return;
+        }
+        let stems = &account.stems;
+        let chunk = |i: u64| {
+            let pos = CODE_OFFSET + i;
+            stems[(pos / width) as usize]
+                .as_ref()?
+                .get((pos % width) as u8)
+        };
+        let rebuilt = code_from_chunks((0..chunks).map(chunk), len);
+        *account = Account {
+            settled: true,
+            ..Account::default()
+        };
+        // A decoder that is gone (it panicked) leaves the code owed.
+        let sent = rebuilt.is_some_and(|code| self.decode.send((hash, Bytes::from(code))).is_ok());
+        if !sent {
+            tracing::debug!(%hash, "the code's chunks are missing; reading it by hash");
+            self.owed.push(hash);
+        }
+    }
+
+    /// The hashes owed: code missing a chunk, and code whose chunk stems did not all arrive
+    /// (absent from the store). Drops the sender: the decoder ends once it has checked what
+    /// it was sent.
+    pub(crate) fn finish(mut self) -> Rebuilt {
+        self.owed.extend(
+            self.accounts
+                .iter()
+                .filter_map(|a| a.code.map(|(hash, _)| hash)),
+        );
+        Rebuilt {
+            owed: self.owed,
+            stems: self.read,
+        }
+    }
+}
