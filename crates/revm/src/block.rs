@@ -2,9 +2,7 @@
 //! writes as an overlay, parallel prefetch, and the tree writes the block produces.
 
 use crate::db::{StoredAccount, TrieDb, decode_account, slot_value};
-use crate::{
-    BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot, StemsBatch,
-};
+use crate::{BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot};
 use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{Address, B256, U256};
 use bintrie_keys::{EMPTY_CODE_HASH, Stem, TreeKey, basic_data_key, storage_slot_key};
@@ -330,101 +328,39 @@ impl<B: StateBackend> BlockDb<B> {
             .then_some(h)
         };
         // A backend with a batch path (the log layout's io_uring) reads every stem at once,
-        // with each account's code-chunk stems beside its header stem (one wave: an absent
-        // stem costs such a backend no read), and rebuilds the code from the chunks as they
-        // arrive; code the chunks do not give is read by hash as soon as its header stem is in.
-        // Chunk stems read, and the code rebuilt from them (no read of its own).
-        let (mut chunk_stems, mut rebuilt_codes) = (Vec::new(), HashSet::<B256>::default());
-        // When the batch began, ended, and its code was decoded (the trace).
-        let (mut setup, mut batch_done, mut decode_done) = Default::default();
+        // with the code of the accounts rebuilt from their chunk stems (chunks.rs).
         let batch = if listed.is_empty() {
             None
         } else {
             let snapshot = self.backend.snapshot()?;
-            // Header stems: their number among the accounts, by position in `listed`.
-            let mut account_of = vec![usize::MAX; listed.len()];
-            let mut accounts = Vec::new();
-            for (i, (_, account)) in listed.iter().enumerate() {
-                if let Some(a) = account {
-                    account_of[i] = accounts.len();
-                    accounts.push(*a);
-                }
-            }
-            // Rebuilt code is checked and decoded on a thread of its own, beside the reads;
-            // once the reads are done, this thread takes its share of what is left (keccak
-            // runs at about 175 MB/s on this study's machine: a block's code can outlast
-            // its reads).
-            let (to_decoder, jobs) = std::sync::mpsc::channel::<(B256, alloy_primitives::Bytes)>();
-            let jobs = std::sync::Mutex::new(jobs);
-            let decode_queued = || {
-                let mut out = Vec::new();
-                // The lock is held only while taking one job; `Err`: the sender is gone and
-                // the queue empty.
-                while let Ok((h, raw)) = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
-                    out.push((h, crate::db::decode_code(&h, raw)));
-                }
-                out
-            };
-            let (batch, decoded) = std::thread::scope(|scope| {
-                setup = start.elapsed();
-                let decoder = scope.spawn(decode_queued);
-                let mut chunked = crate::chunks::ChunkedCode::new(&accounts, to_decoder);
-                let stems: Vec<Stem> = listed
-                    .iter()
-                    .map(|(s, _)| *s)
-                    .chain(chunked.stems().iter().copied())
-                    .collect();
-                let batch = snapshot.stems_batch(&stems, &mut |i, v| {
-                    let Some((_, account)) = listed.get(i) else {
-                        chunked.chunk_stem(i - listed.len(), v);
-                        return None;
-                    };
-                    let h = code_to_read(account.is_some(), v)?;
-                    chunked.header(account_of[i], h, v)
-                });
-                let rebuilt = chunked.finish();
-                batch_done = start.elapsed();
-                let mut decoded = decode_queued();
-                // A decoder that panicked decoded nothing: its codes are read by hash.
-                decoded.extend(decoder.join().unwrap_or_default());
-                decode_done = start.elapsed();
-                (batch.map(|b| b.map(|b| (b, rebuilt))), decoded)
-            });
-            match batch {
+            match crate::chunks::batch_read(&snapshot, &listed, &code_to_read) {
                 None => None,
                 Some(Err(e)) => return Err(e),
-                Some(Ok((StemsBatch { mut values, codes }, rebuilt))) => {
-                    chunk_stems = rebuilt.stems;
-                    values.truncate(listed.len());
-                    let mut codes: HashMap<B256, Option<Result<Bytecode, StateError>>> =
-                        codes.into_iter().collect();
-                    let mut owed = rebuilt.owed;
-                    for (h, code) in decoded {
-                        match code {
-                            Ok(code) => {
-                                rebuilt_codes.insert(h);
-                                codes.insert(h, Some(Ok(code)));
-                            }
-                            Err(_) => owed.push(h),
-                        }
-                    }
-                    // Code the chunks did not give: read by hash now (a corrupt or partial
-                    // state; a consistent one rebuilds every code up to EIP-170's limit).
-                    for h in owed {
-                        if codes.contains_key(&h) {
-                            continue;
-                        }
-                        let code = snapshot
-                            .code(&h)?
-                            .map(|raw| crate::db::decode_code(&h, raw));
-                        codes.insert(h, code);
-                    }
-                    Some((values, codes, snapshot.io()))
-                }
+                Some(Ok(batch)) => Some((batch, snapshot.io())),
             }
         };
+        let mut reads = listed.len() as u64;
+        // Code rebuilt from its chunk stems was not read itself: the stems count.
+        let mut rebuilt = HashSet::<B256>::default();
         let (read, io) = match batch {
-            Some((values, mut codes, io)) => {
+            Some((batch, io)) => {
+                let crate::chunks::BatchRead {
+                    values,
+                    mut codes,
+                    chunk_stems,
+                    rebuilt: from_chunks,
+                    timings,
+                } = batch;
+                tracing::debug!(
+                    reads_ms = timings.0.as_secs_f64() * 1e3,
+                    decoded_ms = timings.1.as_secs_f64() * 1e3,
+                    chunk_stems = chunk_stems.len(),
+                    rebuilt = from_chunks.len(),
+                    "batch prefetch"
+                );
+                reads += chunk_stems.len() as u64;
+                self.seen_stems.extend(chunk_stems);
+                rebuilt = from_chunks;
                 let read: Vec<(Option<StemValues>, Option<Code>)> = listed
                     .iter()
                     .zip(values)
@@ -453,13 +389,10 @@ impl<B: StateBackend> BlockDb<B> {
                 Ok((values, code))
             })?,
         };
-        let mut reads = (listed.len() + chunk_stems.len()) as u64;
-        self.seen_stems.extend(chunk_stems);
         for ((stem, _), (values, code)) in listed.into_iter().zip(read) {
             self.seen_stems.insert(stem);
             if let Some((h, code)) = code {
-                // Code rebuilt from its chunk stems was not read itself: the stems count.
-                if !rebuilt_codes.contains(&h) {
+                if !rebuilt.contains(&h) {
                     reads += 1;
                     self.seen_codes.insert(h);
                 }
@@ -476,9 +409,6 @@ impl<B: StateBackend> BlockDb<B> {
         tracing::debug!(
             reads,
             ms = start.elapsed().as_secs_f64() * 1e3,
-            batch_from_ms = setup.as_secs_f64() * 1e3,
-            batch_to_ms = batch_done.as_secs_f64() * 1e3,
-            decoded_at_ms = decode_done.as_secs_f64() * 1e3,
             workers,
             "prefetched"
         );

@@ -1,4 +1,5 @@
-//! Code rebuilt from the tree's code chunks during a batch prefetch ([`ChunkedCode`]).
+//! The batch prefetch ([`batch_read`]), with code rebuilt from the tree's code chunks
+//! ([`ChunkedCode`]).
 //!
 //! EIP-7864 keeps every account's code in the tree: chunks `0..128` on the header stem
 //! (sub-indices 128..255), the rest on stems at tree indices 1, 2, 3, ... of the same address.
@@ -9,13 +10,17 @@
 //! thread: the batch's own thread is busy with the reads (keccak and the jump table analysis
 //! of 200-300 KB of code took about half of a mainnet block's 5 ms batch on that thread).
 
+use crate::{StateError, StateSnapshot, StemsBatch};
+use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{Address, B256, Bytes, U256};
 use bintrie_keys::{
     BASIC_DATA_LEAF_KEY, BasicData, CODE_OFFSET, STEM_SUBTREE_WIDTH, Stem, code_from_chunks,
     get_stem,
 };
 use bintrie_node::StemValues;
+use revm::bytecode::Bytecode;
 use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
 
 /// Chunk stems past the header (tree indices `1..=CHUNK_STEMS`) listed per account: with the
 /// header's 128 chunks they hold 128 + 3 x 256 chunks of 31 bytes, 27,776 bytes, above
@@ -177,4 +182,120 @@ impl ChunkedCode {
             stems: self.read,
         }
     }
+}
+
+/// What [`batch_read`] read.
+#[derive(Debug)]
+pub(crate) struct BatchRead {
+    /// The values of each listed stem, in order (`None`: absent).
+    pub(crate) values: Vec<Option<StemValues>>,
+    /// Every code hash a header stem named and this batch took on, with its code as
+    /// [`crate::decode_code`] checks it (`None`: no code stored under it).
+    pub(crate) codes: HashMap<B256, Option<Result<Bytecode, StateError>>>,
+    /// The chunk stems read (present in the store).
+    pub(crate) chunk_stems: Vec<Stem>,
+    /// The hashes of the codes in `codes` rebuilt from chunks (not read by hash).
+    pub(crate) rebuilt: HashSet<B256>,
+    /// When the reads ended and when the last code was checked, from the call (the trace).
+    pub(crate) timings: (Duration, Duration),
+}
+
+/// Reads `listed` stems (each with its account when it is a header stem) through the
+/// snapshot's batch path, with every account's chunk stems listed beside them, and the code
+/// of each header stem for which `code_to_read(is_header, values)` names a hash: rebuilt from
+/// the chunks when they hold it, otherwise read by hash. `None` when the snapshot has no batch
+/// path (nothing read).
+///
+/// Rebuilt code is checked and decoded on a thread of its own, beside the reads; once the
+/// reads are done, the calling thread takes its share of what is left (keccak runs at about
+/// 175 MB/s on the study's machine: a block's code can outlast its reads). Code the decoder
+/// refuses, or whose chunks are missing, is read by hash after the batch.
+pub(crate) fn batch_read<S: StateSnapshot>(
+    snapshot: &S,
+    listed: &[(Stem, Option<Address>)],
+    code_to_read: &dyn Fn(bool, &StemValues) -> Option<B256>,
+) -> Option<Result<BatchRead, StateError>> {
+    let start = Instant::now();
+    // Header stems: their number among the accounts, by position in `listed`.
+    let mut account_of = vec![usize::MAX; listed.len()];
+    let mut accounts = Vec::new();
+    for (i, (_, account)) in listed.iter().enumerate() {
+        if let Some(a) = account {
+            account_of[i] = accounts.len();
+            accounts.push(*a);
+        }
+    }
+    let (to_decoder, jobs) = std::sync::mpsc::channel::<(B256, Bytes)>();
+    let jobs = std::sync::Mutex::new(jobs);
+    let decode_queued = || {
+        let mut out = Vec::new();
+        // The lock is held only while taking one job; `Err`: the sender is gone and the
+        // queue empty.
+        while let Ok((h, raw)) = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+            out.push((h, crate::decode_code(&h, raw)));
+        }
+        out
+    };
+    let mut reads_done = Duration::ZERO;
+    let (batch, decoded) = std::thread::scope(|scope| {
+        let decoder = scope.spawn(decode_queued);
+        let mut chunked = ChunkedCode::new(&accounts, to_decoder);
+        let stems: Vec<Stem> = listed
+            .iter()
+            .map(|(s, _)| *s)
+            .chain(chunked.stems().iter().copied())
+            .collect();
+        let batch = snapshot.stems_batch(&stems, &mut |i, v| {
+            let Some((_, account)) = listed.get(i) else {
+                chunked.chunk_stem(i - listed.len(), v);
+                return None;
+            };
+            let h = code_to_read(account.is_some(), v)?;
+            chunked.header(account_of[i], h, v)
+        });
+        let rebuilt = chunked.finish();
+        reads_done = start.elapsed();
+        let mut decoded = decode_queued();
+        // A decoder that panicked returns nothing: its codes are read on demand.
+        decoded.extend(decoder.join().unwrap_or_default());
+        (batch.map(|b| b.map(|b| (b, rebuilt))), decoded)
+    });
+    let decoded_at = start.elapsed();
+    let (StemsBatch { mut values, codes }, rebuilt) = match batch? {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
+    values.truncate(listed.len());
+    let mut codes: HashMap<B256, Option<Result<Bytecode, StateError>>> =
+        codes.into_iter().collect();
+    let mut from_chunks = HashSet::default();
+    let mut owed = rebuilt.owed;
+    for (h, code) in decoded {
+        match code {
+            Ok(code) => {
+                from_chunks.insert(h);
+                codes.insert(h, Some(Ok(code)));
+            }
+            Err(_) => owed.push(h),
+        }
+    }
+    // Code the chunks did not give: read by hash now (a corrupt or partial state; a
+    // consistent one rebuilds every code up to EIP-170's limit).
+    for h in owed {
+        if codes.contains_key(&h) {
+            continue;
+        }
+        let code = match snapshot.code(&h) {
+            Ok(raw) => raw.map(|raw| crate::decode_code(&h, raw)),
+            Err(e) => return Some(Err(e)),
+        };
+        codes.insert(h, code);
+    }
+    Some(Ok(BatchRead {
+        values,
+        codes,
+        chunk_stems: rebuilt.stems,
+        rebuilt: from_chunks,
+        timings: (reads_done, decoded_at),
+    }))
 }
