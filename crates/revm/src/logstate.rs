@@ -386,6 +386,21 @@ mod tests {
             .collect()
     }
 
+    /// One contract per length, at addresses `first`, `first + 1`, ..., each with its own code.
+    fn contracts(lens: &[usize], first: u8) -> Vec<(Address, AccountState)> {
+        lens.iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let a = AccountState {
+                    nonce: 1,
+                    code: code_of_len(len, i as u8),
+                    ..Default::default()
+                };
+                (Address::repeat_byte(first + i as u8), a)
+            })
+            .collect()
+    }
+
     /// The log's batch rebuilds code from the chunk stems it lists beside each header stem,
     /// up to the longest code three chunk stems hold (27,776 bytes); longer code is read by
     /// hash. Each present chunk stem is one read, and nothing is read again on demand.
@@ -405,18 +420,8 @@ mod tests {
             (27_776, 3),
             (27_777, 4),
         ];
-        let all: Vec<(Address, AccountState)> = cases
-            .iter()
-            .enumerate()
-            .map(|(i, &(len, _))| {
-                let a = AccountState {
-                    nonce: 1,
-                    code: code_of_len(len, i as u8),
-                    ..Default::default()
-                };
-                (Address::repeat_byte(0x40 + i as u8), a)
-            })
-            .collect();
+        let lens: Vec<usize> = cases.iter().map(|&(len, _)| len).collect();
+        let all = contracts(&lens, 0x40);
         let changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
         log.commit_block(changes, 1).unwrap();
         let mut list = crate::PrefetchList::new();
@@ -450,18 +455,7 @@ mod tests {
         // 0: stored code flipped, chunks right; 1: a chunk flipped, stored code right;
         // 2: both flipped; 3: too long for the chunk stems, stored code flipped; 4: intact.
         let lens = [200, 5_000, 5_000, 30_000, 30_000];
-        let all: Vec<(Address, AccountState)> = lens
-            .iter()
-            .enumerate()
-            .map(|(i, &len)| {
-                let a = AccountState {
-                    nonce: 1,
-                    code: code_of_len(len, i as u8),
-                    ..Default::default()
-                };
-                (Address::repeat_byte(0x70 + i as u8), a)
-            })
-            .collect();
+        let all = contracts(&lens, 0x70);
         let mut changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
         for i in [0, 2, 3] {
             let hash = alloy_primitives::keccak256(&all[i].1.code);
