@@ -1139,7 +1139,6 @@ impl LogStore {
                 }
                 let t = std::time::Instant::now();
                 bytes_read += buf.len();
-                let _on_ring_thread = DropTimer(&mut callback_time, t);
                 let next = if r < stem_reads {
                     on_stem(r, buf, &mut codes, &mut queued)
                 } else {
@@ -1151,6 +1150,7 @@ impl LogStore {
                             None
                         })
                 };
+                callback_time += t.elapsed();
                 next.unwrap_or_else(|e| {
                     failed = Some(e);
                     stop.store(true, Ordering::Relaxed);
@@ -1793,12 +1793,3 @@ impl NodeStore for LogStore {
 
 #[cfg(test)]
 mod tests;
-
-/// Adds the time since its start to a total when dropped (whichever way the scope ends).
-struct DropTimer<'a>(&'a mut std::time::Duration, std::time::Instant);
-
-impl Drop for DropTimer<'_> {
-    fn drop(&mut self) {
-        *self.0 += self.1.elapsed();
-    }
-}
