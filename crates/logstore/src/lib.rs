@@ -711,6 +711,13 @@ impl LogStore {
         self.meta
     }
 
+    /// True when batches ([`LogStore::get_stems`], [`LogStore::get_stems_then_code`]) are
+    /// read through io_uring ([`LogOptions::io_uring`]); they may still fall back (`Ok(None)`)
+    /// where the kernel refuses a ring.
+    pub fn batch_reads(&self) -> bool {
+        self.inner.options.io_uring
+    }
+
     /// The directory.
     pub fn dir(&self) -> &FsPath {
         &self.inner.dir
@@ -1048,9 +1055,12 @@ impl LogStore {
     }
 
     /// [`LogStore::get_stems`], and the code the stems lead to, in the same ring: as each
-    /// stem arrives, `code_of(i, values)` names the code hash to read for `stems[i]` (an
+    /// stem arrives, `code_of(i, Some(values))` names the code hash to read for `stems[i]` (an
     /// account's CODE_HASH, unless the caller has it already), and that read joins the ring
-    /// while the other stems are still in flight. Each hash is read once per call, checked as
+    /// while the other stems are still in flight. Each absent stem is reported as
+    /// `code_of(i, None)` before any read is submitted (the index knows it is absent; what
+    /// that call returns is ignored), so a caller streaming the stems onward never waits on
+    /// one. Each hash is read once per call, checked as
     /// [`LogStore::get_code`] checks it, and handed to `on_code(hash, bytes)` as it arrives
     /// (work there overlaps the reads still in flight). Returns the stems' values and, for
     /// every hash named, what `on_code` made of its bytes (`None`: no code stored under it).
@@ -1059,7 +1069,7 @@ impl LogStore {
         &self,
         stems: &[Stem],
         at: Option<&Hash32>,
-        mut code_of: impl FnMut(usize, &StemValues) -> Option<[u8; 32]>,
+        mut code_of: impl FnMut(usize, Option<&StemValues>) -> Option<[u8; 32]>,
         mut on_code: impl FnMut(&[u8; 32], Vec<u8>) -> T,
     ) -> Result<Option<(Vec<Option<StemValues>>, Vec<([u8; 32], Option<T>)>)>, LogError> {
         if !self.inner.options.io_uring {
@@ -1089,6 +1099,9 @@ impl LogStore {
             (locs, requests, which)
         };
         let stem_reads = requests.len();
+        for (i, _) in locs.iter().enumerate().filter(|(_, l)| l.is_none()) {
+            code_of(i, None);
+        }
         let mut values: Vec<Option<StemValues>> = vec![None; stems.len()];
         // Every hash named, with where its code is (`None`: not stored) and what `on_code`
         // made of it once read.
@@ -1113,7 +1126,7 @@ impl LogStore {
                 let loc = locs[i].expect("requested");
                 let blob = self.check(buf.to_vec(), loc, Kind::Node, None)?;
                 let v = Self::stem_values(&stems[i], &blob)?;
-                let hash = code_of(i, &v).filter(|h| named.insert(*h));
+                let hash = code_of(i, Some(&v)).filter(|h| named.insert(*h));
                 values[i] = Some(v);
                 let Some(hash) = hash else {
                     return Ok(None);
@@ -1179,7 +1192,7 @@ impl LogStore {
                 _ => self.read(loc, Kind::Node, None)?,
             };
             let v = Self::stem_values(&stems[i], &blob)?;
-            if let Some(hash) = code_of(i, &v).filter(|h| named.insert(*h)) {
+            if let Some(hash) = code_of(i, Some(&v)).filter(|h| named.insert(*h)) {
                 codes.push((hash, self.index().code.get(&hash).copied(), None));
             }
             values[i] = Some(v);

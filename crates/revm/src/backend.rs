@@ -56,16 +56,25 @@ pub trait StateSnapshot: Send + Sync {
     /// The values of many stems at once, in order, and the code they lead to, when this
     /// snapshot has a faster path for a batch than one [`StateSnapshot::stem`] and
     /// [`StateSnapshot::code`] call each (the log layout keeps every read in flight from one
-    /// io_uring). As each present stem arrives, `code_of(i, values)` names the code hash to
-    /// read for `stems[i]`, if any; each hash named is read once, its read overlapping the
-    /// stems still in flight. `None` (the default): no batch path; the caller reads them one
-    /// by one, from several threads.
+    /// io_uring). As each present stem arrives, `code_of(i, Some(values))` names the code hash
+    /// to read for `stems[i]`, if any; each hash named is read once, its read overlapping the
+    /// stems still in flight. Each absent stem is reported as `code_of(i, None)` as soon as it
+    /// is known to be absent (what that call returns is ignored). `None` (the default): no
+    /// batch path; the caller reads them one by one, from several threads.
     fn stems_batch(
         &self,
         _stems: &[Stem],
-        _code_of: &mut dyn FnMut(usize, &StemValues) -> Option<B256>,
+        _code_of: &mut dyn FnMut(usize, Option<&StemValues>) -> Option<B256>,
     ) -> Option<Result<StemsBatch, StateError>> {
         None
+    }
+
+    /// True when [`StateSnapshot::stems_batch`] is expected to read (it may still return
+    /// `None`, for example where the kernel refuses an io_uring): a prefetch through it can
+    /// then be streamed into execution ([`crate::BlockDb::prefetch_streaming`]). Default:
+    /// false.
+    fn has_batch_path(&self) -> bool {
+        false
     }
 
     /// The lookups and bytes this snapshot has read so far (default: not counted, zero).

@@ -2,6 +2,7 @@
 //! writes as an overlay, parallel prefetch, and the tree writes the block produces.
 
 use crate::db::{StoredAccount, TrieDb, decode_account, slot_value};
+use crate::stream::{Arrivals, Claims, Streamed, code_to_read};
 use crate::{BlockChanges, PrefetchList, SnapshotIo, StateBackend, StateError, StateSnapshot};
 use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{Address, B256, U256};
@@ -82,8 +83,14 @@ pub struct ReadStats {
     pub prefetch_reads: u64,
     /// Distinct stems prefetch was asked for (listed accounts and slots grouped by stem).
     pub prefetch_stems: u64,
-    /// Wall time of prefetch.
+    /// Wall time of prefetch (streamed: the prefetch's own run, beside execution).
     pub prefetch_time: Duration,
+    /// The prefetch was streamed into execution ([`BlockDb::prefetch_streaming`]):
+    /// `prefetch_time` overlapped execution, and execution waited `prefetch_wait` for it.
+    pub streamed: bool,
+    /// Time execution waited for a streamed prefetch to hand on a key in flight (zero when the
+    /// prefetch read everything before execution).
+    pub prefetch_wait: Duration,
     /// Storage slots revm asked for that the block had not written (revm asks once per slot
     /// per transaction), whether the cache or the store answered.
     pub slot_reads: u64,
@@ -96,6 +103,17 @@ pub struct ReadStats {
 }
 
 impl ReadStats {
+    /// The time reads held execution up: the prefetch when it ran before execution, or the
+    /// waits for it when it was streamed, plus the misses.
+    pub fn read_time(&self) -> Duration {
+        let prefetch = if self.streamed {
+            self.prefetch_wait
+        } else {
+            self.prefetch_time
+        };
+        prefetch + self.miss_time
+    }
+
     /// Store reads per unique key (0 when nothing was read).
     pub fn read_amplification(&self) -> f64 {
         if self.unique_keys == 0 {
@@ -148,6 +166,8 @@ pub struct BlockDb<B: StateBackend> {
     touched_codes: HashSet<B256>,
     stats: ReadStats,
     commit_error: Option<StateError>,
+    /// A prefetch being streamed into execution: misses are taken from it first.
+    stream: Option<std::sync::Arc<Streamed>>,
 }
 
 impl<B: StateBackend> std::fmt::Debug for BlockDb<B> {
@@ -190,6 +210,7 @@ impl<B: StateBackend> BlockDb<B> {
             touched_codes: HashSet::default(),
             stats: ReadStats::default(),
             commit_error: None,
+            stream: None,
         })
     }
 
@@ -221,6 +242,17 @@ impl<B: StateBackend> BlockDb<B> {
             self.stats.cache_hits += 1;
             return Ok(f(v.as_ref()));
         }
+        if let Some(stream) = &self.stream {
+            let t = Instant::now();
+            let taken = stream.take_stem(stem);
+            self.stats.prefetch_wait += t.elapsed();
+            if let Some(v) = taken {
+                self.stats.cache_hits += 1;
+                let out = f(v.as_ref());
+                self.stems.insert(*stem, v);
+                return Ok(out);
+            }
+        }
         let t = Instant::now();
         let v = self.db.read_stem(stem)?;
         self.stats.miss_time += t.elapsed();
@@ -248,6 +280,16 @@ impl<B: StateBackend> BlockDb<B> {
         if let Some(c) = self.codes.get(hash) {
             self.stats.cache_hits += 1;
             return Ok(c.clone());
+        }
+        if let Some(stream) = &self.stream {
+            let t = Instant::now();
+            let taken = stream.take_code(hash);
+            self.stats.prefetch_wait += t.elapsed();
+            if let Some(c) = taken {
+                self.stats.cache_hits += 1;
+                self.codes.insert(*hash, c.clone());
+                return Ok(c);
+            }
         }
         let t = Instant::now();
         let c = self.db.read_code(hash)?;
@@ -298,97 +340,166 @@ impl<B: StateBackend> BlockDb<B> {
     /// revm (a store error while recording changes) is reported by [`BlockDb::into_changes`].
     pub fn prefetch(&mut self, list: &PrefetchList, workers: usize) -> Result<u64, StateError> {
         let start = Instant::now();
-        // Already sorted and deduplicated; filtering keeps the order.
-        let listed: Vec<(Stem, Option<Address>)> = list
-            .stems()
-            .into_iter()
-            .inspect(|_| self.stats.prefetch_stems += 1)
-            .filter(|l| !self.stems.contains_key(&l.stem))
-            .map(|l| (l.stem, l.account))
-            .collect();
-        // Code hashes a worker has taken (or the cache already holds): each is read once.
-        let claimed = std::sync::Mutex::new(
-            self.codes
-                .keys()
-                .chain(self.seen_codes.iter())
-                .copied()
-                .collect::<HashSet<B256>>(),
-        );
-        type Code = (B256, Option<Result<Bytecode, StateError>>);
-        // An account's code hash, when it has code this block has not read yet.
-        let code_to_read = |header: bool, values: &StemValues| -> Option<B256> {
-            let h = B256::from(
-                *values
-                    .get(bintrie_keys::CODE_HASH_LEAF_KEY)
-                    .filter(|_| header)?,
-            );
-            (h != EMPTY_CODE_HASH
-                && h != B256::ZERO
-                && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(h))
-            .then_some(h)
-        };
+        let listed = self.listed(list, false);
+        let claims = Claims::new(self.known_codes());
         // A backend with a batch path (the log layout's io_uring) reads every stem at once,
         // with the code of the accounts rebuilt from their chunk stems (chunks.rs).
         let batch = if listed.is_empty() {
             None
         } else {
-            let snapshot = self.backend.snapshot()?;
-            match crate::chunks::batch_read(&snapshot, &listed, &code_to_read) {
-                None => None,
-                Some(Err(e)) => return Err(e),
-                Some(Ok(batch)) => Some((batch, snapshot.io())),
-            }
+            read_batch(&self.backend.snapshot()?, &listed, &claims)
         };
-        let mut reads = listed.len() as u64;
-        // Code rebuilt from its chunk stems was not read itself: the stems count.
-        let mut rebuilt = HashSet::<B256>::default();
-        let (read, io) = match batch {
-            Some((batch, io)) => {
-                let crate::chunks::BatchRead {
-                    values,
-                    mut codes,
-                    chunk_stems,
-                    rebuilt: from_chunks,
-                    timings,
-                } = batch;
-                tracing::debug!(
-                    reads_ms = timings.0.as_secs_f64() * 1e3,
-                    decoded_ms = timings.1.as_secs_f64() * 1e3,
-                    chunk_stems = chunk_stems.len(),
-                    rebuilt = from_chunks.len(),
-                    "batch prefetch"
-                );
-                reads += chunk_stems.len() as u64;
-                self.seen_stems.extend(chunk_stems);
-                rebuilt = from_chunks;
-                let read: Vec<(Option<StemValues>, Option<Code>)> = listed
-                    .iter()
-                    .zip(values)
-                    .map(|((_, account), v)| {
-                        let code = account
-                            .and_then(|_| v.as_ref()?.get(bintrie_keys::CODE_HASH_LEAF_KEY))
-                            .map(|h| B256::from(*h))
-                            .and_then(|h| codes.remove(&h).map(|c| (h, c)));
-                        (v, code)
-                    })
-                    .collect();
-                (read, io)
-            }
-            None => parallel_read(&self.backend, &listed, workers, |r, (stem, account)| {
-                let values = r.stem(stem)?;
-                let mut code: Option<Code> = None;
-                if let Some(h) = values
-                    .as_ref()
-                    .and_then(|v| code_to_read(account.is_some(), v))
-                {
-                    // Code that fails its hash or does not decode is kept as the error: the
-                    // read on demand reports it (`CorruptCode`); missing code is not cached
-                    // either (`MissingCode` on demand). The batch path keeps it the same way.
-                    code = Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
+        let read = match batch {
+            Some(read) => read?,
+            None => {
+                let (read, io) =
+                    parallel_read(&self.backend, &listed, workers, |r, (stem, account)| {
+                        let values = r.stem(stem)?;
+                        let mut code: Option<Code> = None;
+                        if let Some(h) = values
+                            .as_ref()
+                            .and_then(|v| code_to_read(account.is_some(), v, &claims))
+                        {
+                            // Code that fails its hash or does not decode is kept as the
+                            // error: the read on demand reports it (`CorruptCode`); missing
+                            // code is not cached either (`MissingCode` on demand). The batch
+                            // path keeps it the same way.
+                            code =
+                                Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
+                        }
+                        Ok((values, code))
+                    })?;
+                ListedRead {
+                    read,
+                    io,
+                    chunk_stems: Vec::new(),
+                    rebuilt: HashSet::default(),
                 }
-                Ok((values, code))
-            })?,
+            }
         };
+        let reads = self.absorb(listed, read, true);
+        tracing::debug!(
+            reads,
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            workers,
+            "prefetched"
+        );
+        self.stats.prefetch_time += start.elapsed();
+        Ok(reads)
+    }
+
+    /// Runs `run` (execution) over this block with the prefetch of `list` streamed into it:
+    /// the stems are read through the backend's batch path on a thread of their own, as
+    /// [`BlockDb::prefetch`] reads them, while `run` executes; a stem or code execution asks
+    /// for that the prefetch lists is taken from it as soon as its read arrives (execution
+    /// waits only for a key whose read is in flight, [`ReadStats::prefetch_wait`]); anything
+    /// else is read on demand. The same keys are read, each once, and counted as
+    /// [`BlockDb::prefetch`] counts them ([`ReadStats::streamed`] set).
+    ///
+    /// Without the cache, or over a backend with no batch path
+    /// ([`StateSnapshot::has_batch_path`]), this is [`BlockDb::prefetch`] then `run`. If the
+    /// batch path declines after all (no io_uring from the kernel), execution reads on demand.
+    /// A failed prefetch is the error even when `run` succeeded (its reads were then made on
+    /// demand); `run`'s own result is returned otherwise, whatever it is.
+    pub fn prefetch_streaming<T>(
+        &mut self,
+        list: &PrefetchList,
+        workers: usize,
+        run: impl FnOnce(&mut Self) -> T,
+    ) -> Result<T, StateError> {
+        let snapshot = if self.options.cache {
+            Some(self.backend.snapshot()?)
+        } else {
+            None
+        };
+        let Some(snapshot) = snapshot.filter(|s| s.has_batch_path()) else {
+            self.prefetch(list, workers)?;
+            return Ok(run(self));
+        };
+        let start = Instant::now();
+        // In the order execution is likely to want them: the batch submits them in order.
+        let listed = self.listed(list, true);
+        let stream = std::sync::Arc::new(Streamed::new(
+            listed.iter().map(|(stem, _)| *stem),
+            self.known_codes(),
+        ));
+        self.stream = Some(std::sync::Arc::clone(&stream));
+        self.stats.streamed = true;
+        let (out, read) = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                // However the reads end, execution stops waiting for them.
+                let _end = stream.finish_on_drop();
+                let read = if listed.is_empty() {
+                    None
+                } else {
+                    read_batch(&snapshot, &listed, &*stream)
+                };
+                (read, start.elapsed())
+            });
+            let out = run(self);
+            (out, reader.join())
+        });
+        self.stream = None;
+        let (read, time) = read.unwrap_or_else(|e| std::panic::resume_unwind(e));
+        self.stats.prefetch_time += time;
+        let reads = match read {
+            Some(read) => self.absorb(listed, read?, false),
+            None => 0,
+        };
+        tracing::debug!(
+            reads,
+            ms = time.as_secs_f64() * 1e3,
+            wait_ms = self.stats.prefetch_wait.as_secs_f64() * 1e3,
+            "prefetch streamed"
+        );
+        Ok(out)
+    }
+
+    /// The stems of `list` not cached yet, each with its account when it is a header stem,
+    /// deduplicated: sorted ([`PrefetchList::stems`]), or `by_account`
+    /// ([`PrefetchList::stems_by_account`]); counts them in [`ReadStats::prefetch_stems`].
+    fn listed(&mut self, list: &PrefetchList, by_account: bool) -> Vec<(Stem, Option<Address>)> {
+        let stems = if by_account {
+            list.stems_by_account()
+        } else {
+            list.stems()
+        };
+        self.stats.prefetch_stems += stems.len() as u64;
+        // Already deduplicated; filtering keeps the order.
+        stems
+            .into_iter()
+            .filter(|l| !self.stems.contains_key(&l.stem))
+            .map(|l| (l.stem, l.account))
+            .collect()
+    }
+
+    /// Code hashes the block has read or cached: a prefetch does not read them again.
+    fn known_codes(&self) -> HashSet<B256> {
+        self.codes
+            .keys()
+            .chain(self.seen_codes.iter())
+            .copied()
+            .collect()
+    }
+
+    /// Counts what a prefetch of `listed` read, and caches it when `cache` (and the block's
+    /// cache is on). Returns the store reads made.
+    fn absorb(
+        &mut self,
+        listed: Vec<(Stem, Option<Address>)>,
+        read: ListedRead,
+        cache: bool,
+    ) -> u64 {
+        let cache = cache && self.options.cache;
+        let ListedRead {
+            read,
+            io,
+            chunk_stems,
+            rebuilt,
+        } = read;
+        // Code rebuilt from its chunk stems was not read itself: the stems count.
+        let mut reads = (listed.len() + chunk_stems.len()) as u64;
+        self.seen_stems.extend(chunk_stems);
         for ((stem, _), (values, code)) in listed.into_iter().zip(read) {
             self.seen_stems.insert(stem);
             if let Some((h, code)) = code {
@@ -396,28 +507,19 @@ impl<B: StateBackend> BlockDb<B> {
                     reads += 1;
                     self.seen_codes.insert(h);
                 }
-                if self.options.cache
-                    && let Some(Ok(code)) = code
-                {
+                if cache && let Some(Ok(code)) = code {
                     self.codes.insert(h, code);
                 }
             }
-            if self.options.cache {
+            if cache {
                 self.stems.insert(stem, values);
             }
         }
-        tracing::debug!(
-            reads,
-            ms = start.elapsed().as_secs_f64() * 1e3,
-            workers,
-            "prefetched"
-        );
         self.stats.lookups += io.lookups;
         self.stats.bytes += io.bytes;
         self.stats.store_reads += reads;
         self.stats.prefetch_reads += reads;
-        self.stats.prefetch_time += start.elapsed();
-        Ok(reads)
+        reads
     }
 
     /// The accounts the block changed so far, as revm committed them: each with its state at
@@ -560,6 +662,64 @@ impl<B: StateBackend> BlockDb<B> {
         }
         Ok(())
     }
+}
+
+/// A code hash read for a header stem, with what its check gave (`None`: not stored).
+type Code = (B256, Option<Result<Bytecode, StateError>>);
+
+/// What a prefetch of listed stems read.
+struct ListedRead {
+    /// Each listed stem's values (in the list's order), with the code read for it.
+    read: Vec<(Option<StemValues>, Option<Code>)>,
+    io: SnapshotIo,
+    /// Code-chunk stems read beside the listed ones (present in the store).
+    chunk_stems: Vec<Stem>,
+    /// The hashes of the codes rebuilt from chunk stems (not read by hash).
+    rebuilt: HashSet<B256>,
+}
+
+/// Reads `listed` through `snapshot`'s batch path (chunks.rs), handing each stem and code to
+/// `arrivals` as it arrives; `None` when the snapshot has no batch path.
+fn read_batch<S: StateSnapshot>(
+    snapshot: &S,
+    listed: &[(Stem, Option<Address>)],
+    arrivals: &dyn Arrivals,
+) -> Option<Result<ListedRead, StateError>> {
+    let batch = match crate::chunks::batch_read(snapshot, listed, arrivals)? {
+        Ok(batch) => batch,
+        Err(e) => return Some(Err(e)),
+    };
+    let crate::chunks::BatchRead {
+        values,
+        mut codes,
+        chunk_stems,
+        rebuilt,
+        timings,
+    } = batch;
+    tracing::debug!(
+        reads_ms = timings.0.as_secs_f64() * 1e3,
+        decoded_ms = timings.1.as_secs_f64() * 1e3,
+        chunk_stems = chunk_stems.len(),
+        rebuilt = rebuilt.len(),
+        "batch prefetch"
+    );
+    let read = listed
+        .iter()
+        .zip(values)
+        .map(|((_, account), v)| {
+            let code = account
+                .and_then(|_| v.as_ref()?.get(bintrie_keys::CODE_HASH_LEAF_KEY))
+                .map(|h| B256::from(*h))
+                .and_then(|h| codes.remove(&h).map(|c| (h, c)));
+            (v, code)
+        })
+        .collect();
+    Some(Ok(ListedRead {
+        read,
+        io: snapshot.io(),
+        chunk_stems,
+        rebuilt,
+    }))
 }
 
 /// Items a prefetch worker takes at a time: small, so every worker stays busy until the list

@@ -10,6 +10,7 @@
 //! thread: the batch's own thread is busy with the reads (keccak and the jump table analysis
 //! of 200-300 KB of code took about half of a mainnet block's 5 ms batch on that thread).
 
+use crate::stream::{Arrivals, code_to_read};
 use crate::{StateError, StateSnapshot, StemsBatch};
 use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{Address, B256, Bytes, U256};
@@ -53,8 +54,7 @@ struct Account {
 /// ([`crate::decode_code`]); [`ChunkedCode::finish`] returns the hashes still owed (a chunk
 /// stem or chunk was absent), which the caller reads by hash, as it does code the decoder
 /// refuses.
-#[derive(Debug)]
-pub(crate) struct ChunkedCode {
+pub(crate) struct ChunkedCode<'a> {
     /// The accounts, in the order given to [`ChunkedCode::new`].
     accounts: Vec<Account>,
     /// The listed chunk stems: the account (index into `accounts`) and tree index of each.
@@ -62,6 +62,8 @@ pub(crate) struct ChunkedCode {
     stems: Vec<Stem>,
     /// Where rebuilt code goes to be checked.
     decode: Sender<(B256, Bytes)>,
+    /// Told of each rebuilt code before it is queued (execution may check it first).
+    arrivals: &'a dyn Arrivals,
     /// Code that did not rebuild: read by hash.
     owed: Vec<B256>,
     /// The chunk stems read (present in the store).
@@ -77,10 +79,15 @@ pub(crate) struct Rebuilt {
     pub(crate) stems: Vec<Stem>,
 }
 
-impl ChunkedCode {
+impl<'a> ChunkedCode<'a> {
     /// Gathers the code of `accounts` (their position in this list is their number here),
-    /// sending each code rebuilt to `decode`.
-    pub(crate) fn new(accounts: &[Address], decode: Sender<(B256, Bytes)>) -> Self {
+    /// handing each code rebuilt to `arrivals` ([`Arrivals::rebuilt`]) and sending it to
+    /// `decode`.
+    pub(crate) fn new(
+        accounts: &[Address],
+        decode: Sender<(B256, Bytes)>,
+        arrivals: &'a dyn Arrivals,
+    ) -> Self {
         let chunk_stems = accounts.len() * CHUNK_STEMS as usize;
         let mut listed = Vec::with_capacity(chunk_stems);
         let mut stems = Vec::with_capacity(chunk_stems);
@@ -95,6 +102,7 @@ impl ChunkedCode {
             listed,
             stems,
             decode,
+            arrivals,
             owed: Vec::new(),
             read: Vec::new(),
         }
@@ -161,7 +169,11 @@ impl ChunkedCode {
             ..Account::default()
         };
         // A decoder that is gone (it panicked) leaves the code owed.
-        let sent = rebuilt.is_some_and(|code| self.decode.send((hash, Bytes::from(code))).is_ok());
+        let sent = rebuilt.is_some_and(|code| {
+            let code = Bytes::from(code);
+            self.arrivals.rebuilt(&hash, &code);
+            self.decode.send((hash, code)).is_ok()
+        });
         if !sent {
             tracing::debug!(%hash, "the code's chunks are missing; reading it by hash");
             self.owed.push(hash);
@@ -190,7 +202,8 @@ pub(crate) struct BatchRead {
     /// The values of each listed stem, in order (`None`: absent).
     pub(crate) values: Vec<Option<StemValues>>,
     /// Every code hash a header stem named and this batch took on, with its code as
-    /// [`crate::decode_code`] checks it (`None`: no code stored under it).
+    /// [`crate::decode_code`] checks it (`None`: no code stored under it, or rebuilt and
+    /// taken by execution to check itself, [`Arrivals::take_job`]; those are in `rebuilt`).
     pub(crate) codes: HashMap<B256, Option<Result<Bytecode, StateError>>>,
     /// The chunk stems read (present in the store).
     pub(crate) chunk_stems: Vec<Stem>,
@@ -202,9 +215,11 @@ pub(crate) struct BatchRead {
 
 /// Reads `listed` stems (each with its account when it is a header stem) through the
 /// snapshot's batch path, with every account's chunk stems listed beside them, and the code
-/// of each header stem for which `code_to_read(is_header, values)` names a hash: rebuilt from
-/// the chunks when they hold it, otherwise read by hash. `None` when the snapshot has no batch
-/// path (nothing read).
+/// of each header stem whose code hash `arrivals` lets this batch claim
+/// ([`crate::stream::code_to_read`]): rebuilt from the chunks when they hold it, otherwise
+/// read by hash. Each listed stem is handed to `arrivals` as it arrives (after its code is
+/// claimed), and each code once checked. `None` when the snapshot has no batch path (nothing
+/// read).
 ///
 /// Rebuilt code is checked and decoded on a thread of its own, beside the reads; once the
 /// reads are done, the calling thread takes its share of what is left (keccak runs at about
@@ -213,7 +228,7 @@ pub(crate) struct BatchRead {
 pub(crate) fn batch_read<S: StateSnapshot>(
     snapshot: &S,
     listed: &[(Stem, Option<Address>)],
-    code_to_read: &dyn Fn(bool, &StemValues) -> Option<B256>,
+    arrivals: &dyn Arrivals,
 ) -> Option<Result<BatchRead, StateError>> {
     let start = Instant::now();
     // Header stems: their number among the accounts, by position in `listed`.
@@ -232,51 +247,105 @@ pub(crate) fn batch_read<S: StateSnapshot>(
         // The lock is held only while taking one job; `Err`: the sender is gone and the
         // queue empty.
         while let Ok((h, raw)) = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
-            out.push((h, crate::decode_code(&h, raw)));
+            if !arrivals.take_job(&h) {
+                // Execution checked it itself (and reads it on demand if it failed).
+                out.push((h, None));
+                continue;
+            }
+            let code = crate::decode_code(&h, raw);
+            // Code that fails is read by hash after the batch, and handed on then.
+            if let Ok(code) = &code {
+                arrivals.code(&h, Some(code));
+            }
+            out.push((h, Some(code)));
         }
         out
     };
     let mut reads_done = Duration::ZERO;
     let (batch, decoded) = std::thread::scope(|scope| {
         let decoder = scope.spawn(decode_queued);
-        let mut chunked = ChunkedCode::new(&accounts, to_decoder);
-        let stems: Vec<Stem> = listed
-            .iter()
-            .map(|(s, _)| *s)
-            .chain(chunked.stems().iter().copied())
+        let mut chunked = ChunkedCode::new(&accounts, to_decoder, arrivals);
+        // Submitted in the list's order, each account's chunk stems right after its header
+        // stem: `order[j]` is the j-th read's place in `listed` followed by the chunk stems.
+        let chunk = |a: usize| listed.len() + a * CHUNK_STEMS as usize;
+        let order: Vec<usize> = (0..listed.len())
+            .flat_map(|i| {
+                let chunks = match account_of[i] {
+                    usize::MAX => 0..0,
+                    a => chunk(a)..chunk(a + 1),
+                };
+                std::iter::once(i).chain(chunks)
+            })
             .collect();
-        let batch = snapshot.stems_batch(&stems, &mut |i, v| {
-            let Some((_, account)) = listed.get(i) else {
-                chunked.chunk_stem(i - listed.len(), v);
+        let stems: Vec<Stem> = order
+            .iter()
+            .map(|&i| match listed.get(i) {
+                Some((s, _)) => *s,
+                None => chunked.stems()[i - listed.len()],
+            })
+            .collect();
+        let batch = snapshot.stems_batch(&stems, &mut |j, v| {
+            let i = order[j];
+            let Some((stem, account)) = listed.get(i) else {
+                if let Some(v) = v {
+                    chunked.chunk_stem(i - listed.len(), v);
+                }
                 return None;
             };
-            let h = code_to_read(account.is_some(), v)?;
-            chunked.header(account_of[i], h, v)
+            let Some(v) = v else {
+                arrivals.stem(stem, None);
+                return None;
+            };
+            // Claimed before the stem is handed on: execution, finding the account, then
+            // finds its code on the way.
+            let h = code_to_read(account.is_some(), v, arrivals);
+            arrivals.stem(stem, Some(v));
+            chunked.header(account_of[i], h?, v)
         });
         let rebuilt = chunked.finish();
         reads_done = start.elapsed();
         let mut decoded = decode_queued();
         // A decoder that panicked returns nothing: its codes are read on demand.
         decoded.extend(decoder.join().unwrap_or_default());
-        (batch.map(|b| b.map(|b| (b, rebuilt))), decoded)
+        (batch.map(|b| b.map(|b| (b, rebuilt, order))), decoded)
     });
     let decoded_at = start.elapsed();
-    let (StemsBatch { mut values, codes }, rebuilt) = match batch? {
+    let (
+        StemsBatch {
+            values: read,
+            codes,
+        },
+        rebuilt,
+        order,
+    ) = match batch? {
         Ok(b) => b,
         Err(e) => return Some(Err(e)),
     };
-    values.truncate(listed.len());
+    // Back in the list's order (chunk stems dropped).
+    let mut values: Vec<Option<StemValues>> = vec![None; listed.len()];
+    for (i, v) in order.into_iter().zip(read) {
+        if let Some(slot) = values.get_mut(i) {
+            *slot = v;
+        }
+    }
+    for (h, code) in &codes {
+        arrivals.code(h, code.as_ref().and_then(|c| c.as_ref().ok()));
+    }
     let mut codes: HashMap<B256, Option<Result<Bytecode, StateError>>> =
         codes.into_iter().collect();
     let mut from_chunks = HashSet::default();
     let mut owed = rebuilt.owed;
     for (h, code) in decoded {
         match code {
-            Ok(code) => {
+            Some(Ok(code)) => {
                 from_chunks.insert(h);
                 codes.insert(h, Some(Ok(code)));
             }
-            Err(_) => owed.push(h),
+            None => {
+                from_chunks.insert(h);
+                codes.insert(h, None);
+            }
+            Some(Err(_)) => owed.push(h),
         }
     }
     // Code the chunks did not give: read by hash now (a corrupt or partial state; a
@@ -289,6 +358,7 @@ pub(crate) fn batch_read<S: StateSnapshot>(
             Ok(raw) => raw.map(|raw| crate::decode_code(&h, raw)),
             Err(e) => return Some(Err(e)),
         };
+        arrivals.code(&h, code.as_ref().and_then(|c| c.as_ref().ok()));
         codes.insert(h, code);
     }
     Some(Ok(BatchRead {

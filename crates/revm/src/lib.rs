@@ -11,7 +11,9 @@
 //!   into tree writes.
 //! - [`BlockDb`]: one block's `Database + DatabaseCommit` over a backend: a per-block cache
 //!   (each stem and code read at most once), the block's writes as an overlay, parallel
-//!   prefetch ([`PrefetchList`], one snapshot per worker), counters ([`ReadStats`]), and
+//!   prefetch ([`PrefetchList`], one snapshot per worker; on a backend with a batch path
+//!   optionally streamed into execution, [`BlockDb::prefetch_streaming`]), counters
+//!   ([`ReadStats`]), and
 //!   [`BlockDb::into_changes`], the block's tree writes with geth's semantics.
 //! - [`BlockChanges`]: tree writes with geth's semantics (SPEC §4), from either path; commit them
 //!   ([`MemoryState::commit_block`], `BinTrieState::commit_block`) or take the root they would
@@ -87,6 +89,7 @@ mod pipeline;
 mod prefetch;
 #[cfg(feature = "mdbx")]
 mod state;
+mod stream;
 mod witness;
 
 #[cfg(feature = "mdbx")]

@@ -91,7 +91,7 @@ impl StateSnapshot for LogSnapshot<'_> {
     fn stems_batch(
         &self,
         stems: &[Stem],
-        code_of: &mut dyn FnMut(usize, &StemValues) -> Option<B256>,
+        code_of: &mut dyn FnMut(usize, Option<&StemValues>) -> Option<B256>,
     ) -> Option<Result<StemsBatch, StateError>> {
         let read = self.store.get_stems_then_code(
             stems,
@@ -115,6 +115,10 @@ impl StateSnapshot for LogSnapshot<'_> {
             }
             Err(e) => Some(Err(e.into())),
         }
+    }
+
+    fn has_batch_path(&self) -> bool {
+        self.store.batch_reads()
     }
 
     fn io(&self) -> SnapshotIo {
@@ -444,10 +448,108 @@ mod tests {
         assert_eq!(db.stats().read_amplification(), 1.0);
     }
 
+    /// What execution reads in [`streamed_and_first_agree`]: every account, its code and
+    /// slots, one unlisted account, one unlisted slot.
+    type Seen = Vec<(Option<revm::state::AccountInfo>, Option<Vec<u8>>, Vec<U256>)>;
+
+    /// Executes `read` over a block database of `log` after a prefetch of `list`, read first
+    /// and streamed; both must see the same values, read the same keys the same number of
+    /// times, and serve every listed key from the prefetch. Returns what the streamed run saw
+    /// and its counters.
+    fn streamed_and_first_agree(
+        log: &LogState,
+        list: &crate::PrefetchList,
+        read: impl Fn(&mut BlockDb<LogBackend<'_>>) -> Seen,
+    ) -> (Seen, crate::ReadStats) {
+        let mut first = log.block_db(BlockDbOptions::default()).unwrap();
+        first.prefetch(list, 4).unwrap();
+        let want = read(&mut first);
+        let mut streamed = log.block_db(BlockDbOptions::default()).unwrap();
+        let got = streamed.prefetch_streaming(list, 4, &read).unwrap();
+        assert_eq!(got, want);
+        let (a, b) = (first.stats(), streamed.stats());
+        assert!(b.streamed && !a.streamed);
+        assert_eq!(
+            (a.store_reads, a.prefetch_reads, a.unique_keys, a.misses),
+            (b.store_reads, b.prefetch_reads, b.unique_keys, b.misses)
+        );
+        assert_eq!(a.prefetch_wait, std::time::Duration::ZERO);
+        assert!(b.read_time() <= b.prefetch_wait + b.miss_time);
+        (got, b)
+    }
+
+    /// Streamed into execution, the log's prefetch serves execution what the prefetch read
+    /// first serves: headers, code rebuilt from chunk stems or read by hash, slots, absent
+    /// keys; the same reads, each key once, nothing listed read again on demand.
+    #[test]
+    fn a_streamed_prefetch_serves_what_the_prefetch_read_first_serves() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let mut all = contracts(&[0, 100, 5_000, 24_576, 30_000], 0x20);
+        for (i, (_, a)) in all.iter_mut().enumerate() {
+            a.storage = (0..3u64)
+                .map(|k| (U256::from(k * 1_000 + i as u64), U256::from(k + 1)))
+                .collect();
+        }
+        // Two accounts sharing one code: it is read once.
+        all.push((Address::repeat_byte(0x30), all[2].1.clone()));
+        let changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(changes, 1).unwrap();
+        let mut list = crate::PrefetchList::new();
+        for (address, state) in &all {
+            list.account(*address);
+            for (k, _) in &state.storage {
+                list.slot(*address, *k);
+            }
+            list.slot(*address, U256::from(77)); // absent
+        }
+        list.slot(Address::repeat_byte(0xee), U256::from(77)); // absent, as its slot
+        let unlisted = all[1].0;
+        let read = |db: &mut BlockDb<LogBackend<'_>>| -> Seen {
+            let mut seen = Vec::new();
+            let absent = (Address::repeat_byte(0xee), AccountState::default());
+            for (address, state) in all.iter().chain([&absent]) {
+                let info = db.basic(*address).unwrap();
+                let code = info.as_ref().map(|i| {
+                    db.code_by_hash(i.code_hash)
+                        .unwrap()
+                        .original_bytes()
+                        .to_vec()
+                });
+                let mut slots: Vec<U256> = state
+                    .storage
+                    .iter()
+                    .map(|(k, _)| db.storage(*address, *k).unwrap())
+                    .collect();
+                slots.push(db.storage(*address, U256::from(77)).unwrap());
+                seen.push((info, code, slots));
+            }
+            // Not listed (a stem of its own, past the header stem's 64 slots): on demand.
+            let slot = db.storage(unlisted, U256::from(5_000)).unwrap();
+            seen.push((None, None, vec![slot]));
+            seen
+        };
+        let (seen, stats) = streamed_and_first_agree(&log, &list, read);
+        for ((_, state), (info, code, slots)) in all.iter().zip(&seen) {
+            assert!(info.is_some());
+            assert_eq!(code.as_deref(), Some(&state.code[..]));
+            let want: Vec<U256> = state.storage.iter().map(|(_, v)| *v).collect();
+            assert_eq!(slots[..3], want[..]);
+            assert_eq!(slots[3], U256::ZERO);
+        }
+        assert_eq!(
+            seen[all.len()],
+            (None, None, vec![U256::ZERO]),
+            "the absent account"
+        );
+        assert_eq!(stats.misses, 1, "only the unlisted slot");
+        assert_eq!(stats.read_amplification(), 1.0);
+    }
+
     /// Code read in the log's batch is checked as a lookup checks it. Chunks that do not
     /// rebuild their code hash's bytes are not served: the code is read by hash instead;
     /// bytes read by hash that do not hash to their key are reported (`CorruptCode`), never
-    /// served or taken as absent.
+    /// served or taken as absent. The same holds with the prefetch streamed into execution.
     #[test]
     fn a_prefetched_code_that_fails_its_hash_is_reported() {
         let dir = tempfile::tempdir().unwrap();
@@ -473,24 +575,39 @@ mod tests {
         for (address, _) in &all {
             list.account(*address);
         }
+        let check = |db: &mut BlockDb<LogBackend<'_>>, streamed: bool| {
+            let before = db.stats().store_reads;
+            for i in [0, 1, 4] {
+                let info = db.basic(all[i].0).unwrap().unwrap();
+                let code = db.code_by_hash(info.code_hash).unwrap();
+                assert_eq!(code.original_bytes().as_ref(), &all[i].1.code[..], "{i}");
+            }
+            // Streamed, the counters are added when the prefetch ends.
+            if !streamed {
+                assert_eq!(
+                    db.stats().store_reads,
+                    before,
+                    "the good code came from the prefetch"
+                );
+            }
+            for i in [2, 3] {
+                let info = db.basic(all[i].0).unwrap().unwrap();
+                let err = db.code_by_hash(info.code_hash).unwrap_err();
+                assert!(matches!(err, StateError::CorruptCode { .. }), "{i}: {err}");
+            }
+            db.stats().misses
+        };
         let mut db = log.block_db(BlockDbOptions::default()).unwrap();
         db.prefetch(&list, 4).unwrap();
-        let before = db.stats().store_reads;
-        for i in [0, 1, 4] {
-            let info = db.basic(all[i].0).unwrap().unwrap();
-            let code = db.code_by_hash(info.code_hash).unwrap();
-            assert_eq!(code.original_bytes().as_ref(), &all[i].1.code[..], "{i}");
-        }
-        assert_eq!(
-            db.stats().store_reads,
-            before,
-            "the good code came from the prefetch"
-        );
-        for i in [2, 3] {
-            let info = db.basic(all[i].0).unwrap().unwrap();
-            let err = db.code_by_hash(info.code_hash).unwrap_err();
-            assert!(matches!(err, StateError::CorruptCode { .. }), "{i}: {err}");
-        }
+        assert_eq!(check(&mut db, false), 0, "no good code read on demand");
+        // Streamed, execution may check the rebuilt code of 1 itself before the batch's
+        // checker does; when its chunks fail, it reads the code by hash on demand (a miss)
+        // instead of the batch.
+        let mut db = log.block_db(BlockDbOptions::default()).unwrap();
+        let misses = db
+            .prefetch_streaming(&list, 4, |db| check(db, true))
+            .unwrap();
+        assert!(misses <= 1, "{misses} read on demand, streamed");
     }
 
     #[test]

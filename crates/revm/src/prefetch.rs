@@ -111,6 +111,35 @@ impl PrefetchList {
         stems
     }
 
+    /// The stems of [`PrefetchList::stems`] in the order execution is likely to want them:
+    /// each account in the order it was first listed (the system contracts, the coinbase and
+    /// the transactions' accounts in block order, when the list was built that way), its
+    /// header stem followed by its slots' stems in the order they were listed; each stem
+    /// once, marked as a header when it is one.
+    pub fn stems_by_account(&self) -> Vec<ListedStem> {
+        use alloy_primitives::map::HashMap;
+        let mut slots_of: HashMap<Address, Vec<U256>> = HashMap::default();
+        for (a, s) in &self.slots {
+            slots_of.entry(*a).or_default().push(*s);
+        }
+        let mut at: HashMap<Stem, usize> = HashMap::default();
+        let mut out: Vec<ListedStem> = Vec::new();
+        let mut push = |stem: Stem, account: Option<Address>| match at.get(&stem) {
+            Some(&i) => out[i].account = out[i].account.or(account),
+            None => {
+                at.insert(stem, out.len());
+                out.push(ListedStem { stem, account });
+            }
+        };
+        for a in &self.accounts {
+            push(basic_data_key(a).stem, Some(*a));
+            for s in slots_of.remove(a).unwrap_or_default() {
+                push(storage_slot_key(a, &s).stem, None);
+            }
+        }
+        out
+    }
+
     /// The stems to read, sorted and deduplicated, without the header marks: what the trie
     /// prefetch of [`crate::BlockPlan::write_stems`] takes.
     pub fn stem_keys(&self) -> Vec<Stem> {
@@ -126,4 +155,50 @@ pub struct ListedStem {
     /// The account whose header stem this is (its BASIC_DATA and CODE_HASH, whose code is
     /// prefetched too); `None` for a storage stem.
     pub account: Option<Address>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `stems_by_account` holds the stems `stems` holds, each once with the same header mark,
+    /// ordered by account in first-listed order, each header before its slots.
+    #[test]
+    fn stems_by_account_are_the_stems_in_listed_account_order() {
+        let (a, b, c) = (
+            Address::repeat_byte(0xa),
+            Address::repeat_byte(0xb),
+            Address::repeat_byte(0xc),
+        );
+        let mut list = PrefetchList::new();
+        list.account(c)
+            .slot(a, U256::from(1_000))
+            .slot(c, U256::from(5)) // on c's header stem
+            .account(b)
+            .slot(c, U256::from(2_000))
+            .slot(a, U256::from(1_000))
+            .account(a);
+        let ordered = list.stems_by_account();
+        let mut sorted = ordered.clone();
+        sorted.sort_unstable_by_key(|l| l.stem);
+        assert_eq!(sorted, list.stems());
+        let header = |x: &Address| ListedStem {
+            stem: basic_data_key(x).stem,
+            account: Some(*x),
+        };
+        let slot = |x: &Address, k: u64| ListedStem {
+            stem: storage_slot_key(x, &U256::from(k)).stem,
+            account: None,
+        };
+        assert_eq!(
+            ordered,
+            vec![
+                header(&c),
+                slot(&c, 2_000),
+                header(&a),
+                slot(&a, 1_000),
+                header(&b)
+            ]
+        );
+    }
 }
