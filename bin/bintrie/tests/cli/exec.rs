@@ -399,6 +399,17 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
         assert_eq!(log["mode"]["layout"], "log");
         assert_eq!(log["root"], mdbx["root"], "{name}: log root");
         assert_eq!(log["read_amplification"].as_f64().unwrap(), 1.0, "{log}");
+        // The log streams its prefetch into execution by default; --no-stream reads it first.
+        // The same keys are read, each once, to the same root; MDBX never streams.
+        assert_eq!(log["mode"]["streamed"], true, "{log}");
+        assert_eq!(mdbx["mode"]["streamed"], false, "{mdbx}");
+        let first = exec_json(&f, &["--layout", "log", "--no-stream"]);
+        assert_eq!(first["mode"]["streamed"], false, "{first}");
+        assert_eq!(first["root"], log["root"], "{name}: --no-stream root");
+        for count in ["store_reads", "prefetch_reads", "keys_read", "misses"] {
+            assert_eq!(first[count], log[count], "{name}: {count}");
+        }
+        assert_eq!(first["timings_ms"]["prefetch_wait"], 0.0, "{first}");
     }
     let dir = tempfile::tempdir().unwrap();
     let keep = dir.path().join("base");
