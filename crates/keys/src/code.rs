@@ -1,7 +1,8 @@
 //! Code chunking (SPEC §2).
 
-/// Bytes of code carried by one chunk (the 32nd byte is the push-data count).
-const CHUNK_BODY_LEN: usize = 31;
+/// Bytes of code carried by one chunk (the 32nd byte, first in the chunk, is the push-data
+/// count): code of `len` bytes takes `len.div_ceil(CHUNK_BODY_LEN)` chunks.
+pub const CHUNK_BODY_LEN: usize = 31;
 const PUSH1: u8 = 0x60;
 const PUSH32: u8 = 0x7f;
 

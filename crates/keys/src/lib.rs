@@ -24,7 +24,7 @@ mod key;
 pub use alloy_primitives::{Address, B256, U256};
 
 pub use basic_data::BasicData;
-pub use code::{chunkify_code, code_from_chunks};
+pub use code::{CHUNK_BODY_LEN, chunkify_code, code_from_chunks};
 pub use embedding::{AccountState, account_entries};
 pub use error::KeyError;
 pub use key::{

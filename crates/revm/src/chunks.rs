@@ -15,8 +15,8 @@ use crate::{StateError, StateSnapshot, StemsBatch};
 use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{Address, B256, Bytes, U256};
 use bintrie_keys::{
-    BASIC_DATA_LEAF_KEY, BasicData, CODE_OFFSET, STEM_SUBTREE_WIDTH, Stem, code_from_chunks,
-    get_stem,
+    BASIC_DATA_LEAF_KEY, BasicData, CHUNK_BODY_LEN, CODE_OFFSET, STEM_SUBTREE_WIDTH, Stem,
+    code_from_chunks, get_stem,
 };
 use bintrie_node::StemValues;
 use revm::bytecode::Bytecode;
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 pub(crate) const CHUNK_STEMS: u64 = 3;
 
 /// The longest code [`ChunkedCode`] rebuilds, bytes.
-const MAX_LEN: u64 = (STEM_SUBTREE_WIDTH * (CHUNK_STEMS + 1) - CODE_OFFSET) * 31;
+const MAX_LEN: u64 = (STEM_SUBTREE_WIDTH * (CHUNK_STEMS + 1) - CODE_OFFSET) * CHUNK_BODY_LEN as u64;
 
 /// One account's code being gathered.
 #[derive(Debug, Default)]
@@ -150,7 +150,7 @@ impl<'a> ChunkedCode<'a> {
         let Some((hash, len)) = account.code else {
             return;
         };
-        let chunks = len.div_ceil(31) as u64;
+        let chunks = len.div_ceil(CHUNK_BODY_LEN) as u64;
         let width = STEM_SUBTREE_WIDTH;
         let last_stem = ((CODE_OFFSET + chunks - 1) / width) as usize;
         if account.stems[..=last_stem].iter().any(Option::is_none) {
