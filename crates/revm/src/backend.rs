@@ -60,7 +60,9 @@ pub trait StateSnapshot: Send + Sync {
     /// to read for `stems[i]`, if any; each hash named is read once, its read overlapping the
     /// stems still in flight. Each absent stem is reported as `code_of(i, None)` as soon as it
     /// is known to be absent (what that call returns is ignored). `None` (the default): no
-    /// batch path; the caller reads them one by one, from several threads.
+    /// batch path; the caller reads them one by one, from several threads. A snapshot that
+    /// has one says so in [`StateSnapshot::has_batch_path`]: [`crate::BlockDb`] asks that
+    /// first.
     fn stems_batch(
         &self,
         _stems: &[Stem],
@@ -70,9 +72,9 @@ pub trait StateSnapshot: Send + Sync {
     }
 
     /// True when [`StateSnapshot::stems_batch`] is expected to read (it may still return
-    /// `None`, for example where the kernel refuses an io_uring): a prefetch through it can
-    /// then be streamed into execution ([`crate::BlockDb::prefetch_streaming`]). Default:
-    /// false.
+    /// `None`, for example where the kernel refuses an io_uring). [`crate::BlockDb`] uses the
+    /// batch path only then, and can then stream a prefetch into execution
+    /// ([`crate::BlockDb::prefetch_streaming`]). Default: false.
     fn has_batch_path(&self) -> bool {
         false
     }

@@ -679,12 +679,15 @@ struct ListedRead {
 }
 
 /// Reads `listed` through `snapshot`'s batch path (chunks.rs), handing each stem and code to
-/// `arrivals` as it arrives; `None` when the snapshot has no batch path.
+/// `arrivals` as it arrives; `None` when the snapshot has no batch path (nothing started).
 fn read_batch<S: StateSnapshot>(
     snapshot: &S,
     listed: &[(Stem, Option<Address>)],
     arrivals: &dyn Arrivals,
 ) -> Option<Result<ListedRead, StateError>> {
+    if !snapshot.has_batch_path() {
+        return None;
+    }
     let batch = match crate::chunks::batch_read(snapshot, listed, arrivals)? {
         Ok(batch) => batch,
         Err(e) => return Some(Err(e)),
