@@ -80,48 +80,28 @@ impl PrefetchList {
 
     /// The stems to read, sorted and deduplicated, each marked with its account when it is an
     /// account's header stem (the only stems whose sub-index 1 is a CODE_HASH; a storage
-    /// stem's sub-index 1 is an ordinary slot). Each distinct address and slot is hashed once.
+    /// stem's sub-index 1 is an ordinary slot): [`PrefetchList::stems_by_account`], sorted.
     pub fn stems(&self) -> Vec<ListedStem> {
-        let mut accounts = self.accounts.clone();
-        accounts.sort_unstable();
-        accounts.dedup();
-        let mut slots = self.slots.clone();
-        slots.sort_unstable();
-        slots.dedup();
-        let mut stems: Vec<ListedStem> = accounts
-            .iter()
-            .map(|a| ListedStem {
-                stem: basic_data_key(a).stem,
-                account: Some(*a),
-            })
-            .chain(slots.iter().map(|(a, s)| ListedStem {
-                stem: storage_slot_key(a, s).stem,
-                account: None,
-            }))
-            .collect();
+        let mut stems = self.stems_by_account();
         stems.sort_unstable_by_key(|l| l.stem);
-        // Equal stems are adjacent; keep one, a header if any of them is.
-        stems.dedup_by(|later, kept| {
-            let same = later.stem == kept.stem;
-            if same {
-                kept.account = kept.account.or(later.account);
-            }
-            same
-        });
         stems
     }
 
-    /// The stems of [`PrefetchList::stems`] in the order execution is likely to want them:
-    /// each account in the order it was first listed (the system contracts, the coinbase and
-    /// the transactions' accounts in block order, when the list was built that way), its
-    /// header stem followed by its slots' stems in the order they were listed; each stem
-    /// once, marked as a header when it is one.
+    /// The stems to read in the order execution is likely to want them: each account in the
+    /// order it was first listed (the system contracts, the coinbase and the transactions'
+    /// accounts in block order, when the list was built that way), its header stem followed
+    /// by its slots' stems in the order they were listed; each stem once, marked as a header
+    /// when it is one. Each distinct address and slot is hashed once.
     pub fn stems_by_account(&self) -> Vec<ListedStem> {
-        use alloy_primitives::map::HashMap;
+        use alloy_primitives::map::{HashMap, HashSet};
         let mut slots_of: HashMap<Address, Vec<U256>> = HashMap::default();
+        let mut seen_slots: HashSet<(Address, U256)> = HashSet::default();
         for (a, s) in &self.slots {
-            slots_of.entry(*a).or_default().push(*s);
+            if seen_slots.insert((*a, *s)) {
+                slots_of.entry(*a).or_default().push(*s);
+            }
         }
+        let mut seen_accounts: HashSet<Address> = HashSet::default();
         let mut at: HashMap<Stem, usize> = HashMap::default();
         let mut out: Vec<ListedStem> = Vec::new();
         let mut push = |stem: Stem, account: Option<Address>| match at.get(&stem) {
@@ -131,7 +111,7 @@ impl PrefetchList {
                 out.push(ListedStem { stem, account });
             }
         };
-        for a in &self.accounts {
+        for a in self.accounts.iter().filter(|a| seen_accounts.insert(**a)) {
             push(basic_data_key(a).stem, Some(*a));
             for s in slots_of.remove(a).unwrap_or_default() {
                 push(storage_slot_key(a, &s).stem, None);
@@ -179,9 +159,6 @@ mod tests {
             .slot(a, U256::from(1_000))
             .account(a);
         let ordered = list.stems_by_account();
-        let mut sorted = ordered.clone();
-        sorted.sort_unstable_by_key(|l| l.stem);
-        assert_eq!(sorted, list.stems());
         let header = |x: &Address| ListedStem {
             stem: basic_data_key(x).stem,
             account: Some(*x),
@@ -190,15 +167,17 @@ mod tests {
             stem: storage_slot_key(x, &U256::from(k)).stem,
             account: None,
         };
-        assert_eq!(
-            ordered,
-            vec![
-                header(&c),
-                slot(&c, 2_000),
-                header(&a),
-                slot(&a, 1_000),
-                header(&b)
-            ]
-        );
+        let want = vec![
+            header(&c),
+            slot(&c, 2_000),
+            header(&a),
+            slot(&a, 1_000),
+            header(&b),
+        ];
+        assert_eq!(ordered, want);
+        // `stems` holds the same, sorted by stem.
+        let mut sorted = want;
+        sorted.sort_unstable_by_key(|l| l.stem);
+        assert_eq!(list.stems(), sorted);
     }
 }
