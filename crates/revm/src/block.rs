@@ -344,12 +344,7 @@ impl<B: StateBackend> BlockDb<B> {
         let claims = Claims::new(self.known_codes());
         // A backend with a batch path (the log layout's io_uring) reads every stem at once,
         // with the code of the accounts rebuilt from their chunk stems (chunks.rs).
-        let batch = if listed.is_empty() {
-            None
-        } else {
-            read_batch(&self.backend.snapshot()?, &listed, &claims)
-        };
-        let read = match batch {
+        let read = match read_batch(&self.backend.snapshot()?, &listed, &claims) {
             Some(read) => read?,
             None => {
                 let (read, io) =
@@ -429,12 +424,7 @@ impl<B: StateBackend> BlockDb<B> {
             let reader = scope.spawn(|| {
                 // However the reads end, execution stops waiting for them.
                 let _end = stream.finish_on_drop();
-                let read = if listed.is_empty() {
-                    None
-                } else {
-                    read_batch(&snapshot, &listed, &*stream)
-                };
-                (read, start.elapsed())
+                (read_batch(&snapshot, &listed, &*stream), start.elapsed())
             });
             let out = run(self);
             (out, reader.join())
@@ -679,13 +669,14 @@ struct ListedRead {
 }
 
 /// Reads `listed` through `snapshot`'s batch path (chunks.rs), handing each stem and code to
-/// `arrivals` as it arrives; `None` when the snapshot has no batch path (nothing started).
+/// `arrivals` as it arrives; `None` when the snapshot has no batch path or nothing is listed
+/// (nothing started).
 fn read_batch<S: StateSnapshot>(
     snapshot: &S,
     listed: &[(Stem, Option<Address>)],
     arrivals: &dyn Arrivals,
 ) -> Option<Result<ListedRead, StateError>> {
-    if !snapshot.has_batch_path() {
+    if listed.is_empty() || !snapshot.has_batch_path() {
         return None;
     }
     let batch = match crate::chunks::batch_read(snapshot, listed, arrivals)? {

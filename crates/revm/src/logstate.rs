@@ -448,8 +448,8 @@ mod tests {
         assert_eq!(db.stats().read_amplification(), 1.0);
     }
 
-    /// What execution reads in [`streamed_and_first_agree`]: every account, its code and
-    /// slots, one unlisted account, one unlisted slot.
+    /// What execution reads in [`streamed_and_first_agree`]: every account with its code and
+    /// slots (an absent account among them), then one slot the list does not name.
     type Seen = Vec<(Option<revm::state::AccountInfo>, Option<Vec<u8>>, Vec<U256>)>;
 
     /// Executes `read` over a block database of `log` after a prefetch of `list`, read first

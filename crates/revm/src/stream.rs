@@ -20,12 +20,12 @@ pub(crate) trait Arrivals: Sync {
     /// when it is claimed already (by the prefetch, or by execution reading it on demand).
     fn claim(&self, hash: &B256) -> bool;
 
-    /// A listed stem arrived with `values` (`None`: absent).
-    fn stem(&self, stem: &Stem, values: Option<&StemValues>);
+    /// A listed stem arrived with `values` (`None`: absent). Default: nothing.
+    fn stem(&self, _stem: &Stem, _values: Option<&StemValues>) {}
 
     /// The code under a claimed `hash` is in, checked and decoded (`None`: it failed its check
-    /// or is not stored; the read on demand reports that).
-    fn code(&self, hash: &B256, code: Option<&Bytecode>);
+    /// or is not stored; the read on demand reports that). Default: nothing.
+    fn code(&self, _hash: &B256, _code: Option<&Bytecode>) {}
 
     /// The code under a claimed `hash` was rebuilt from its chunks as `raw`, and is queued to be
     /// checked. Default: nothing.
@@ -74,10 +74,6 @@ impl Arrivals for Claims {
     fn claim(&self, hash: &B256) -> bool {
         lock(&self.0).insert(*hash)
     }
-
-    fn stem(&self, _: &Stem, _: Option<&StemValues>) {}
-
-    fn code(&self, _: &B256, _: Option<&Bytecode>) {}
 }
 
 /// What a streamed prefetch has read and what it still owes, shared by its reading threads and
@@ -223,9 +219,10 @@ impl Arrivals for Streamed {
     }
 
     fn take_job(&self, hash: &B256) -> bool {
-        let mut shelf = lock(&self.shelf);
-        // After the end nothing is taken from the shelf: the checker checks what it has.
-        shelf.raw.remove(hash).is_some() || shelf.finished
+        // Every claimed code is put on the shelf (`rebuilt`) before it is queued, and the
+        // checkers are done before the stream ends: gone from the shelf means execution took
+        // it.
+        lock(&self.shelf).raw.remove(hash).is_some()
     }
 }
 
