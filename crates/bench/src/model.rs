@@ -183,6 +183,12 @@ pub struct RunRow {
     /// prefetch and the execution, so the trie update finds them in memory); overlapped, so not
     /// part of the sum of the other stages. 0 when prefetch is off.
     pub trie_warm_ms: f64,
+    /// Of [`RunRow::trie_update_ms`], the time spent waiting for the trie prefetch after
+    /// execution ended (decoding what it had read meanwhile): the rest of the update is the
+    /// CPU work of applying the writes and rehashing. 0 when prefetch is off; absent in
+    /// results written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trie_wait_ms: Option<f64>,
     /// Serializing dirty nodes and the MDBX write transaction (durable).
     pub commit_ms: f64,
     /// Writing out the data file's dirty pages before this block's eviction, ms (outside the
@@ -296,6 +302,8 @@ pub enum Metric {
     TotalMs,
     /// [`RunRow::trie_update_ms`].
     TrieUpdateMs,
+    /// [`RunRow::trie_wait_ms`] (optional).
+    TrieWaitMs,
     /// [`RunRow::trie_warm_ms`].
     TrieWarmMs,
     /// [`RunRow::witness_blobs_bytes`] (optional).
@@ -308,12 +316,13 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in report order (the order [`crate::stats::compare`] emits them in).
-    pub const ALL: [Metric; 24] = [
+    pub const ALL: [Metric; 25] = [
         Metric::Gas,
         Metric::TotalMs,
         Metric::StateReadMs,
         Metric::ExecutionMs,
         Metric::TrieUpdateMs,
+        Metric::TrieWaitMs,
         Metric::TrieWarmMs,
         Metric::CommitMs,
         Metric::CpuMs,
@@ -343,6 +352,7 @@ impl Metric {
             Metric::StateReadMs => "state_read_ms",
             Metric::ExecutionMs => "execution_ms",
             Metric::TrieUpdateMs => "trie_update_ms",
+            Metric::TrieWaitMs => "trie_wait_ms",
             Metric::TrieWarmMs => "trie_warm_ms",
             Metric::CommitMs => "commit_ms",
             Metric::CpuMs => "cpu_ms",
@@ -375,6 +385,7 @@ impl RunRow {
             Metric::StateReadMs => self.state_read_ms,
             Metric::ExecutionMs => self.execution_ms,
             Metric::TrieUpdateMs => self.trie_update_ms,
+            Metric::TrieWaitMs => return self.trie_wait_ms,
             Metric::TrieWarmMs => self.trie_warm_ms,
             Metric::CommitMs => self.commit_ms,
             Metric::CpuMs => return self.cpu_ms,
@@ -610,6 +621,7 @@ mod tests {
             execution_ms: 4.0,
             trie_update_ms: 5.0,
             trie_warm_ms: 6.0,
+            trie_wait_ms: Some(5.5),
             commit_ms: 7.0,
             writeback_ms: 0.0,
             block_in_run: 0,

@@ -293,6 +293,7 @@ mod tests {
             slots_written: 0,
             slots_read: 0,
             trie_warm_ms: 0.0,
+            trie_wait_ms: None,
             ms_per_cold_read: Some(total_ms / 20.0),
             ms_per_written_slot: None,
             hash_floor: None,

@@ -61,6 +61,7 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         slots_written,
         slots_read: cold_reads,
         trie_warm_ms: 0.0,
+        trie_wait_ms: None,
         ms_per_cold_read: Some(state_read_ms / cold_reads as f64),
         ms_per_written_slot: writes.then(|| total_ms / slots_written as f64),
         hash_floor: writes.then(|| trie_update_ms / (1_000.0 * 60e-6)),

@@ -539,6 +539,7 @@ impl Bench {
             execution_ms: ms(t.execution),
             trie_update_ms,
             trie_warm_ms: ms(t.trie_prefetch),
+            trie_wait_ms: Some(ms(t.trie_prefetch_wait)),
             commit_ms: ms(t.commit),
             writeback_ms: ms(writeback),
             mgas_s: gas as f64 / 1e6 / t.total.as_secs_f64(),
