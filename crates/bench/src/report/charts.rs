@@ -7,7 +7,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::view::{Combo, Vary, View};
-use crate::model::{Metric, Workload};
+use crate::model::{ConfigKey, Metric, Workload};
 
 /// What a chart shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,13 +84,29 @@ const COLORS: [RGBColor; 8] = [
 
 const SIZE: (u32, u32) = (900, 540);
 
-/// The stages of the breakdown chart: metric and legend label.
-const STAGES: [(Metric, &str); 4] = [
-    (Metric::StateReadMs, "state read"),
-    (Metric::ExecutionMs, "execution"),
-    (Metric::TrieUpdateMs, "trie update"),
-    (Metric::CommitMs, "commit"),
+/// The stages of the breakdown chart, by legend label: the trie update is split into its
+/// wait for the trie prefetch's reads (`trie_wait_ms`; 0 in older results) and the rest.
+const STAGES: [&str; 5] = [
+    "state read",
+    "execution",
+    "trie update: waiting for reads",
+    "trie update: own work",
+    "commit",
 ];
+
+/// The medians of the [`STAGES`] of `key` (0 where absent).
+fn stages(view: &View<'_>, key: &ConfigKey) -> [f64; 5] {
+    let med = |m: Metric| view.median(key, m).unwrap_or(0.0).max(0.0);
+    let (update, wait) = (med(Metric::TrieUpdateMs), med(Metric::TrieWaitMs));
+    let wait = wait.min(update);
+    [
+        med(Metric::StateReadMs),
+        med(Metric::ExecutionMs),
+        wait,
+        update - wait,
+        med(Metric::CommitMs),
+    ]
+}
 
 /// One line of a line chart.
 struct Series {
@@ -221,14 +237,10 @@ pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>
             }
         }
         if let Some(c) = view.preferred_combo(w) {
-            let bars: Vec<(f64, [f64; 4])> = view
+            let bars: Vec<(f64, [f64; 5])> = view
                 .group_depths(w, c)
                 .into_iter()
-                .map(|gd| {
-                    let key = c.key(w, gd);
-                    let parts = STAGES.map(|(m, _)| view.median(&key, m).unwrap_or(0.0).max(0.0));
-                    (f64::from(gd), parts)
-                })
+                .map(|gd| (f64::from(gd), stages(view, &c.key(w, gd))))
                 .filter(|(_, parts)| parts.iter().any(|&p| p > 0.0))
                 .collect();
             if !bars.is_empty() {
@@ -474,8 +486,8 @@ fn line_chart(
     finish(&root, &mut chart)
 }
 
-/// Draws `bars` (group depth, the four [`STAGES`] medians) as stacked bars into `path`.
-fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow::Result<()> {
+/// Draws `bars` (group depth, the [`STAGES`] medians) as stacked bars into `path`.
+fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 5])]) -> anyhow::Result<()> {
     let (x0, x1) = XAxis::GroupDepth.range(bars.iter().map(|b| b.0));
     let ymax = bars
         .iter()
@@ -490,7 +502,7 @@ fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 4])]) -> anyhow
         y_top(ymax, STAGES.len()),
         XAxis::GroupDepth,
     )?;
-    for (i, (_, label)) in STAGES.iter().enumerate() {
+    for (i, label) in STAGES.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
             .draw_series(bars.iter().map(|(gd, parts)| {

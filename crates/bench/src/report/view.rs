@@ -233,6 +233,17 @@ impl<'a> View<'a> {
         Some(spent / self.write_floor_ms(key)?)
     }
 
+    /// [`View::write_floor_ratio`] without the update's wait for the trie prefetch's reads
+    /// (median trie update - median wait + median commit, over the floor): the part of the
+    /// block's write work the floor's terms describe, the cold reads left out. `None` without
+    /// `trie_wait_ms` (older results).
+    pub(super) fn write_floor_ratio_after_reads(&self, key: &ConfigKey) -> Option<f64> {
+        let wait = self.median(key, Metric::TrieWaitMs)?;
+        let update = self.median(key, Metric::TrieUpdateMs)?;
+        let spent = (update - wait).max(0.0) + self.median(key, Metric::CommitMs)?;
+        Some(spent / self.write_floor_ms(key)?)
+    }
+
     /// The device floor per cold slot read, ms: [`View::device_floor_ms`] over the median slots
     /// read.
     pub(super) fn device_ms_per_cold_read(&self, key: &ConfigKey) -> Option<f64> {
