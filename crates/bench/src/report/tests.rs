@@ -404,6 +404,32 @@ fn clearly_separated_best_is_significant() {
     );
 }
 
+/// Results written before `trie_wait_ms` existed: the update is one stage of the breakdown
+/// (no wait drawn as zero), and the table has no write floor without the wait.
+#[test]
+fn results_without_the_trie_wait_keep_the_update_whole() {
+    let mut results = synthetic(&Shape {
+        gds: &[3, 4],
+        workloads: &[Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 2,
+    });
+    for r in &mut results.runs {
+        r.trie_wait_ms = None;
+    }
+    stats::analyze(&mut results);
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let svg = read(dir.path(), "breakdown_erc20_approve.svg");
+    assert!(has_text(&svg, "trie update"));
+    assert!(!svg.contains("waiting for reads"));
+    assert!(!svg.contains("own work"));
+    let md = read(dir.path(), "report.md");
+    assert!(md.contains("| hash floor | write floor |\n"), "{md}");
+    assert!(!md.contains("w/o read wait |"));
+}
+
 #[test]
 fn single_group_depth_and_workload() {
     let results = synthetic(&Shape {
