@@ -343,8 +343,14 @@ impl<B: StateBackend> BlockDb<B> {
         let listed = self.listed(list, false);
         let claims = Claims::new(self.known_codes());
         // A backend with a batch path (the log layout's io_uring) reads every stem at once,
-        // with the code of the accounts rebuilt from their chunk stems (chunks.rs).
-        let read = match read_batch(&self.backend.snapshot()?, &listed, &claims) {
+        // with the code of the accounts rebuilt from their chunk stems (chunks.rs). Nothing
+        // listed: no snapshot is opened.
+        let batch = if listed.is_empty() {
+            None
+        } else {
+            read_batch(&self.backend.snapshot()?, &listed, &claims)
+        };
+        let read = match batch {
             Some(read) => read?,
             None => {
                 let (read, io) =
@@ -414,6 +420,10 @@ impl<B: StateBackend> BlockDb<B> {
         let start = Instant::now();
         // In the order execution is likely to want them: the batch submits them in order.
         let listed = self.listed(list, true);
+        if listed.is_empty() {
+            // Nothing to read beside execution.
+            return Ok(run(self));
+        }
         let stream = std::sync::Arc::new(Streamed::new(
             listed.iter().map(|(stem, _)| *stem),
             self.known_codes(),
@@ -668,15 +678,15 @@ struct ListedRead {
     rebuilt: HashSet<B256>,
 }
 
-/// Reads `listed` through `snapshot`'s batch path (chunks.rs), handing each stem and code to
-/// `arrivals` as it arrives; `None` when the snapshot has no batch path or nothing is listed
-/// (nothing started).
+/// Reads `listed` (not empty: callers skip an empty list) through `snapshot`'s batch path
+/// (chunks.rs), handing each stem and code to `arrivals` as it arrives; `None` when the
+/// snapshot has no batch path (nothing started).
 fn read_batch<S: StateSnapshot>(
     snapshot: &S,
     listed: &[(Stem, Option<Address>)],
     arrivals: &dyn Arrivals,
 ) -> Option<Result<ListedRead, StateError>> {
-    if listed.is_empty() || !snapshot.has_batch_path() {
+    if !snapshot.has_batch_path() {
         return None;
     }
     let batch = match crate::chunks::batch_read(snapshot, listed, arrivals)? {
