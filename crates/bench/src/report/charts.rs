@@ -97,13 +97,15 @@ const STAGES: [&str; 5] = [
 /// The medians of the [`STAGES`] of `key` (0 where absent).
 fn stages(view: &View<'_>, key: &ConfigKey) -> [f64; 5] {
     let med = |m: Metric| view.median(key, m).unwrap_or(0.0).max(0.0);
-    let (update, wait) = (med(Metric::TrieUpdateMs), med(Metric::TrieWaitMs));
-    let wait = wait.min(update);
+    let update = med(Metric::TrieUpdateMs);
+    let own = view
+        .trie_own_work_ms(key)
+        .map_or(update, |own| own.min(update));
     [
         med(Metric::StateReadMs),
         med(Metric::ExecutionMs),
-        wait,
-        update - wait,
+        update - own,
+        own,
         med(Metric::CommitMs),
     ]
 }

@@ -233,14 +233,19 @@ impl<'a> View<'a> {
         Some(spent / self.write_floor_ms(key)?)
     }
 
+    /// The trie update's own work: median trie update - median wait for the trie prefetch's
+    /// reads (at least 0). `None` without `trie_wait_ms` (older results).
+    pub(super) fn trie_own_work_ms(&self, key: &ConfigKey) -> Option<f64> {
+        let wait = self.median(key, Metric::TrieWaitMs)?;
+        Some((self.median(key, Metric::TrieUpdateMs)? - wait).max(0.0))
+    }
+
     /// [`View::write_floor_ratio`] without the update's wait for the trie prefetch's reads
-    /// (median trie update - median wait + median commit, over the floor): the part of the
-    /// block's write work the floor's terms describe, the cold reads left out. `None` without
+    /// ([`View::trie_own_work_ms`] + median commit, over the floor): the part of the block's
+    /// write work the floor's terms describe, the cold reads left out. `None` without
     /// `trie_wait_ms` (older results).
     pub(super) fn write_floor_ratio_after_reads(&self, key: &ConfigKey) -> Option<f64> {
-        let wait = self.median(key, Metric::TrieWaitMs)?;
-        let update = self.median(key, Metric::TrieUpdateMs)?;
-        let spent = (update - wait).max(0.0) + self.median(key, Metric::CommitMs)?;
+        let spent = self.trie_own_work_ms(key)? + self.median(key, Metric::CommitMs)?;
         Some(spent / self.write_floor_ms(key)?)
     }
 
