@@ -23,8 +23,10 @@ Commands:
              modes: no cache, cache, cache + prefetch read first (--no-stream), cache + prefetch
              streamed into execution (the same on MDBX); medians over N runs (default 5) of the
              state-read time (and its speed-up over no cache), the block total and the read
-             amplification; --base-stems puts each pre-state on N random stems (built once in
-             target/exec-bench/base-N; with --layout log its log copy is kept in base-N/log)
+             amplification; beside them the drive's floor for the reads (measured with
+             `bintrie probe-disk` before each block) and the speed-up it allows; --base-stems
+             puts each pre-state on N random stems (built once in target/exec-bench/base-N;
+             with --layout log its log copy is kept in base-N/log)
   witness [--runs N] [--fixtures DIR] [--base-stems N]
              every recorded mainnet block's witness at group depths 1..8 (both encodings:
              stored blobs, multiproof), then at GD-5 the block executed statelessly from each
@@ -312,6 +314,54 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// The drive's read limits, as `bintrie probe-disk --json` measures them.
+struct Device {
+    /// Per-read latency of random 4 KB reads one at a time, µs.
+    qd1_us: f64,
+    /// The highest rate of random 4 KB reads at any depth, reads per second.
+    max_iops: f64,
+    /// The depth at which that rate was reached.
+    saturation_depth: u64,
+}
+
+impl Device {
+    /// Measures the drive under `dir` with `bin probe-disk` (a few seconds).
+    fn probe(bin: &std::path::Path, dir: &std::path::Path) -> Result<Self> {
+        let out = Command::new(bin)
+            .args(["probe-disk", "--json", "--point-ms", "200", "--dir"])
+            .arg(dir)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "probe-disk failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let j: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("probe-disk --json output")?;
+        let num = |k: &str| {
+            j[k].as_f64()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .with_context(|| format!("probe-disk --json has no positive {k}"))
+        };
+        Ok(Device {
+            qd1_us: num("read_qd1_us")?,
+            max_iops: num("max_read_iops")?,
+            saturation_depth: j["saturation_depth"].as_u64().unwrap_or(0),
+        })
+    }
+
+    /// The least time `reads` device reads take: one at a time, or at the drive's highest
+    /// rate when `in_flight` (a prefetch). Milliseconds.
+    fn floor_ms(&self, reads: f64, in_flight: bool) -> f64 {
+        if in_flight {
+            reads / self.max_iops * 1e3
+        } else {
+            reads * self.qd1_us / 1e3
+        }
+    }
+}
+
 /// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and prefetch.
 fn exec_bench(args: &[String]) -> Result<()> {
     let FixtureArgs {
@@ -343,11 +393,17 @@ fn exec_bench(args: &[String]) -> Result<()> {
         ))
     );
     println!(
-        "| block | mode | state read ms | vs no cache | total ms | Mgas/s | store reads | read amplification | valid |"
+        "| block | mode | state read ms | vs no cache | device floor ms | of the floor | device ceiling | total ms | Mgas/s | store reads | read amplification | valid |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let probe_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/exec-bench");
+    std::fs::create_dir_all(&probe_dir)?;
+    let mut devices = Vec::new();
     for f in &fixtures {
-        let mut no_cache_read = None;
+        // The drive's limits just before this block's runs (it drifts within the hour).
+        let device = Device::probe(&bin, &probe_dir)?;
+        let (mut no_cache_read, mut no_cache_floor) = (None, None);
+        let mut block = serde_json::Value::Null;
         for (name, flags) in modes {
             let (mut read, mut total, mut mgas) = (Vec::new(), Vec::new(), Vec::new());
             let mut last = serde_json::Value::Null;
@@ -371,17 +427,41 @@ fn exec_bench(args: &[String]) -> Result<()> {
             }
             let read = median(&mut read);
             let base = *no_cache_read.get_or_insert(read);
+            let reads = last["store_reads"].as_f64().unwrap_or(0.0);
+            let amplification = last["read_amplification"].as_f64().unwrap_or(1.0).max(1.0);
+            let prefetched = last["mode"]["prefetch"].as_bool().unwrap_or(false);
+            let floor = device.floor_ms(reads / amplification, prefetched);
+            let base_floor = *no_cache_floor.get_or_insert(floor);
             println!(
-                "| {} | {name} | {read:.2} | {:.2}x | {:.2} | {:.1} | {} | {:.2} | {} |",
+                "| {} | {name} | {read:.2} | {:.2}x | {floor:.2} | {:.2} | {:.2}x | {:.2} | {:.1} | {} | {amplification:.2} | {} |",
                 last["block"],
                 base / read,
+                floor / read,
+                base_floor / floor,
                 median(&mut total),
                 median(&mut mgas),
                 last["store_reads"],
-                last["read_amplification"].as_f64().unwrap_or(0.0),
                 last["valid"]
             );
+            block = last["block"].clone();
         }
+        devices.push((block, device));
+    }
+    println!(
+        "\nThe device floor of a state read is one device read per distinct key read (store \
+         reads / read amplification; repeats come from the page cache): one at a time at the \
+         drive's QD1 latency without a prefetch, at its highest rate with one (reads / \
+         IOPS). \"Of the floor\" is the floor over the measured state read (1.0: at the \
+         drive's limit); the device ceiling is the no-cache floor over the mode's floor, the \
+         most a prefetch could gain on this drive if reading were all a state read did. On \
+         MDBX a key reads 1-2 B-tree pages: its floors are lower bounds. The drive, measured \
+         (`bintrie probe-disk`) before each block's runs:\n"
+    );
+    for (block, d) in devices {
+        println!(
+            "- {block}: QD1 {:.1} µs per read, at most {:.0} reads/s (at {} in flight)",
+            d.qd1_us, d.max_iops, d.saturation_depth
+        );
     }
     Ok(())
 }
