@@ -177,6 +177,15 @@ pub struct LogOptions {
     /// rewritten by almost every block, are then never read back. Memory: about this many
     /// blocks' bytes (1.6 MB each for a 641-slot block at 16M stems). 0: none.
     pub recent_blocks: usize,
+    /// Memory for the tree's upper levels, in bytes: at open, the deepest group level whose
+    /// blobs fit this budget together with every blob above it is chosen, and all those blobs
+    /// are read into memory (one batch); from then on every blob written at that depth or
+    /// above stays in memory beside the recent blocks' blobs, and the tree's loads and
+    /// prefetch take them from there. A block then reads from the device only the levels
+    /// below (at 16M stems and group depth 5, 64 MiB holds the groups down to depth 15,
+    /// about 37 MB, one of the two device reads a newly written stem needs). A commit that
+    /// fails drops the set (the next open reads it again). 0: none.
+    pub pinned_bytes: u64,
 }
 
 impl Default for LogOptions {
@@ -189,6 +198,7 @@ impl Default for LogOptions {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             io_uring: true,
             recent_blocks: DEFAULT_RECENT_BLOCKS,
+            pinned_bytes: 0,
         }
     }
 }
@@ -361,6 +371,35 @@ impl Index {
     }
 }
 
+/// Blocking readers for [`LogStore::load_pinned`] where io_uring is unavailable.
+const DEFAULT_PIN_WORKERS: usize = 32;
+
+/// The deepest group level `d` (a multiple of `g`) such that the blobs at paths of at most `d`
+/// bits take at most `budget` bytes together, from the index's record lengths; `None` when not
+/// even the root's fits.
+fn pin_depth(index: &Index, g: u8, budget: u64) -> Option<usize> {
+    let mut by_depth = [0u64; 249];
+    for (key, loc) in index.nodes.iter() {
+        let len = loc.len().unwrap_or(u16::MAX as usize) as u64;
+        if let Some(b) = by_depth.get_mut(key.bit_len()) {
+            *b += len;
+        }
+    }
+    let g = usize::from(g.max(1));
+    let mut total = 0u64;
+    let mut best = None;
+    for (d, bytes) in by_depth.iter().enumerate() {
+        total += bytes;
+        if total > budget {
+            break;
+        }
+        if d % g == 0 {
+            best = Some(d);
+        }
+    }
+    best
+}
+
 /// The stem a node blob holds, when it is a stem blob.
 fn stem_of_blob(blob: &[u8]) -> Option<Stem> {
     bintrie_node::split_stem_blob(blob).map(|(stem, _)| stem.try_into().expect("31 bytes"))
@@ -395,6 +434,25 @@ struct Recent {
     /// The keys each kept block wrote, oldest first.
     blocks: std::collections::VecDeque<(u64, Vec<PathKey>)>,
     next: u64,
+    /// Blobs at paths of at most this many bits are kept when their block is forgotten
+    /// ([`LogOptions::pinned_bytes`]), under the sequence number [`PINNED`].
+    pin_depth: Option<usize>,
+}
+
+/// The sequence number of a blob kept for its depth ([`Recent::pin_depth`]): no block has it,
+/// so forgetting a block never drops it.
+const PINNED: u64 = u64::MAX;
+
+impl SharedBlob {
+    /// A blob in an allocation of its own (so that keeping it does not keep its block's
+    /// buffer alive).
+    fn own(bytes: &[u8]) -> SharedBlob {
+        SharedBlob {
+            buf: Arc::new(bytes.to_vec()),
+            start: 0,
+            end: bytes.len() as u32,
+        }
+    }
 }
 
 /// A blob inside one block's buffer: all the blobs a block wrote are copied into one
@@ -455,11 +513,46 @@ impl Recent {
         while self.blocks.len() > keep {
             let (old, keys) = self.blocks.pop_front().expect("longer than keep");
             for key in keys {
-                if self.blobs.get(&key).is_some_and(|(s, _)| *s == old) {
+                let Some((s, blob)) = self.blobs.get(&key) else {
+                    continue;
+                };
+                if *s != old {
+                    continue;
+                }
+                if self.pin_depth.is_some_and(|d| key.bit_len() <= d) {
+                    let own = SharedBlob::own(blob);
+                    self.blobs.insert(key, (PINNED, own));
+                } else {
                     self.blobs.remove(&key);
                 }
             }
         }
+    }
+
+    /// Keeps `blobs` (read at open, the tree at `root`) for good.
+    fn pin(&mut self, root: Hash32, blobs: Vec<(PathKey, Vec<u8>)>) {
+        let total: usize = blobs.iter().map(|(_, b)| b.len()).sum();
+        // Offsets are u32: a set past 4 GiB (far above any budget) is not kept.
+        if u32::try_from(total).is_err() {
+            return;
+        }
+        let mut buf = Vec::with_capacity(total);
+        for (_, blob) in &blobs {
+            buf.extend_from_slice(blob);
+        }
+        let buf = Arc::new(buf);
+        let mut start = 0u32;
+        for (key, blob) in blobs {
+            let end = start + blob.len() as u32;
+            let blob = SharedBlob {
+                buf: Arc::clone(&buf),
+                start,
+                end,
+            };
+            self.blobs.insert(key, (PINNED, blob));
+            start = end;
+        }
+        self.root = Some(root);
     }
 
     /// The staged block committed with `root`: the set is the blobs of that root.
@@ -471,6 +564,7 @@ impl Recent {
     fn abandon(&mut self) {
         *self = Recent {
             next: self.next,
+            pin_depth: self.pin_depth,
             ..Recent::default()
         };
     }
@@ -485,6 +579,8 @@ struct Inner {
     warm: Mutex<WarmSet>,
     recent: Mutex<Recent>,
     recent_hits: AtomicU64,
+    /// The depth down to which blobs stay in memory ([`LogOptions::pinned_bytes`]).
+    pin_depth: Option<usize>,
     reads: AtomicU64,
     read_bytes: AtomicU64,
     /// The directory's writer lock, held while this handle lives (writers only).
@@ -657,6 +753,9 @@ impl LogStore {
             },
         };
         index.meta = Some(meta);
+        let pin_depth = (!fresh && options.pinned_bytes > 0)
+            .then(|| pin_depth(&index, meta.group_depth, options.pinned_bytes))
+            .flatten();
         let mut segments = Vec::with_capacity(files.len() + 1);
         // Segment numbers are contiguous from 1 (checked by the scan): index = number - 1.
         for (_, path) in &files {
@@ -689,8 +788,12 @@ impl LogStore {
                 segments: RwLock::new(segments),
                 writer: Mutex::new(writer),
                 warm: Mutex::new(WarmSet::default()),
-                recent: Mutex::new(Recent::default()),
+                recent: Mutex::new(Recent {
+                    pin_depth,
+                    ..Recent::default()
+                }),
                 recent_hits: AtomicU64::new(0),
+                pin_depth,
                 reads: AtomicU64::new(0),
                 read_bytes: AtomicU64::new(0),
                 _lock: lock,
@@ -703,7 +806,49 @@ impl LogStore {
             s.write_block(&CommitSet::default(), 0, &[])?;
             return Ok(s);
         }
+        if let Some(depth) = pin_depth {
+            store.load_pinned(depth)?;
+        }
         Ok(store)
+    }
+
+    /// Reads every blob at a path of at most `depth` bits into the recent blocks' set, kept
+    /// for good ([`LogOptions::pinned_bytes`]).
+    fn load_pinned(&self, depth: usize) -> Result<(), LogError> {
+        let t = std::time::Instant::now();
+        let mut wanted: Vec<(PathKey, Loc)> = self
+            .index()
+            .nodes
+            .iter()
+            .filter(|(k, _)| k.bit_len() <= depth)
+            .map(|(k, l)| (*k, *l))
+            .collect();
+        // In log order: neighbours on the device go together.
+        wanted.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
+        let blobs = self.read_nodes(&wanted, DEFAULT_PIN_WORKERS, &AtomicBool::new(false), None)?;
+        if blobs.len() != wanted.len() {
+            return Err(LogError::Corrupt(format!(
+                "reading the upper levels returned {} of {} blobs",
+                blobs.len(),
+                wanted.len()
+            )));
+        }
+        let bytes: usize = blobs.iter().map(|(_, b)| b.len()).sum();
+        tracing::info!(
+            depth,
+            blobs = blobs.len(),
+            bytes,
+            ms = t.elapsed().as_secs_f64() * 1e3,
+            "upper levels of the tree read into memory"
+        );
+        self.recent().pin(self.meta.root, blobs);
+        Ok(())
+    }
+
+    /// The depth down to which blobs stay in memory ([`LogOptions::pinned_bytes`]), `None`
+    /// when nothing does.
+    pub fn pinned_depth(&self) -> Option<usize> {
+        self.inner.pin_depth
     }
 
     /// The last committed block as this handle knows it.
@@ -1511,11 +1656,12 @@ impl LogStore {
         // its write lock, so no reader sees them before the block is committed; if the write
         // fails, the index is put back before the lock is released.
         let keep = self.inner.options.recent_blocks;
+        let recent_on = keep > 0 || self.inner.pin_depth.is_some();
         let this = &*self;
         let mut index = self.index_mut();
         let ix: &mut Index = &mut index;
         let (appended, undo) = std::thread::scope(|s| {
-            let staged = (keep > 0).then(|| s.spawn(move || this.recent().stage(set, keep)));
+            let staged = recent_on.then(|| s.spawn(move || this.recent().stage(set, keep)));
             let applied = s.spawn(move || ix.apply_undoable(changes));
             let appended = this.append(w, &buf, block);
             let undo = applied
@@ -1529,7 +1675,7 @@ impl LogStore {
         if let Err(e) = appended {
             index.undo(undo);
             drop(index);
-            if keep > 0 {
+            if recent_on {
                 self.recent().abandon();
             }
             return Err(e);
@@ -1540,7 +1686,7 @@ impl LogStore {
         drop(index);
         self.meta = meta;
         std::mem::take(&mut self.warm().blobs);
-        if keep > 0 {
+        if recent_on {
             self.recent().commit(meta.root);
         }
         // The block is committed: a failure to start the next segment must not report it as

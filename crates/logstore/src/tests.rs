@@ -809,3 +809,97 @@ fn a_segment_cut_under_an_open_log_is_an_error_on_every_read_path() {
         );
     }
 }
+
+#[test]
+fn the_upper_levels_stay_in_memory_and_follow_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(31);
+    let g = 4u8;
+    let plain = LogOptions {
+        recent_blocks: 0,
+        ..opts(g)
+    };
+    let mut mem = Trie::new(MemoryStore::new(), g).unwrap();
+    let mut trie = Trie::new(LogStore::open(dir.path(), &plain).unwrap(), g).unwrap();
+    for block in 1..=6u64 {
+        let w = random_writes(&mut rng, 500);
+        mem.update(w.clone()).unwrap();
+        commit(&mut trie, w, block);
+    }
+    let root = trie.root();
+    drop(trie);
+    let budget = 40_000u64;
+    let options = LogOptions {
+        pinned_bytes: budget,
+        ..plain
+    };
+    let mut store = LogStore::open(dir.path(), &options).unwrap();
+    let depth = store.pinned_depth().expect("the root's group fits 40 kB");
+    assert_eq!(depth % usize::from(g), 0);
+    let bytes_to = |store: &LogStore, d: usize| -> u64 {
+        let index = store.index();
+        index
+            .nodes
+            .iter()
+            .filter(|(k, _)| k.bit_len() <= d)
+            .map(|(_, l)| l.len().unwrap() as u64)
+            .sum()
+    };
+    assert!(bytes_to(&store, depth) <= budget);
+    assert!(
+        bytes_to(&store, depth + usize::from(g)) > budget,
+        "a deeper level would have fit"
+    );
+    let pinned = store
+        .index()
+        .nodes
+        .keys()
+        .filter(|k| k.bit_len() <= depth)
+        .count() as u64;
+    assert_eq!(
+        store.reads().reads,
+        pinned,
+        "the open read each kept blob once"
+    );
+    // Every blob down to the depth is served from memory and is the one on the device; the
+    // levels below are read.
+    let served_from_memory = |store: &LogStore| {
+        let keys: Vec<PathKey> = store.index().nodes.keys().copied().collect();
+        let (mut upper, mut lower) = (0, 0);
+        for key in keys {
+            let before = store.reads().reads;
+            let blob = NodeStore::get_node(store, &key).unwrap().unwrap();
+            let read = store.reads().reads - before;
+            if key.bit_len() <= depth {
+                assert_eq!(read, 0, "{key:?} was read from the device");
+                assert_eq!(Some(blob), LogStore::get_node(store, &key).unwrap());
+                upper += 1;
+            } else {
+                assert_eq!(read, 1);
+                lower += 1;
+            }
+        }
+        assert!(upper > 1 && lower > 0, "{upper} pinned, {lower} not");
+    };
+    served_from_memory(&store);
+    // Later blocks, each on a fresh trie (a cold block): what they write down to the depth
+    // replaces what was kept, so each block's trie verifies against the pinned blobs.
+    let mut root = root;
+    for block in 7..=12u64 {
+        let mut trie = Trie::open(store, g, root).unwrap();
+        let w = random_writes(&mut rng, 300);
+        mem.update(w.clone()).unwrap();
+        root = commit(&mut trie, w, block);
+        assert_eq!(root, mem.root(), "block {block}");
+        trie.unload().unwrap();
+        assert_eq!(trie.verify().unwrap(), root, "block {block}");
+        store = trie.into_store();
+        served_from_memory(&store);
+    }
+    // A fresh open reads the same set again.
+    drop(store);
+    let store = LogStore::open(dir.path(), &options).unwrap();
+    assert!(store.pinned_depth().is_some());
+    served_from_memory(&store);
+    assert_eq!(Trie::open(store, g, root).unwrap().verify().unwrap(), root);
+}

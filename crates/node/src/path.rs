@@ -149,6 +149,13 @@ pub struct PathKey {
 }
 
 impl PathKey {
+    /// The number of bits of the path this key encodes (0 for the root): the key's last byte,
+    /// as [`Path::to_key`] writes it.
+    #[inline]
+    pub fn bit_len(&self) -> usize {
+        self.as_bytes().last().map_or(0, |&b| usize::from(b))
+    }
+
     /// The key's bytes.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
@@ -249,6 +256,7 @@ mod tests {
                 prop_assert_eq!(p.bit(i), (stem[i / 8] >> (7 - i % 8)) & 1);
             }
             prop_assert_eq!(Path::from_key(p.to_key().as_bytes()).unwrap(), p);
+            prop_assert_eq!(p.to_key().bit_len(), len);
             if len < 248 {
                 let bit = (stem[len / 8] >> (7 - len % 8)) & 1;
                 prop_assert_eq!(p.child(bit).unwrap(), Path::from_stem_prefix(&stem, len + 1));
