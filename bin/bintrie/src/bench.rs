@@ -103,6 +103,12 @@ pub(crate) struct BenchArgs {
     /// Default: --blocks-per-run when it is above 1, else 0.
     #[arg(long)]
     buffer_blocks: Option<u64>,
+    /// On the log layout, memory for the tree's upper levels, in MiB: the deepest group level
+    /// that fits with every level above it is read into memory when the log is opened and
+    /// kept across blocks (written blobs there replace the kept ones), so a block reads only
+    /// the levels below from the device. Recorded in results.json (`log_pinned_mib`). 0: none.
+    #[arg(long, default_value_t = 0)]
+    log_pinned_mib: u64,
     /// Memory for building each database, in MiB: the state is sorted in runs of this size
     /// (spilled to temporary files beside the database) and streamed into it.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
@@ -163,6 +169,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 }),
                 witness: !args.no_witness,
                 layouts: args.layouts,
+                log_pinned_mib: args.log_pinned_mib,
                 ..StudyConfig::for_scale(scale)
             };
             let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));

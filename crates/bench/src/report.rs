@@ -171,6 +171,14 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         format!("commit durability: {}", c.durability.name()),
         format!("seed: {}", c.seed),
     ]));
+    if c.log_pinned_mib > 0
+        && let Some(Block::List(items)) = b.last_mut()
+    {
+        items.push(format!(
+            "log layout: the tree's upper levels kept in memory, up to {} MiB",
+            c.log_pinned_mib
+        ));
+    }
 
     b.push(Block::Heading(2, "Databases".to_string()));
     if r.databases.is_empty() {

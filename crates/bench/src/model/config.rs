@@ -122,6 +122,12 @@ pub struct StudyConfig {
     /// dimension: MDBX only.
     #[serde(default = "mdbx_only")]
     pub layouts: Vec<Layout>,
+    /// On the log layout, memory for the tree's upper levels in MiB
+    /// ([`bintrie_logstore::LogOptions::pinned_bytes`]): read once when the log is opened,
+    /// kept across blocks like the write buffer (the page-cache eviction before each block
+    /// does not touch them). 0 (and files from before it): none.
+    #[serde(default)]
+    pub log_pinned_mib: u64,
 }
 
 fn one() -> u32 {
@@ -158,6 +164,7 @@ impl StudyConfig {
             buffer_blocks: 0,
             witness: true,
             layouts: mdbx_only(),
+            log_pinned_mib: 0,
         }
     }
 

@@ -131,6 +131,7 @@ fn synthetic(shape: &Shape) -> Results {
             buffer_blocks: 0,
             witness: false,
             layouts: vec![Default::default()],
+            log_pinned_mib: 0,
             scale: Scale::Smoke,
             stems: 1_000_000,
             holders: 10_000,

@@ -98,12 +98,18 @@ impl Bench {
             // What the MDBX layout's write buffer keeps, the log keeps too: the blobs of the
             // last `buffer_blocks` blocks (the buffer holds 0 to that many between flushes).
             recent_blocks: usize::try_from(config.buffer_blocks).unwrap_or(usize::MAX),
+            pinned_bytes: config.log_pinned_mib.saturating_mul(1 << 20),
             ..Default::default()
         };
         let t = Instant::now();
+        // Checked without reading the upper levels in (the open below does).
+        let check = bintrie_logstore::LogOptions {
+            pinned_bytes: 0,
+            ..options.clone()
+        };
         let reused = reuse
             && dir.join("log.000001").exists()
-            && LogStore::open(dir, &options).is_ok_and(|l| l.meta().block == meta.block);
+            && LogStore::open(dir, &check).is_ok_and(|l| l.meta().block == meta.block);
         if !reused {
             if dir.exists() {
                 std::fs::remove_dir_all(dir)
@@ -122,6 +128,7 @@ impl Bench {
             reused,
             open_s = t.elapsed().as_secs_f64(),
             info = ?state.store().info(),
+            pinned_depth = ?state.store().pinned_depth(),
             "log layout ready"
         );
         Self::with_state(dir, ChainState::Log(state), page_size, copy, config)
