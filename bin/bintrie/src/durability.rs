@@ -33,6 +33,16 @@ pub(crate) struct WriteArgs {
 }
 
 impl WriteArgs {
+    /// Refuses the options that do not apply to `layout` (`--log-pinned-mib` on MDBX) instead
+    /// of ignoring them.
+    pub(crate) fn check_for(&self, layout: bintrie_bench::model::Layout) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.log_pinned_mib == 0 || layout == bintrie_bench::model::Layout::Log,
+            "--log-pinned-mib applies to --layout log only"
+        );
+        Ok(())
+    }
+
     /// The log layout's options with this durability (`flush` and `relaxed` sync only when
     /// the log is closed or a segment fills; the write buffer does not apply: a log commit is
     /// already one append).

@@ -218,6 +218,17 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
         "deleted when done"
     );
 
+    // Keeping the log's upper levels needs the log layout.
+    let bad = StudyConfig {
+        layouts: vec![Layout::Mdbx],
+        ..config.clone()
+    };
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("--log-pinned-mib applies to the log layout"),
+        "{err}"
+    );
+
     // The log layout has no trie-walk read path.
     let bad = StudyConfig {
         read_paths: vec![ReadPath::TrieWalk, ReadPath::Flat],

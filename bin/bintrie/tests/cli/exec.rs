@@ -447,6 +447,12 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
         (p["valid"].clone(), p["root"].clone()),
         (true.into(), m["root"].clone())
     );
+    // MDBX has no such levels: the option is refused, not ignored.
+    let text = exec_fails(&f, &["--log-pinned-mib", "1"]);
+    assert!(
+        text.contains("--log-pinned-mib applies to --layout log only"),
+        "{text}"
+    );
     // The log now holds the block: a second exec into it is refused, as is another group
     // depth.
     let again = ["--db", db2.to_str().unwrap(), "--layout", "log"];

@@ -194,6 +194,10 @@ impl StudyConfig {
             "the log layout finds a stem through its index, not by walking the trie: \
              measure it with --read-paths flat"
         );
+        ensure!(
+            self.log_pinned_mib == 0 || self.layouts.contains(&Layout::Log),
+            "--log-pinned-mib applies to the log layout: add --layouts log"
+        );
         for p in &self.page_sizes {
             ensure!(
                 p.is_power_of_two() && (4096..=65536).contains(p),
