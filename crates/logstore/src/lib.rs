@@ -372,11 +372,11 @@ impl Index {
 }
 
 /// Blocking readers for [`LogStore::load_pinned`] where io_uring is unavailable.
-const DEFAULT_PIN_WORKERS: usize = 32;
+const PIN_READ_WORKERS: usize = 32;
 
-/// The deepest group level `d` (a multiple of `g`) such that the blobs at paths of at most `d`
-/// bits take at most `budget` bytes together, from the index's record lengths; `None` when not
-/// even the root's fits.
+/// The deepest group level `d` (a multiple of `g`, or the deepest path when every blob fits)
+/// such that the blobs at paths of at most `d` bits take at most `budget` bytes together, from
+/// the index's record lengths; `None` when not even the root's fits.
 fn pin_depth(index: &Index, g: u8, budget: u64) -> Option<usize> {
     let mut by_depth = [0u64; 249];
     for (key, loc) in index.nodes.iter() {
@@ -393,7 +393,7 @@ fn pin_depth(index: &Index, g: u8, budget: u64) -> Option<usize> {
         if total > budget {
             break;
         }
-        if d % g == 0 {
+        if d % g == 0 || d == by_depth.len() - 1 {
             best = Some(d);
         }
     }
@@ -422,8 +422,9 @@ struct WarmSet {
     blobs: FastMap<PathKey, Vec<u8>>,
 }
 
-/// The node blobs of the last [`LogOptions::recent_blocks`] blocks, as of the commit that
-/// made `root`.
+/// The node blobs of the last [`LogOptions::recent_blocks`] blocks, and the kept upper levels
+/// ([`LogOptions::pinned_bytes`], sequence number [`PINNED`]), as of the commit that made
+/// `root`.
 #[derive(Default)]
 struct Recent {
     /// The root they are the blobs of; `None` while a commit updates them (nobody may use
@@ -434,23 +435,21 @@ struct Recent {
     /// The keys each kept block wrote, oldest first.
     blocks: std::collections::VecDeque<(u64, Vec<PathKey>)>,
     next: u64,
-    /// Blobs at paths of at most this many bits are kept when their block is forgotten
-    /// ([`LogOptions::pinned_bytes`]), under the sequence number [`PINNED`].
-    pin_depth: Option<usize>,
 }
 
-/// The sequence number of a blob kept for its depth ([`Recent::pin_depth`]): no block has it,
-/// so forgetting a block never drops it.
+/// The sequence number of a blob kept for its depth ([`LogOptions::pinned_bytes`]): no block
+/// has it, so forgetting a block never drops it.
 const PINNED: u64 = u64::MAX;
 
 impl SharedBlob {
-    /// A blob in an allocation of its own (so that keeping it does not keep its block's
-    /// buffer alive).
-    fn own(bytes: &[u8]) -> SharedBlob {
+    /// A blob in an allocation of its own (so that keeping it does not keep a block's buffer
+    /// alive). Node records are far below 4 GiB.
+    fn alone(blob: Vec<u8>) -> SharedBlob {
+        let end = u32::try_from(blob.len()).expect("a node blob is below 4 GiB");
         SharedBlob {
-            buf: Arc::new(bytes.to_vec()),
+            buf: Arc::new(blob),
             start: 0,
-            end: bytes.len() as u32,
+            end,
         }
     }
 }
@@ -477,7 +476,9 @@ impl Recent {
     /// Adds a block's blobs and removals and forgets the blocks beyond `keep`, leaving the
     /// set unusable until [`Recent::commit`] names its root (or [`Recent::abandon`] clears
     /// it when the block fails).
-    fn stage(&mut self, set: &CommitSet, keep: usize) {
+    /// A forgotten block's blob at a path of at most `pin` bits is kept
+    /// ([`LogOptions::pinned_bytes`]).
+    fn stage(&mut self, set: &CommitSet, keep: usize, pin: Option<usize>) {
         self.root = None;
         let seq = self.next;
         self.next += 1;
@@ -519,9 +520,9 @@ impl Recent {
                 if *s != old {
                     continue;
                 }
-                if self.pin_depth.is_some_and(|d| key.bit_len() <= d) {
-                    let own = SharedBlob::own(blob);
-                    self.blobs.insert(key, (PINNED, own));
+                if pin.is_some_and(|d| key.bit_len() <= d) {
+                    let alone = SharedBlob::alone(blob.to_vec());
+                    self.blobs.insert(key, (PINNED, alone));
                 } else {
                     self.blobs.remove(&key);
                 }
@@ -529,28 +530,11 @@ impl Recent {
         }
     }
 
-    /// Keeps `blobs` (read at open, the tree at `root`) for good.
+    /// Keeps `blobs` (read at open, the tree at `root`) for good, each in its own allocation
+    /// (freed when a commit replaces it).
     fn pin(&mut self, root: Hash32, blobs: Vec<(PathKey, Vec<u8>)>) {
-        let total: usize = blobs.iter().map(|(_, b)| b.len()).sum();
-        // Offsets are u32: a set past 4 GiB (far above any budget) is not kept.
-        if u32::try_from(total).is_err() {
-            return;
-        }
-        let mut buf = Vec::with_capacity(total);
-        for (_, blob) in &blobs {
-            buf.extend_from_slice(blob);
-        }
-        let buf = Arc::new(buf);
-        let mut start = 0u32;
         for (key, blob) in blobs {
-            let end = start + blob.len() as u32;
-            let blob = SharedBlob {
-                buf: Arc::clone(&buf),
-                start,
-                end,
-            };
-            self.blobs.insert(key, (PINNED, blob));
-            start = end;
+            self.blobs.insert(key, (PINNED, SharedBlob::alone(blob)));
         }
         self.root = Some(root);
     }
@@ -564,7 +548,6 @@ impl Recent {
     fn abandon(&mut self) {
         *self = Recent {
             next: self.next,
-            pin_depth: self.pin_depth,
             ..Recent::default()
         };
     }
@@ -788,10 +771,7 @@ impl LogStore {
                 segments: RwLock::new(segments),
                 writer: Mutex::new(writer),
                 warm: Mutex::new(WarmSet::default()),
-                recent: Mutex::new(Recent {
-                    pin_depth,
-                    ..Recent::default()
-                }),
+                recent: Mutex::new(Recent::default()),
                 recent_hits: AtomicU64::new(0),
                 pin_depth,
                 reads: AtomicU64::new(0),
@@ -825,7 +805,7 @@ impl LogStore {
             .collect();
         // In log order: neighbours on the device go together.
         wanted.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
-        let blobs = self.read_nodes(&wanted, DEFAULT_PIN_WORKERS, &AtomicBool::new(false), None)?;
+        let blobs = self.read_nodes(&wanted, PIN_READ_WORKERS, &AtomicBool::new(false), None)?;
         if blobs.len() != wanted.len() {
             return Err(LogError::Corrupt(format!(
                 "reading the upper levels returned {} of {} blobs",
@@ -1656,12 +1636,13 @@ impl LogStore {
         // its write lock, so no reader sees them before the block is committed; if the write
         // fails, the index is put back before the lock is released.
         let keep = self.inner.options.recent_blocks;
-        let recent_on = keep > 0 || self.inner.pin_depth.is_some();
+        let pin = self.inner.pin_depth;
+        let recent_on = keep > 0 || pin.is_some();
         let this = &*self;
         let mut index = self.index_mut();
         let ix: &mut Index = &mut index;
         let (appended, undo) = std::thread::scope(|s| {
-            let staged = recent_on.then(|| s.spawn(move || this.recent().stage(set, keep)));
+            let staged = recent_on.then(|| s.spawn(move || this.recent().stage(set, keep, pin)));
             let applied = s.spawn(move || ix.apply_undoable(changes));
             let appended = this.append(w, &buf, block);
             let undo = applied

@@ -902,4 +902,20 @@ fn the_upper_levels_stay_in_memory_and_follow_every_commit() {
     assert!(store.pinned_depth().is_some());
     served_from_memory(&store);
     assert_eq!(Trie::open(store, g, root).unwrap().verify().unwrap(), root);
+    // A budget that holds everything keeps every path, the deepest stems included.
+    let all = LogStore::open(
+        dir.path(),
+        &LogOptions {
+            pinned_bytes: u64::MAX,
+            ..plain
+        },
+    )
+    .unwrap();
+    assert_eq!(all.pinned_depth(), Some(248));
+    let keys: Vec<PathKey> = all.index().nodes.keys().copied().collect();
+    let before = all.reads().reads;
+    for key in &keys {
+        NodeStore::get_node(&all, key).unwrap().unwrap();
+    }
+    assert_eq!(all.reads().reads, before, "every blob was in memory");
 }
