@@ -314,6 +314,16 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// `a / b` to two decimals followed by `unit`, or "—" when `b` is not positive (a run that
+/// read nothing, or took no time).
+fn ratio(a: f64, b: f64, unit: &str) -> String {
+    if b > 0.0 {
+        format!("{:.2}{unit}", a / b)
+    } else {
+        "—".to_string()
+    }
+}
+
 /// The drive's read limits, as `bintrie probe-disk --json` measures them.
 struct Device {
     /// Per-read latency of random 4 KB reads one at a time, µs.
@@ -433,11 +443,11 @@ fn exec_bench(args: &[String]) -> Result<()> {
             let floor = device.floor_ms(reads / amplification, prefetched);
             let base_floor = *no_cache_floor.get_or_insert(floor);
             println!(
-                "| {} | {name} | {read:.2} | {:.2}x | {floor:.2} | {:.2} | {:.2}x | {:.2} | {:.1} | {} | {amplification:.2} | {} |",
+                "| {} | {name} | {read:.2} | {} | {floor:.2} | {} | {} | {:.2} | {:.1} | {} | {amplification:.2} | {} |",
                 last["block"],
-                base / read,
-                floor / read,
-                base_floor / floor,
+                ratio(base, read, "x"),
+                ratio(floor, read, ""),
+                ratio(base_floor, floor, "x"),
                 median(&mut total),
                 median(&mut mgas),
                 last["store_reads"],

@@ -107,7 +107,7 @@ pub(crate) struct BenchArgs {
     /// that fits with every level above it is read into memory when the log is opened and
     /// kept across blocks (written blobs there replace the kept ones), so a block reads only
     /// the levels below from the device. Recorded in results.json (`log_pinned_mib`). 0: none.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "MIB", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     log_pinned_mib: u64,
     /// Memory for building each database, in MiB: the state is sorted in runs of this size
     /// (spilled to temporary files beside the database) and streamed into it.

@@ -131,7 +131,7 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
             v.join(", ")
         }
     };
-    b.push(Block::List(vec![
+    let mut config = vec![
         format!("scale: {}", c.scale.name()),
         format!("random stems per database: {}", count(c.stems)),
         format!("ERC-20 holders: {}", count(c.holders)),
@@ -170,15 +170,14 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         format!("prefetch workers: {}", c.prefetch_workers),
         format!("commit durability: {}", c.durability.name()),
         format!("seed: {}", c.seed),
-    ]));
-    if c.log_pinned_mib > 0
-        && let Some(Block::List(items)) = b.last_mut()
-    {
-        items.push(format!(
+    ];
+    if c.log_pinned_mib > 0 {
+        config.push(format!(
             "log layout: the tree's upper levels kept in memory, up to {} MiB",
             c.log_pinned_mib
         ));
     }
+    b.push(Block::List(config));
 
     b.push(Block::Heading(2, "Databases".to_string()));
     if r.databases.is_empty() {
