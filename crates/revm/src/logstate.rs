@@ -9,7 +9,7 @@ use crate::{
 use alloy_primitives::{B256, Bytes};
 use bintrie_keys::Stem;
 use bintrie_logstore::{LogError, LogOptions, LogStore};
-use bintrie_node::{Hash32, StemValues};
+use bintrie_node::{Hash32, MAX_DEPTH, StemValues};
 use bintrie_trie::{Trie, TrieError};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,12 +142,29 @@ impl LogState {
         Self::from_store(LogStore::open(dir, options)?)
     }
 
-    /// The state over an open log.
+    /// The state over an open log. When the log keeps the tree's upper levels in memory
+    /// ([`LogOptions::pinned_bytes`], down to [`LogStore::pinned_depth`]), the trie keeps the
+    /// same levels loaded, decoded and hashed ([`Trie::keep_resident`]: every group rooted at
+    /// or above that depth), loads them now, and [`LogState::drop_trie`] drops only what lies
+    /// below; so a block neither reads nor re-hashes the top of the tree.
     pub fn from_store(store: LogStore) -> Result<Self, StateError> {
         let meta = store.meta();
-        Ok(LogState {
-            trie: Trie::open(store, meta.group_depth, meta.root)?,
-        })
+        let pinned = store.pinned_depth();
+        let mut trie = Trie::open(store, meta.group_depth, meta.root)?;
+        if let Some(p) = pinned {
+            let depth = (p + usize::from(meta.group_depth)).min(MAX_DEPTH);
+            trie.keep_resident(depth)?;
+            let t = std::time::Instant::now();
+            let blobs = trie.load_resident()?;
+            tracing::info!(
+                depth,
+                blobs,
+                ms = t.elapsed().as_secs_f64() * 1e3,
+                "upper levels of the tree loaded into the trie"
+            );
+            trie.reset_stats();
+        }
+        Ok(LogState { trie })
     }
 
     /// The log.
@@ -160,10 +177,18 @@ impl LogState {
         self.trie.into_store()
     }
 
-    /// The same state with an empty trie (the nodes it loaded dropped): what a cold block
-    /// starts from. The log's index stays: it is this layout's directory, held in memory.
-    pub fn drop_trie(self) -> Result<Self, StateError> {
-        Self::from_store(self.into_store())
+    /// The same state with an empty trie (the nodes it loaded dropped, its counters reset):
+    /// what a cold block starts from. The log's index stays: it is this layout's directory,
+    /// held in memory. With the upper levels kept ([`LogState::from_store`]) only what lies
+    /// below them is dropped ([`Trie::trim`]); after a failed commit the trie has dropped
+    /// them too, and the blocks load them again as they reach them.
+    pub fn drop_trie(mut self) -> Result<Self, StateError> {
+        if self.trie.resident_depth().is_none() {
+            return Self::from_store(self.into_store());
+        }
+        self.trie.trim()?;
+        self.trie.reset_stats();
+        Ok(self)
     }
 
     /// Applies a block's writes as one sorted batch, rehashes, and appends the blobs, code and
@@ -291,6 +316,58 @@ mod tests {
             }
         }
         assert!(db.basic(Address::repeat_byte(0xee)).unwrap().is_none());
+    }
+
+    /// With the tree's upper levels kept (`pinned_bytes`), the trie keeps them loaded across
+    /// `drop_trie`: every block loads fewer blobs than the same block on a log that keeps
+    /// nothing, and both reach the memory state's root.
+    #[test]
+    fn with_the_upper_levels_kept_blocks_load_only_what_lies_below() {
+        let all = accounts(200);
+        let changes = |chunk: &[(Address, AccountState)]| {
+            BlockChanges::from_accounts(chunk.iter().map(|(a, s)| (a, s))).unwrap()
+        };
+        let (kept_dir, cold_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut mem = MemoryState::new(5).unwrap();
+        for dir in [&kept_dir, &cold_dir] {
+            let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+            log.commit_block(changes(&all[..150]), 1).unwrap();
+        }
+        BlockState::commit_block(&mut mem, changes(&all[..150]), 1).unwrap();
+        let options = LogOptions {
+            pinned_bytes: 4096,
+            ..LogOptions::default()
+        };
+        let mut kept = LogState::open(kept_dir.path(), &options).unwrap();
+        let mut cold = LogState::open(cold_dir.path(), &LogOptions::default()).unwrap();
+        let pinned = kept
+            .store()
+            .pinned_depth()
+            .expect("the root group fits 4 KiB");
+        assert_eq!(kept.trie.resident_depth(), Some(pinned + 5));
+        assert_eq!(cold.trie.resident_depth(), None);
+        for (i, chunk) in all[150..].chunks(10).enumerate() {
+            let block = i as u64 + 2;
+            // New accounts and new values for old ones, so the paths of both are updated.
+            let mut writes = chunk.to_vec();
+            writes.extend(all[i * 7..i * 7 + 3].iter().map(|(a, s)| {
+                let mut s = s.clone();
+                s.nonce += 100;
+                (*a, s)
+            }));
+            let a = kept.commit_block(changes(&writes), block).unwrap();
+            let b = cold.commit_block(changes(&writes), block).unwrap();
+            let m = BlockState::commit_block(&mut mem, changes(&writes), block).unwrap();
+            assert_eq!((a.root, b.root), (m.root, m.root), "block {block}");
+            assert!(
+                a.trie.nodes_loaded < b.trie.nodes_loaded,
+                "block {block}: {} loads with the top kept, {} without",
+                a.trie.nodes_loaded,
+                b.trie.nodes_loaded
+            );
+            kept = kept.drop_trie().unwrap();
+            cold = cold.drop_trie().unwrap();
+        }
     }
 
     /// The trie prefetch hands every blob on the written stems' paths, from the recent

@@ -74,6 +74,17 @@ pub enum TrieError<E: std::error::Error + 'static> {
     /// Group depth outside 1..=8.
     #[error("group depth {0} outside 1..8")]
     BadGroupDepth(u8),
+    /// [`Trie::keep_resident`] was given a depth where a node could be neither a group root
+    /// nor a stem.
+    #[error(
+        "resident depth {depth} is neither a multiple of the group depth {group_depth} nor 248"
+    )]
+    BadResidentDepth {
+        /// The depth asked for.
+        depth: usize,
+        /// The trie's group depth.
+        group_depth: u8,
+    },
     /// `apply_sorted` was given a batch that is not strictly sorted by key.
     #[error("batch is not sorted by key without duplicates")]
     UnsortedBatch,

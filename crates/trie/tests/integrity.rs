@@ -9,35 +9,13 @@ use bintrie_node::{
     GroupBlob, GroupEntry, MAX_DEPTH, NodeBlob, Path, PathKey, STEM_TAG, Sha256Hasher, StemValues,
 };
 use bintrie_trie::{MemoryStore, Trie, TrieError};
-use common::{Entries, group_root, reference_root};
+use common::{Entries, group_root, random_entries, reference_root};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 
 type T = Trie<MemoryStore>;
 type TE = TrieError<std::convert::Infallible>;
-
-/// A few hundred stems: random ones, and near-copies of a few bases (one bit flipped at a random
-/// depth) so some paths run deep; 1-3 values each.
-fn random_entries(rng: &mut StdRng, stems: usize) -> Entries {
-    let bases: Vec<Stem> = (0..4).map(|_| rng.random()).collect();
-    let mut out = Entries::new();
-    for i in 0..stems {
-        let stem: Stem = if i % 4 == 0 {
-            let mut s = bases[rng.random_range(0..bases.len())];
-            let bit = rng.random_range(0..MAX_DEPTH);
-            s[bit / 8] ^= 0x80 >> (bit % 8);
-            s
-        } else {
-            rng.random()
-        };
-        for _ in 0..rng.random_range(1..=3) {
-            let sub: u8 = rng.random();
-            out.insert(TreeKey::new(stem, sub).to_bytes(), rng.random());
-        }
-    }
-    out
-}
 
 fn batch(entries: &Entries) -> Vec<(TreeKey, [u8; 32])> {
     entries

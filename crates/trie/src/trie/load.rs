@@ -37,14 +37,17 @@ impl Ahead {
         self.map().remove(key)
     }
 
-    /// Decodes `blob`, stored at `key`, for a tree at group depth `g`; keeps it when it
+    /// Decodes `blob`, stored at `key` (the path `path`), for a tree at group depth `g`; keeps it when it
     /// decodes. Returns whether it did.
-    pub(super) fn decode<H: TreeHasher>(&self, key: &PathKey, blob: &[u8], g: u8) -> bool {
-        let Ok(path) = Path::from_key(key.as_bytes()) else {
-            return false;
-        };
+    pub(super) fn decode<H: TreeHasher>(
+        &self,
+        key: &PathKey,
+        path: &Path,
+        blob: &[u8],
+        g: u8,
+    ) -> bool {
         // The error is the load's to report, if the load ever reads this blob.
-        let Ok((node, hash, calls)) = expand_blob::<H, std::convert::Infallible>(&path, blob, g)
+        let Ok((node, hash, calls)) = expand_blob::<H, std::convert::Infallible>(path, blob, g)
         else {
             return false;
         };
@@ -89,6 +92,7 @@ pub(super) fn load<S: NodeStore, H: TreeHasher>(
     hash: Hash32,
 ) -> Result<Node, TrieError<S::Error>> {
     let key = path.to_key();
+    ctx.note_below(path);
     let count = |bytes: u64, calls: u64| {
         ctx.counters.nodes_loaded.fetch_add(1, Ordering::Relaxed);
         ctx.counters
@@ -230,6 +234,36 @@ pub(super) fn expand_group<H: TreeHasher>(
         h,
         ln + rn + 1,
     ))
+}
+
+/// Loads (and verifies) every node above depth `depth` under `node` at `path`: the resident
+/// top ([`Trie::load_resident`]), the two halves in parallel above [`PAR_DEPTH`].
+pub(super) fn load_top<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    node: &mut Node,
+    path: Path,
+    depth: usize,
+) -> Result<(), TrieError<S::Error>> {
+    if path.len() >= depth {
+        return Ok(());
+    }
+    if let Node::Hashed(h) = node {
+        let h = *h;
+        *node = load::<S, H>(ctx, &path, h)?;
+    }
+    let Node::Internal(n) = node else {
+        return Ok(());
+    };
+    let (Some(lp), Some(rp)) = (path.child(0), path.child(1)) else {
+        return Err(TrieError::TooDeep);
+    };
+    let Internal { left, right, .. } = &mut **n;
+    let (lr, rr) = join_halves(
+        path.len() < PAR_DEPTH,
+        || load_top::<S, H>(ctx, left, lp, depth),
+        || load_top::<S, H>(ctx, right, rp, depth),
+    );
+    lr.and(rr)
 }
 
 /// Loads and verifies every unloaded node that [`apply`] would reach with this sorted,

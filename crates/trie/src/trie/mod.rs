@@ -21,7 +21,7 @@ mod witness;
 
 use collect::{collect_all, mark_committed};
 use hash::{hash_node, verify_node};
-use load::{Ahead, load, preload};
+use load::{Ahead, load, load_top, preload};
 use update::apply;
 
 /// Batches at least this large are split across rayon tasks (above [`PAR_DEPTH`]).
@@ -222,6 +222,25 @@ struct Ctx<'a, S: NodeStore> {
     vacated: &'a Mutex<Vec<Path>>,
     /// Blobs decoded ahead of their loads.
     ahead: &'a Ahead,
+    /// The trie's resident depth ([`Trie::keep_resident`]), if any.
+    resident: Option<usize>,
+    /// Where to note the prefixes, at the resident depth, of what is loaded or written below
+    /// it (for [`Trie::trim`]).
+    below: &'a Mutex<Vec<Path>>,
+}
+
+impl<S: NodeStore> Ctx<'_, S> {
+    /// Notes that something at or below `path` (of any length) is now in memory: its prefix
+    /// at the resident depth, when the trie has one and `path` reaches it.
+    fn note_below(&self, path: &Path) {
+        if let Some(d) = self.resident.filter(|&d| path.len() >= d) {
+            let prefix = Path::from_stem_prefix(path.bits(), d);
+            self.below
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(prefix);
+        }
+    }
 }
 
 /// An EIP-7864 binary trie over a [`NodeStore`], generic over the hash function.
@@ -251,6 +270,11 @@ pub struct Trie<S: NodeStore, H: TreeHasher = Sha256Hasher> {
     /// Blobs decoded ahead of their loads ([`Trie::decode_ahead`]); emptied by every commit,
     /// discard and unload.
     ahead: Ahead,
+    /// Nodes above this depth stay loaded across [`Trie::trim`] ([`Trie::keep_resident`]).
+    resident: Option<usize>,
+    /// The prefixes, at the resident depth, under which nodes were loaded or written since the
+    /// last trim: where [`Trie::trim`] looks (so it never walks the whole resident top).
+    below: Mutex<Vec<Path>>,
     _hasher: PhantomData<H>,
 }
 
@@ -289,6 +313,8 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             vacated: Vec::new(),
             committed: root,
             ahead: Ahead::default(),
+            resident: None,
+            below: Mutex::new(Vec::new()),
             _hasher: PhantomData,
         })
     }
@@ -339,6 +365,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         self.root = Node::unloaded(self.committed);
         self.vacated.clear();
         self.ahead.clear();
+        self.below_mut().clear();
     }
 
     /// Drops every loaded node and keeps only the root hash, as after [`Trie::open`]. Fails if
@@ -350,7 +377,113 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         let root = self.root.cached_hash().ok_or(TrieError::Uncommitted)?;
         self.root = Node::unloaded(root);
         self.ahead.clear();
+        self.below_mut().clear();
         Ok(())
+    }
+
+    fn below_mut(&mut self) -> &mut Vec<Path> {
+        self.below.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the nodes above `depth` loaded across [`Trie::trim`]: the top of the tree held in
+    /// memory between blocks, decoded and hashed, as a node keeps it, so a block neither reads
+    /// nor re-hashes it. `depth` must be a multiple of the group depth (every node there is a
+    /// group root or a stem, whose blob is stored at its path) or 248 (only stems live there);
+    /// 0 keeps nothing. Errors with [`TrieError::BadResidentDepth`] otherwise. It loads
+    /// nothing by itself: [`Trie::load_resident`] loads the top at once, or the blocks load it
+    /// as they need it.
+    pub fn keep_resident(&mut self, depth: usize) -> Result<(), TrieError<S::Error>> {
+        if depth > MAX_DEPTH
+            || !(depth.is_multiple_of(self.group_depth.into()) || depth == MAX_DEPTH)
+        {
+            return Err(TrieError::BadResidentDepth {
+                depth,
+                group_depth: self.group_depth,
+            });
+        }
+        self.resident = Some(depth);
+        Ok(())
+    }
+
+    /// The depth set by [`Trie::keep_resident`].
+    pub fn resident_depth(&self) -> Option<usize> {
+        self.resident
+    }
+
+    /// Loads (and verifies, as every load does) every node above the resident depth, in
+    /// parallel: the whole top of the tree at once, instead of as the blocks reach it. Returns
+    /// the blobs loaded. Nothing without a resident depth. Errors as a load does; what was
+    /// verified before an error stays loaded.
+    pub fn load_resident(&mut self) -> Result<u64, TrieError<S::Error>> {
+        let Some(depth) = self.resident else {
+            return Ok(0);
+        };
+        let before = self.counters.nodes_loaded.load(Ordering::Relaxed);
+        let vacated = Mutex::new(Vec::new());
+        let mut root = std::mem::replace(&mut self.root, Node::Empty);
+        let result = load_top::<S, H>(&self.ctx(&vacated), &mut root, Path::ROOT, depth);
+        self.root = root;
+        result?;
+        Ok(self.counters.nodes_loaded.load(Ordering::Relaxed) - before)
+    }
+
+    /// Drops every node at or below the resident depth that was loaded or written since the
+    /// last trim (each replaced by its hash, as before it was loaded), keeping the top loaded
+    /// and hashed: what a state does between blocks instead of [`Trie::unload`]. Its cost is
+    /// one walk per such prefix, not a walk of the top. Without a resident depth it is
+    /// [`Trie::unload`]. Fails with [`TrieError::Uncommitted`] (changing nothing) if there are
+    /// uncommitted changes.
+    pub fn trim(&mut self) -> Result<(), TrieError<S::Error>> {
+        let Some(depth) = self.resident else {
+            return self.unload();
+        };
+        if self.root.is_dirty() || self.root.cached_hash().is_none() {
+            return Err(TrieError::Uncommitted);
+        }
+        let mut below = std::mem::take(self.below_mut());
+        below.sort_unstable();
+        below.dedup();
+        for prefix in &below {
+            let mut node = &mut self.root;
+            let mut reached = 0;
+            while reached < depth {
+                let Node::Internal(n) = node else { break };
+                node = if prefix.bit(reached) == 0 {
+                    &mut n.left
+                } else {
+                    &mut n.right
+                };
+                reached += 1;
+            }
+            // Above the resident depth (a stem or an empty subtree ended the walk): kept.
+            if reached < depth {
+                continue;
+            }
+            // A clean tree (checked above: a change marks every node above it dirty) whose
+            // hashes are all cached (the commit hashed it).
+            if let Node::Internal(_) | Node::Stem(_) = node
+                && let Some(h) = node.cached_hash()
+                && !node.is_dirty()
+            {
+                *node = Node::Hashed(h);
+            }
+        }
+        self.ahead.clear();
+        Ok(())
+    }
+
+    /// Whether the node at `path` is already in memory (loaded, or the walk to it ends above
+    /// it at a stem or an empty subtree, so no load will ever read a blob there).
+    fn holds(&self, path: &Path) -> bool {
+        let mut node = &self.root;
+        for i in 0..path.len() {
+            match node {
+                Node::Internal(n) => node = if path.bit(i) == 0 { &n.left } else { &n.right },
+                Node::Hashed(_) => return false,
+                Node::Empty | Node::Stem(_) => return true,
+            }
+        }
+        !matches!(node, Node::Hashed(_))
     }
 
     /// Decodes and hashes `blob`, the store's blob at `key`, ahead of the load that will need
@@ -364,7 +497,14 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// the next commit, [`Trie::discard`] or [`Trie::unload`]; its hash calls count as the
     /// load's.
     pub fn decode_ahead(&self, key: &PathKey, blob: &[u8]) -> bool {
-        self.ahead.decode::<H>(key, blob, self.group_depth)
+        let Ok(path) = Path::from_key(key.as_bytes()) else {
+            return false;
+        };
+        // The resident top (or a node loaded earlier) is never loaded again.
+        if self.holds(&path) {
+            return false;
+        }
+        self.ahead.decode::<H>(key, &path, blob, self.group_depth)
     }
 
     /// How many blobs decoded ahead are still waiting for their loads.
@@ -379,6 +519,8 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             counters: &self.counters,
             vacated,
             ahead: &self.ahead,
+            resident: self.resident,
+            below: &self.below,
         }
     }
 
@@ -417,6 +559,8 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             group_depth,
             counters,
             ahead,
+            resident,
+            below,
             ..
         } = self;
         let ctx = Ctx {
@@ -425,6 +569,8 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             counters: &*counters,
             vacated: &vacated,
             ahead: &*ahead,
+            resident: *resident,
+            below: &*below,
         };
         let mut node = root;
         let mut path = Path::ROOT;
@@ -489,6 +635,18 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         let vacated = Mutex::new(Vec::new());
         let mut root = std::mem::replace(&mut self.root, Node::Empty);
         let ctx = self.ctx(&vacated);
+        if let Some(d) = self.resident {
+            // What the writes create at or below the resident depth goes at the next trim.
+            let mut below = self.below.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = None;
+            for (k, _) in batch {
+                let prefix = Path::from_stem_prefix(&k.stem, d);
+                if last != Some(prefix) {
+                    below.push(prefix);
+                    last = Some(prefix);
+                }
+            }
+        }
         let result = preload::<S, H>(&ctx, &mut root, Path::ROOT, batch)
             .and_then(|()| apply::<S, H>(&ctx, &mut root, Path::ROOT, batch));
         self.root = root;

@@ -2,7 +2,10 @@
 #![allow(dead_code)]
 
 use bintrie_keys::{Stem, TreeKey};
+use bintrie_node::MAX_DEPTH;
 use bintrie_trie::{MemoryStore, Trie};
+use rand::Rng;
+use rand::rngs::StdRng;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -143,4 +146,26 @@ pub(crate) fn probes(e: &Entries) -> Vec<[u8; 32]> {
         keys.extend([other_index, near, far]);
     }
     keys
+}
+
+/// A few hundred stems: random ones, and near-copies of a few bases (one bit flipped at a random
+/// depth) so some paths run deep; 1-3 values each.
+pub(crate) fn random_entries(rng: &mut StdRng, stems: usize) -> Entries {
+    let bases: Vec<Stem> = (0..4).map(|_| rng.random()).collect();
+    let mut out = Entries::new();
+    for i in 0..stems {
+        let stem: Stem = if i % 4 == 0 {
+            let mut s = bases[rng.random_range(0..bases.len())];
+            let bit = rng.random_range(0..MAX_DEPTH);
+            s[bit / 8] ^= 0x80 >> (bit % 8);
+            s
+        } else {
+            rng.random()
+        };
+        for _ in 0..rng.random_range(1..=3) {
+            let sub: u8 = rng.random();
+            out.insert(TreeKey::new(stem, sub).to_bytes(), rng.random());
+        }
+    }
+    out
 }
