@@ -1641,17 +1641,33 @@ impl LogStore {
         let this = &*self;
         let mut index = self.index_mut();
         let ix: &mut Index = &mut index;
-        let (appended, undo) = std::thread::scope(|s| {
-            let staged = recent_on.then(|| s.spawn(move || this.recent().stage(set, keep, pin)));
-            let applied = s.spawn(move || ix.apply_undoable(changes));
+        let (appended, undo, times) = std::thread::scope(|s| {
+            let staged = recent_on.then(|| {
+                s.spawn(move || {
+                    let t = std::time::Instant::now();
+                    this.recent().stage(set, keep, pin);
+                    t.elapsed()
+                })
+            });
+            let applied = s.spawn(move || {
+                let t = std::time::Instant::now();
+                (ix.apply_undoable(changes), t.elapsed())
+            });
+            let t = std::time::Instant::now();
             let appended = this.append(w, &buf, block);
-            let undo = applied
+            let write = t.elapsed();
+            let (undo, index) = applied
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            if staged.is_some_and(|h| h.join().is_err()) {
-                this.recent().abandon();
-            }
-            (appended, undo)
+            let stage = match staged.map(|h| h.join()) {
+                Some(Ok(d)) => d,
+                Some(Err(_)) => {
+                    this.recent().abandon();
+                    std::time::Duration::ZERO
+                }
+                None => std::time::Duration::ZERO,
+            };
+            (appended, undo, [write, index, stage])
         });
         if let Err(e) = appended {
             index.undo(undo);
@@ -1681,6 +1697,9 @@ impl LogStore {
             records,
             encode_ms = (t1 - t0).as_secs_f64() * 1e3,
             write_sync_index_ms = (t2 - t1).as_secs_f64() * 1e3,
+            write_sync_ms = times[0].as_secs_f64() * 1e3,
+            index_ms = times[1].as_secs_f64() * 1e3,
+            stage_ms = times[2].as_secs_f64() * 1e3,
             after_ms = t2.elapsed().as_secs_f64() * 1e3,
             "block appended"
         );

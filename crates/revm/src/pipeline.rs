@@ -199,6 +199,13 @@ pub trait TriePrefetcher: Sync {
     /// Decodes and hashes `blob`, handed on by [`TriePrefetcher::preload`], ahead of the trie
     /// update that will load it (which then only compares hashes).
     fn decode_ahead(&self, key: &PathKey, blob: &[u8]);
+
+    /// The depth above which the trie keeps its nodes loaded across blocks
+    /// ([`Trie::keep_resident`]): blobs above it are not handed on. `None` (the default):
+    /// every blob is.
+    fn resident_depth(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A store that can preload the blobs on root-to-stem paths into memory, ahead of a trie
@@ -256,6 +263,10 @@ impl<S: WarmTriePaths> TriePrefetcher for Trie<S> {
 
     fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
         Trie::decode_ahead(self, key, blob);
+    }
+
+    fn resident_depth(&self) -> Option<usize> {
+        Trie::resident_depth(self)
     }
 }
 
@@ -418,9 +429,14 @@ fn preload_decoding<R>(
     std::thread::scope(|s| {
         let (blobs, arriving) = std::sync::mpsc::channel::<(PathKey, Vec<u8>)>();
         let warm = prefetcher.map(|prefetcher| {
+            // The trie holds what lies above its resident depth: not copied nor sent.
+            let above = prefetcher.resident_depth().unwrap_or(0);
             s.spawn(move || {
                 let t = Instant::now();
                 let hand_on = |key: &PathKey, blob: &[u8]| {
+                    if key.bit_len() < above {
+                        return;
+                    }
                     // Nobody listens once the block failed.
                     let _ = blobs.send((*key, blob.to_vec()));
                 };
