@@ -238,3 +238,39 @@ fn the_resident_top_is_not_decoded_ahead() {
     }
     assert_eq!(t.decoded_ahead(), 1);
 }
+
+/// A top that reaches depth 248 holds the whole tree: once loaded, blocks read nothing from
+/// the store, and still reach the reference root.
+#[test]
+fn a_top_at_depth_248_holds_everything() {
+    let g = 3;
+    let mut rng = StdRng::seed_from_u64(248);
+    let mut entries = random_entries(&mut rng, 150);
+    let mut t = Trie::<MemoryStore>::new(MemoryStore::new(), g).unwrap();
+    t.update(batch(&entries)).unwrap();
+    let root = t.commit().unwrap().root;
+    let store = Recording {
+        inner: t.into_store(),
+        ..Default::default()
+    };
+    let mut kept = Trie::<Recording>::open(store, g, root).unwrap();
+    kept.keep_resident(MAX_DEPTH).unwrap();
+    assert!(kept.load_resident().unwrap() > 150);
+    kept.store().take_reads();
+    for block in 0..4 {
+        let writes = block_writes(&mut rng, &entries);
+        entries.extend(writes.iter().map(|(k, v)| (*k, *v)));
+        kept.update(batch(&writes)).unwrap();
+        assert_eq!(
+            kept.commit().unwrap().root,
+            reference_root(&entries),
+            "block {block}"
+        );
+        kept.trim().unwrap();
+        assert_eq!(
+            kept.store().take_reads(),
+            Vec::<usize>::new(),
+            "block {block}"
+        );
+    }
+}

@@ -125,7 +125,9 @@ pub struct StudyConfig {
     /// On the log layout, memory for the tree's upper levels in MiB
     /// ([`bintrie_logstore::LogOptions::pinned_bytes`]): read once when the log is opened,
     /// kept across blocks like the write buffer (the page-cache eviction before each block
-    /// does not touch them). 0 (and files from before it): none.
+    /// does not touch them), and held decoded and hashed by the state's trie (since
+    /// 2026-12-04; before, each block decoded and hashed them again). 0 (and files from
+    /// before it): none.
     #[serde(default)]
     pub log_pinned_mib: u64,
 }
