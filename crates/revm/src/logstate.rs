@@ -180,13 +180,21 @@ impl LogState {
     /// The same state with an empty trie (the nodes it loaded dropped, its counters reset):
     /// what a cold block starts from. The log's index stays: it is this layout's directory,
     /// held in memory. With the upper levels kept ([`LogState::from_store`]) only what lies
-    /// below them is dropped ([`Trie::trim`]); after a failed commit the trie has dropped
-    /// them too, and the blocks load them again as they reach them.
+    /// below them is dropped ([`Trie::trim`]; uncommitted changes, which a fresh trie would
+    /// not have either, are discarded); after a failed commit the trie has dropped the upper
+    /// levels too, and they are loaded again here (from the device: the log dropped its kept
+    /// blobs with the failed commit). Errors only when that load fails; the state is then
+    /// lost with `self`, as with any error of [`LogState::from_store`].
     pub fn drop_trie(mut self) -> Result<Self, StateError> {
         if self.trie.resident_depth().is_none() {
             return Self::from_store(self.into_store());
         }
-        self.trie.trim()?;
+        if self.trie.trim().is_err() {
+            self.trie.discard();
+        }
+        if !self.trie.is_loaded() {
+            self.trie.load_resident()?;
+        }
         self.trie.reset_stats();
         Ok(self)
     }
@@ -368,6 +376,27 @@ mod tests {
             kept = kept.drop_trie().unwrap();
             cold = cold.drop_trie().unwrap();
         }
+        // A failed commit (an old block number) drops the upper levels with the block's
+        // changes; the next `drop_trie` loads them again, and the next block is as before.
+        let last = 2 + all[150..].chunks(10).len() as u64;
+        let err = kept.commit_block(changes(&all[..3]), 0).unwrap_err();
+        assert!(err.to_string().contains("block 0"), "{err}");
+        assert!(!kept.trie.is_loaded());
+        kept = kept.drop_trie().unwrap();
+        assert!(kept.trie.is_loaded());
+        let writes: Vec<_> = all[20..24]
+            .iter()
+            .map(|(a, s)| {
+                let mut s = s.clone();
+                s.balance += U256::from(1);
+                (*a, s)
+            })
+            .collect();
+        let a = kept.commit_block(changes(&writes), last).unwrap();
+        let b = cold.commit_block(changes(&writes), last).unwrap();
+        let m = BlockState::commit_block(&mut mem, changes(&writes), last).unwrap();
+        assert_eq!((a.root, b.root), (m.root, m.root));
+        assert!(a.trie.nodes_loaded < b.trie.nodes_loaded);
     }
 
     /// The trie prefetch hands every blob on the written stems' paths, from the recent

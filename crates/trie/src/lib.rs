@@ -74,10 +74,10 @@ pub enum TrieError<E: std::error::Error + 'static> {
     /// Group depth outside 1..=8.
     #[error("group depth {0} outside 1..8")]
     BadGroupDepth(u8),
-    /// [`Trie::keep_resident`] was given a depth where a node could be neither a group root
-    /// nor a stem.
+    /// [`Trie::keep_resident`] was given a depth past 248, or one where a node could be
+    /// neither a group root nor a stem.
     #[error(
-        "resident depth {depth} is neither a multiple of the group depth {group_depth} nor 248"
+        "resident depth {depth}: must be 248, or below 248 and a multiple of the group depth {group_depth}"
     )]
     BadResidentDepth {
         /// The depth asked for.

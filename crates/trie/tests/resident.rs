@@ -274,3 +274,54 @@ fn a_top_at_depth_248_holds_everything() {
         );
     }
 }
+
+/// A stem above the resident depth that a write pushes down to it, on another prefix than the
+/// written stem's, is dropped by the next trim like everything else below the top.
+#[test]
+fn a_stem_pushed_down_to_the_resident_depth_is_trimmed() {
+    let (g, depth) = (2u8, 4usize);
+    let s: Stem = [0u8; 31];
+    let far: Stem = [0xff; 31];
+    let mut t = Trie::<Recording>::new(Recording::default(), g).unwrap();
+    t.keep_resident(depth).unwrap();
+    t.update(vec![
+        (TreeKey::new(s, 1), [1; 32]),
+        (TreeKey::new(far, 1), [2; 32]),
+    ])
+    .unwrap();
+    t.commit().unwrap();
+    t.trim().unwrap();
+    // `s` sits at depth 1. This stem shares its first three bits, so `s` goes down to depth 4
+    // (bit 3 differs), under a prefix the write does not have.
+    let mut near = s;
+    near[0] = 0b0001_0000;
+    t.update(vec![(TreeKey::new(near, 1), [3; 32])]).unwrap();
+    t.commit().unwrap();
+    t.trim().unwrap();
+    t.store().take_reads();
+    assert_eq!(t.get(&TreeKey::new(s, 1)).unwrap(), Some([1; 32]));
+    assert_eq!(
+        t.store().take_reads(),
+        vec![depth],
+        "`s` was dropped and read again"
+    );
+}
+
+/// `keep_resident` drops what is loaded (so a trim can find what it must drop from then on)
+/// and refuses to while there are uncommitted changes.
+#[test]
+fn keep_resident_starts_from_an_unloaded_tree() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let entries = random_entries(&mut rng, 50);
+    let mut t = Trie::<MemoryStore>::new(MemoryStore::new(), 4).unwrap();
+    t.update(batch(&entries)).unwrap();
+    let err = t.keep_resident(8).unwrap_err();
+    assert!(matches!(err, TrieError::Uncommitted), "{err}");
+    let root = t.commit().unwrap().root;
+    assert!(t.is_loaded());
+    t.keep_resident(8).unwrap();
+    assert!(!t.is_loaded());
+    t.keep_resident(0).unwrap();
+    assert_eq!(t.resident_depth(), None);
+    assert_eq!(t.root(), root);
+}

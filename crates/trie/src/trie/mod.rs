@@ -387,11 +387,13 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
 
     /// Keeps the nodes above `depth` loaded across [`Trie::trim`]: the top of the tree held in
     /// memory between blocks, decoded and hashed, as a node keeps it, so a block neither reads
-    /// nor re-hashes it. `depth` must be a multiple of the group depth (every node there is a
-    /// group root or a stem, whose blob is stored at its path) or 248 (only stems live there);
-    /// 0 keeps nothing. Errors with [`TrieError::BadResidentDepth`] otherwise. It loads
-    /// nothing by itself: [`Trie::load_resident`] loads the top at once, or the blocks load it
-    /// as they need it.
+    /// nor re-hashes it. `depth` must be at most 248 and a multiple of the group depth (every
+    /// node there is a group root or a stem, whose blob is stored at its path), or 248 (only
+    /// stems live there); 0 keeps nothing (as before the call). Errors with
+    /// [`TrieError::BadResidentDepth`] otherwise. Everything loaded is dropped first (as by
+    /// [`Trie::unload`], so it fails with [`TrieError::Uncommitted`] if there are uncommitted
+    /// changes): what a trim must drop is noted from here on. It loads nothing by itself:
+    /// [`Trie::load_resident`] loads the top at once, or the blocks load it as they need it.
     pub fn keep_resident(&mut self, depth: usize) -> Result<(), TrieError<S::Error>> {
         if depth > MAX_DEPTH
             || !(depth.is_multiple_of(self.group_depth.into()) || depth == MAX_DEPTH)
@@ -401,8 +403,15 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                 group_depth: self.group_depth,
             });
         }
-        self.resident = Some(depth);
+        self.unload()?;
+        self.resident = (depth > 0).then_some(depth);
         Ok(())
+    }
+
+    /// Whether the root is loaded: false after [`Trie::open`], [`Trie::unload`] and
+    /// [`Trie::discard`] (and for an empty tree) until something loads it.
+    pub fn is_loaded(&self) -> bool {
+        matches!(self.root, Node::Internal(_) | Node::Stem(_))
     }
 
     /// The depth set by [`Trie::keep_resident`].

@@ -110,6 +110,11 @@ fn leaf<S: NodeStore, H: TreeHasher>(
             }
             s.dirty = true;
             let bit = stem_bit(&s.stem, depth);
+            // Pushed down to or past the resident depth, on another prefix than the batch's
+            // stems perhaps: noted, so the next trim finds it.
+            if let Some(down) = path.child(bit) {
+                ctx.note_below(&down);
+            }
             let moved = Node::Stem(s);
             *node = if bit == 0 {
                 Node::new_internal(moved, Node::Empty)
