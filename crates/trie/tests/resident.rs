@@ -7,10 +7,9 @@ mod common;
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::{MAX_DEPTH, Path, PathKey};
 use bintrie_trie::{CommitSet, MemoryStore, NodeStore, Trie, TrieError};
-use common::{Entries, random_entries, reference_root};
+use common::{Entries, batch, random_entries, reference_root, snapshot};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// A memory store that records the depth (in bits) of every blob read from it.
@@ -37,17 +36,6 @@ impl NodeStore for Recording {
     fn apply(&mut self, commit: &CommitSet) -> Result<(), Self::Error> {
         self.inner.apply(commit)
     }
-}
-
-fn batch(entries: &Entries) -> Vec<(TreeKey, [u8; 32])> {
-    entries
-        .iter()
-        .map(|(k, v)| (TreeKey::from_bytes(*k), *v))
-        .collect()
-}
-
-fn snapshot(store: &MemoryStore) -> BTreeMap<PathKey, Vec<u8>> {
-    store.iter().map(|(k, v)| (*k, v.clone())).collect()
 }
 
 /// One block's writes: new values for some stems already in `entries`, new stems (random
@@ -324,4 +312,37 @@ fn keep_resident_starts_from_an_unloaded_tree() {
     t.keep_resident(0).unwrap();
     assert_eq!(t.resident_depth(), None);
     assert_eq!(t.root(), root);
+}
+
+/// A stem written into an empty slot at the resident depth, under a resident internal node
+/// (nothing loaded on its way, nothing pushed down), is dropped by the next trim.
+#[test]
+fn a_stem_written_into_an_empty_slot_at_the_resident_depth_is_trimmed() {
+    let (g, depth) = (2u8, 4usize);
+    let mut a: Stem = [0u8; 31];
+    let mut b = a;
+    b[0] = 0b0000_1000; // shares 4 bits with `a`: an internal node at depth 4
+    let far: Stem = [0xff; 31];
+    let mut t = Trie::<Recording>::new(Recording::default(), g).unwrap();
+    t.keep_resident(depth).unwrap();
+    let entries = [a, b, far].map(|s| (TreeKey::new(s, 0), [9; 32]));
+    t.update(entries.to_vec()).unwrap();
+    t.commit().unwrap();
+    t.trim().unwrap();
+    // Bits 0001: the empty sibling, at depth 4, of the internal node above `a` and `b`.
+    a[0] = 0b0001_0000;
+    t.update(vec![(TreeKey::new(a, 0), [7; 32])]).unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        t.store().take_reads(),
+        Vec::<usize>::new(),
+        "nothing was loaded"
+    );
+    t.trim().unwrap();
+    assert_eq!(t.get(&TreeKey::new(a, 0)).unwrap(), Some([7; 32]));
+    assert_eq!(
+        t.store().take_reads(),
+        vec![depth],
+        "the new stem was dropped and read again"
+    );
 }

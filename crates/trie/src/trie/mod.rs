@@ -644,18 +644,6 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         let vacated = Mutex::new(Vec::new());
         let mut root = std::mem::replace(&mut self.root, Node::Empty);
         let ctx = self.ctx(&vacated);
-        if let Some(d) = self.resident {
-            // What the writes create at or below the resident depth goes at the next trim.
-            let mut below = self.below.lock().unwrap_or_else(|e| e.into_inner());
-            let mut last = None;
-            for (k, _) in batch {
-                let prefix = Path::from_stem_prefix(&k.stem, d);
-                if last != Some(prefix) {
-                    below.push(prefix);
-                    last = Some(prefix);
-                }
-            }
-        }
         let result = preload::<S, H>(&ctx, &mut root, Path::ROOT, batch)
             .and_then(|()| apply::<S, H>(&ctx, &mut root, Path::ROOT, batch));
         self.root = root;

@@ -65,6 +65,9 @@ fn leaf<S: NodeStore, H: TreeHasher>(
     match node {
         Node::Hashed(_) => unreachable!("replaced above"),
         Node::Empty => {
+            // A new node here (a stem, or an internal node the batch splits under): at or
+            // below the resident depth, the next trim drops it.
+            ctx.note_below(path);
             if single_stem {
                 let mut values = StemValues::new();
                 for (k, v) in batch {
@@ -110,8 +113,8 @@ fn leaf<S: NodeStore, H: TreeHasher>(
             }
             s.dirty = true;
             let bit = stem_bit(&s.stem, depth);
-            // Pushed down to or past the resident depth, on another prefix than the batch's
-            // stems perhaps: noted, so the next trim finds it.
+            // Pushed down to or past the resident depth, perhaps on another prefix than any
+            // written stem's: noted, so the next trim drops it.
             if let Some(down) = path.child(bit) {
                 ctx.note_below(&down);
             }
