@@ -9,20 +9,12 @@ use bintrie_node::{
     GroupBlob, GroupEntry, MAX_DEPTH, NodeBlob, Path, PathKey, STEM_TAG, Sha256Hasher, StemValues,
 };
 use bintrie_trie::{MemoryStore, Trie, TrieError};
-use common::{Entries, group_root, random_entries, reference_root};
+use common::{Entries, batch, group_root, random_entries, reference_root, snapshot};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 
 type T = Trie<MemoryStore>;
 type TE = TrieError<std::convert::Infallible>;
-
-fn batch(entries: &Entries) -> Vec<(TreeKey, [u8; 32])> {
-    entries
-        .iter()
-        .map(|(k, v)| (TreeKey::from_bytes(*k), *v))
-        .collect()
-}
 
 /// `entries` committed at group depth `g` into a fresh store; returns the store and the root.
 fn committed(entries: &Entries, g: u8) -> (MemoryStore, [u8; 32]) {
@@ -30,10 +22,6 @@ fn committed(entries: &Entries, g: u8) -> (MemoryStore, [u8; 32]) {
     t.update(batch(entries)).unwrap();
     let root = t.commit().unwrap().root;
     (t.into_store(), root)
-}
-
-fn snapshot(store: &MemoryStore) -> BTreeMap<PathKey, Vec<u8>> {
-    store.iter().map(|(k, v)| (*k, v.clone())).collect()
 }
 
 /// The paths whose blob differs between two stores, or that only one holds (a count, so a

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use bintrie_keys::{Stem, TreeKey};
-use bintrie_node::MAX_DEPTH;
+use bintrie_node::{MAX_DEPTH, PathKey};
 use bintrie_trie::{MemoryStore, Trie};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -168,4 +168,17 @@ pub(crate) fn random_entries(rng: &mut StdRng, stems: usize) -> Entries {
         }
     }
     out
+}
+
+/// The entries as a batch of writes.
+pub(crate) fn batch(entries: &Entries) -> Vec<(TreeKey, [u8; 32])> {
+    entries
+        .iter()
+        .map(|(k, v)| (TreeKey::from_bytes(*k), *v))
+        .collect()
+}
+
+/// Every blob of a store, by path.
+pub(crate) fn snapshot(store: &MemoryStore) -> BTreeMap<PathKey, Vec<u8>> {
+    store.iter().map(|(k, v)| (*k, v.clone())).collect()
 }
