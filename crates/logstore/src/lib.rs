@@ -1641,7 +1641,7 @@ impl LogStore {
         let this = &*self;
         let mut index = self.index_mut();
         let ix: &mut Index = &mut index;
-        let (appended, undo, times) = std::thread::scope(|s| {
+        let (appended, undo, (write_time, index_time, stage_time)) = std::thread::scope(|s| {
             let staged = recent_on.then(|| {
                 s.spawn(move || {
                     let t = std::time::Instant::now();
@@ -1667,7 +1667,7 @@ impl LogStore {
                 }
                 None => std::time::Duration::ZERO,
             };
-            (appended, undo, [write, index, stage])
+            (appended, undo, (write, index, stage))
         });
         if let Err(e) = appended {
             index.undo(undo);
@@ -1697,9 +1697,9 @@ impl LogStore {
             records,
             encode_ms = (t1 - t0).as_secs_f64() * 1e3,
             write_sync_index_ms = (t2 - t1).as_secs_f64() * 1e3,
-            write_sync_ms = times[0].as_secs_f64() * 1e3,
-            index_ms = times[1].as_secs_f64() * 1e3,
-            stage_ms = times[2].as_secs_f64() * 1e3,
+            write_sync_ms = write_time.as_secs_f64() * 1e3,
+            index_ms = index_time.as_secs_f64() * 1e3,
+            stage_ms = stage_time.as_secs_f64() * 1e3,
             after_ms = t2.elapsed().as_secs_f64() * 1e3,
             "block appended"
         );
