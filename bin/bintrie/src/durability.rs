@@ -26,10 +26,11 @@ pub(crate) struct WriteArgs {
     pub(crate) buffer_mib: u64,
     /// With --layout log: memory for the tree's upper levels, in MiB of blobs. When the log is
     /// opened, the deepest group level that fits (with every level above it) is read into
-    /// memory and kept, and the trie keeps those levels decoded and hashed (about 3.7x the
-    /// blobs' bytes more); blocks then read and hash only the levels below (at 16M stems, 64
-    /// MiB holds group depth 5's groups down to depth 15, one of the two reads a new stem
-    /// needs). 0: none.
+    /// memory and kept; blocks then read only the levels below (at 16M stems, 64 MiB holds
+    /// group depth 5's groups down to depth 15, one of the two reads a new stem needs). `exec`
+    /// also loads those levels into its trie at open and keeps them decoded and hashed across
+    /// `--cold` blocks (about 3.7x the blobs' bytes more); `import` keeps its trie across all
+    /// its blocks anyway. 0: none.
     #[arg(long, value_name = "MIB", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     pub(crate) log_pinned_mib: u64,
 }
