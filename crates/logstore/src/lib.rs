@@ -1381,13 +1381,27 @@ impl LogStore {
     /// The stored blobs on the root-to-stem path of `stem`, found in the index alone: the
     /// groups at depths 0, g, 2g, ... while they exist, then the stem blob that ends the path
     /// (this stem's, or the one a new stem would split from), if any.
-    fn path_locs(index: &Index, stem: &Stem, g: usize, out: &mut Vec<(PathKey, Loc)>) {
+    fn path_locs(
+        index: &Index,
+        stem: &Stem,
+        g: usize,
+        below: usize,
+        out: &mut Vec<(PathKey, Loc)>,
+    ) {
         let own = index.stems.get(stem).copied();
-        let mut d = 0usize;
+        // The first group boundary at or below `below`: where the path goes on is read from
+        // the index there, so nothing above `below` is looked up. No node there means the path
+        // ends above it (or in a stem between `below` and it, found below).
+        let mut d = below.div_ceil(g) * g;
         loop {
-            let key = Path::from_stem_prefix(stem, d).to_key();
-            match index.nodes.get(&key) {
-                Some(&loc) => {
+            let found = if d <= 248 {
+                let key = Path::from_stem_prefix(stem, d).to_key();
+                index.nodes.get(&key).map(|&loc| (key, loc))
+            } else {
+                None
+            };
+            match found {
+                Some((key, loc)) => {
                     out.push((key, loc));
                     if own == Some(loc) || d + g > 248 {
                         return;
@@ -1395,8 +1409,9 @@ impl LogStore {
                     d += g;
                 }
                 None => {
-                    // A stem that ends the path above this boundary.
-                    for e in (d.saturating_sub(g) + 1..d).rev() {
+                    // A stem that ends the path above this boundary (and not above `below`).
+                    let from = (d.saturating_sub(g) + 1).max(below);
+                    for e in (from..d.min(249)).rev() {
                         let key = Path::from_stem_prefix(stem, e).to_key();
                         if let Some(&loc) = index.nodes.get(&key) {
                             out.push((key, loc));
@@ -1419,24 +1434,29 @@ impl LogStore {
         workers: usize,
         stop: &AtomicBool,
     ) -> Result<LogReads, LogError> {
-        self.warm_trie_paths_with(stems, workers, stop, None)
+        self.warm_trie_paths_with(stems, 0, workers, stop, None)
     }
 
-    /// [`LogStore::warm_trie_paths`], also handing each blob on the paths to `each(key, blob)`:
-    /// first those the recent blocks' set holds, then each blob read, checked, as soon as it
-    /// arrives, so that a trie can decode and hash them (`bintrie_trie::Trie::decode_ahead`)
-    /// elsewhere while the rest are still in flight. Blobs already in the warm set are not
-    /// handed on. `each` is called from the thread keeping the reads in flight (from the
-    /// reading threads when io_uring is off), so it must be quick: hand the blob on, do not
-    /// decode it there. What `each` does cannot fail the warm-up.
+    /// [`LogStore::warm_trie_paths`] for the blobs at paths of at least `below` bits only (0:
+    /// all; a trie that keeps the levels above loaded passes its resident depth: nothing
+    /// above it is looked up, read or handed on), also handing each blob on the paths to
+    /// `each(key, blob)`: first those the recent blocks' set holds, then each blob read,
+    /// checked, as soon as it arrives, so that a trie can decode and hash them
+    /// (`bintrie_trie::Trie::decode_ahead`) elsewhere while the rest are still in flight.
+    /// Blobs already in the warm set are not handed on. `each` is called from the thread
+    /// keeping the reads in flight (from the reading threads when io_uring is off), so it
+    /// must be quick: hand the blob on, do not decode it there. What `each` does cannot fail
+    /// the warm-up.
     pub fn warm_trie_paths_with(
         &self,
         stems: &[Stem],
+        below: usize,
         workers: usize,
         stop: &AtomicBool,
         each: Option<BlobSink<'_>>,
     ) -> Result<LogReads, LogError> {
         let root = self.meta.root;
+        let t0 = std::time::Instant::now();
         let mut wanted = {
             let index = self.index();
             let stored = index.meta.expect("set at open");
@@ -1446,7 +1466,7 @@ impl LogStore {
             let g = usize::from(stored.group_depth);
             let mut out = Vec::new();
             for stem in stems {
-                Self::path_locs(&index, stem, g, &mut out);
+                Self::path_locs(&index, stem, g, below, &mut out);
             }
             out
         };
@@ -1483,7 +1503,16 @@ impl LogStore {
         }
         // Read in log order (neighbours on the device go together).
         wanted.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
+        let t1 = std::time::Instant::now();
         let blobs = self.read_nodes(&wanted, workers, stop, each)?;
+        tracing::debug!(
+            stems = stems.len(),
+            in_memory = stats.recent,
+            reads = blobs.len(),
+            locate_ms = (t1 - t0).as_secs_f64() * 1e3,
+            read_ms = t1.elapsed().as_secs_f64() * 1e3,
+            "trie paths warmed"
+        );
         let mut warm = self.warm();
         if warm.root != root {
             warm.blobs.clear();

@@ -229,6 +229,66 @@ fn the_trie_prefetch_loads_every_blob_an_update_needs() {
     );
 }
 
+/// The keys `warm_trie_paths_with` hands on for `stems` at `below`, from a cleared warm set.
+fn handed_on(store: &LogStore, stems: &[Stem], below: usize) -> Vec<PathKey> {
+    store.clear_warm();
+    let keys = std::sync::Mutex::new(Vec::new());
+    let each = |key: &PathKey, _: &[u8]| keys.lock().unwrap().push(*key);
+    store
+        .warm_trie_paths_with(stems, below, 4, &AtomicBool::new(false), Some(&each))
+        .unwrap();
+    let mut keys = keys.into_inner().unwrap();
+    keys.sort_unstable();
+    keys
+}
+
+#[test]
+fn the_trie_prefetch_below_a_depth_reads_exactly_the_deeper_blobs_of_the_paths() {
+    for g in 1..=8u8 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(40 + u64::from(g));
+        let options = LogOptions {
+            recent_blocks: 0,
+            ..opts(g)
+        };
+        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), g).unwrap();
+        // Random stems and stems sharing 144 bits: paths end at every depth down to ~150.
+        commit(&mut trie, random_writes(&mut rng, 3000), 1);
+        let store = trie.into_store();
+        let mut stems: Vec<Stem> = random_writes(&mut rng, 200)
+            .iter()
+            .map(|(k, _)| k.stem)
+            .collect();
+        stems.extend(
+            random_writes(&mut StdRng::seed_from_u64(40 + u64::from(g)), 200)
+                .iter()
+                .map(|(k, _)| k.stem),
+        );
+        let all = handed_on(&store, &stems, 0);
+        let deepest = all.iter().map(PathKey::bit_len).max().unwrap();
+        assert!(deepest > 140, "g={g}: paths reach {deepest} bits only");
+        let g = usize::from(g);
+        for below in [g, 2 * g, 3 * g, 7, 20, 144, deepest, 248] {
+            let want: Vec<PathKey> = all
+                .iter()
+                .filter(|k| k.bit_len() >= below)
+                .copied()
+                .collect();
+            let reads = store.reads().reads;
+            assert_eq!(
+                handed_on(&store, &stems, below),
+                want,
+                "g={g} below={below}"
+            );
+            assert_eq!(
+                store.reads().reads - reads,
+                want.len() as u64,
+                "g={g} below={below}: read more than the blobs below"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_bulk_load_opens_as_the_tree_it_was_given_and_an_unfinished_one_is_refused() {
     let mut rng = StdRng::seed_from_u64(11);

@@ -404,14 +404,18 @@ mod tests {
     /// takes every node it loads from there, and reaches the memory state's root.
     #[test]
     fn the_trie_prefetch_decodes_ahead_every_blob_the_update_loads() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
-        // Cold: the trie as reopened; the last block's blobs are in the recent set.
-        crate::pipeline::tests::assert_decoded_ahead(
-            log,
-            |log| log.drop_trie().unwrap(),
-            |log| &mut log.trie,
-        );
+        // Without and with the top level kept loaded (nothing above it is looked up).
+        for resident in [0, 5] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+            // Cold: the trie as reopened; the last block's blobs are in the recent set.
+            crate::pipeline::tests::assert_decoded_ahead(
+                log,
+                |log| log.drop_trie().unwrap(),
+                |log| &mut log.trie,
+                resident,
+            );
+        }
     }
 
     /// A block whose commit fails leaves nothing behind, in the log nor in the state's trie:

@@ -184,8 +184,9 @@ pub enum PipelineError<E: std::error::Error + 'static> {
 /// trie update finds them in memory: the pipeline's trie prefetch. Every [`Trie`] over a
 /// [`WarmTriePaths`] store is one (the states over MDBX and the log hand out their own trie).
 pub trait TriePrefetcher: Sync {
-    /// Preloads the paths of `stems` with `workers` threads, handing each blob on the paths to
-    /// `each(key, blob)` as it arrives, for [`TriePrefetcher::decode_ahead`] on another
+    /// Preloads the paths of `stems` with `workers` threads, handing each blob on the paths
+    /// below the levels the trie keeps loaded ([`Trie::keep_resident`]) to `each(key, blob)`
+    /// as it arrives, for [`TriePrefetcher::decode_ahead`] on another
     /// thread; returns early (successfully) when `stop` is set. `each` is called from the
     /// threads keeping the reads in flight, so it must be quick. Errors are the store's.
     fn preload(
@@ -199,56 +200,74 @@ pub trait TriePrefetcher: Sync {
     /// Decodes and hashes `blob`, handed on by [`TriePrefetcher::preload`], ahead of the trie
     /// update that will load it (which then only compares hashes).
     fn decode_ahead(&self, key: &PathKey, blob: &[u8]);
-
-    /// The depth above which the trie keeps its nodes loaded across blocks
-    /// ([`Trie::keep_resident`]): blobs above it are not handed on. `None` (the default):
-    /// every blob is.
-    fn resident_depth(&self) -> Option<usize> {
-        None
-    }
 }
 
 /// A store that can preload the blobs on root-to-stem paths into memory, ahead of a trie
 /// update (`warm_trie_paths_with` of the MDBX store and of the log), handing each to `each`
 /// when given.
 pub trait WarmTriePaths: NodeStore {
-    /// Preloads the paths of `stems` with `workers` threads, handing each blob read to `each`
-    /// (quickly: it is called from the threads keeping the reads in flight); returns early
-    /// (successfully) when `stop` is set.
+    /// Preloads the paths of `stems` with `workers` threads, handing each blob read at a path
+    /// of at least `below` bits to `each` (quickly: it is called from the threads keeping the
+    /// reads in flight); returns early (successfully) when `stop` is set. `below` is the depth
+    /// above which the trie keeps its nodes loaded ([`Trie::keep_resident`]; 0: none): the
+    /// log looks nothing up above it; the MDBX store walks from the root, so it reads those
+    /// blobs, but does not hand them on.
     fn warm_trie_paths_with(
         &self,
         stems: &[Stem],
+        below: usize,
         workers: usize,
         stop: &AtomicBool,
         each: Option<BlobSink<'_>>,
     ) -> Result<(), StateError>;
 }
 
-/// `WarmTriePaths` for a store whose inherent `warm_trie_paths_with` has the same arguments
-/// (its statistics are dropped, its error converted).
-macro_rules! warm_trie_paths_of {
-    ($feature:literal, $store:ty) => {
-        #[cfg(feature = $feature)]
-        impl WarmTriePaths for $store {
-            fn warm_trie_paths_with(
-                &self,
-                stems: &[Stem],
-                workers: usize,
-                stop: &AtomicBool,
-                each: Option<BlobSink<'_>>,
-            ) -> Result<(), StateError> {
-                <$store>::warm_trie_paths_with(self, stems, workers, stop, each)?;
-                Ok(())
+#[cfg(feature = "mdbx")]
+impl WarmTriePaths for bintrie_store::StateStore {
+    fn warm_trie_paths_with(
+        &self,
+        stems: &[Stem],
+        below: usize,
+        workers: usize,
+        stop: &AtomicBool,
+        each: Option<BlobSink<'_>>,
+    ) -> Result<(), StateError> {
+        let deep_only = |key: &PathKey, blob: &[u8]| {
+            if key.bit_len() >= below
+                && let Some(each) = each
+            {
+                each(key, blob);
             }
-        }
-    };
+        };
+        let each: Option<BlobSink<'_>> = if below > 0 && each.is_some() {
+            Some(&deep_only)
+        } else {
+            each
+        };
+        bintrie_store::StateStore::warm_trie_paths_with(self, stems, workers, stop, each)?;
+        Ok(())
+    }
 }
-warm_trie_paths_of!("mdbx", bintrie_store::StateStore);
-warm_trie_paths_of!("logstore", bintrie_logstore::LogStore);
 
-/// A trie's prefetch: its store preloads the paths, and the blobs it hands on are decoded and
-/// hashed into the trie ([`Trie::decode_ahead`]) while the rest are still being read, so the
-/// update that follows only compares hashes where it would have decoded and hashed.
+#[cfg(feature = "logstore")]
+impl WarmTriePaths for bintrie_logstore::LogStore {
+    fn warm_trie_paths_with(
+        &self,
+        stems: &[Stem],
+        below: usize,
+        workers: usize,
+        stop: &AtomicBool,
+        each: Option<BlobSink<'_>>,
+    ) -> Result<(), StateError> {
+        bintrie_logstore::LogStore::warm_trie_paths_with(self, stems, below, workers, stop, each)?;
+        Ok(())
+    }
+}
+
+/// A trie's prefetch: its store preloads the paths below the levels the trie keeps loaded,
+/// and the blobs it hands on are decoded and hashed into the trie ([`Trie::decode_ahead`])
+/// while the rest are still being read, so the update that follows only compares hashes
+/// where it would have decoded and hashed.
 impl<S: WarmTriePaths> TriePrefetcher for Trie<S> {
     fn preload(
         &self,
@@ -257,16 +276,13 @@ impl<S: WarmTriePaths> TriePrefetcher for Trie<S> {
         stop: &AtomicBool,
         each: BlobSink<'_>,
     ) -> Result<(), StateError> {
+        let below = self.resident_depth().unwrap_or(0);
         self.store()
-            .warm_trie_paths_with(stems, workers, stop, Some(each))
+            .warm_trie_paths_with(stems, below, workers, stop, Some(each))
     }
 
     fn decode_ahead(&self, key: &PathKey, blob: &[u8]) {
         Trie::decode_ahead(self, key, blob);
-    }
-
-    fn resident_depth(&self) -> Option<usize> {
-        Trie::resident_depth(self)
     }
 }
 
@@ -429,14 +445,9 @@ fn preload_decoding<R>(
     std::thread::scope(|s| {
         let (blobs, arriving) = std::sync::mpsc::channel::<(PathKey, Vec<u8>)>();
         let warm = prefetcher.map(|prefetcher| {
-            // The trie holds what lies above its resident depth: not copied nor sent.
-            let above = prefetcher.resident_depth().unwrap_or(0);
             s.spawn(move || {
                 let t = Instant::now();
                 let hand_on = |key: &PathKey, blob: &[u8]| {
-                    if key.bit_len() < above {
-                        return;
-                    }
                     // Nobody listens once the block failed.
                     let _ = blobs.send((*key, blob.to_vec()));
                 };
@@ -514,11 +525,13 @@ pub(crate) mod tests {
     /// loaded; the next block's writes are known. `preload` over the stems they write
     /// hands blobs on, each of which `decode_ahead` keeps; the update of the state's `trie`
     /// then takes every node it loads from what was decoded ahead and reaches the memory
-    /// state's root.
+    /// state's root. With `resident` > 0 the trie first keeps the levels above it loaded
+    /// ([`Trie::keep_resident`]): nothing above them is handed on.
     pub(crate) fn assert_decoded_ahead<St: BlockState, S: WarmTriePaths>(
         mut state: St,
         cold: impl FnOnce(St) -> St,
         trie: impl FnOnce(&mut St) -> &mut Trie<S>,
+        resident: usize,
     ) where
         S::Error: std::fmt::Debug,
     {
@@ -556,20 +569,30 @@ pub(crate) mod tests {
         let changes = BlockChanges::from_accounts(next.iter().map(|(a, s)| (a, s))).unwrap();
         let want = mem.root_with(&changes).unwrap();
         let trie = trie(&mut state);
+        if resident > 0 {
+            trie.keep_resident(resident).unwrap();
+            trie.load_resident().unwrap();
+            trie.reset_stats();
+        }
         let mut stems: Vec<Stem> = changes.writes.iter().map(|(k, _)| k.stem).collect();
         stems.sort_unstable();
         stems.dedup();
-        let handed = Mutex::new(0usize);
+        let handed = Mutex::new(Vec::new());
         {
             let prefetcher: &dyn TriePrefetcher = &*trie;
             prefetcher
                 .preload(&stems, 4, &AtomicBool::new(false), &|key, blob| {
-                    *handed.lock().unwrap() += 1;
+                    handed.lock().unwrap().push(key.bit_len());
                     prefetcher.decode_ahead(key, blob);
                 })
                 .unwrap();
         }
         let handed = handed.into_inner().unwrap();
+        assert!(
+            handed.iter().all(|&bits| bits >= resident),
+            "a blob above the resident depth {resident} handed on: {handed:?}"
+        );
+        let handed = handed.len();
         assert_eq!(
             trie.decoded_ahead(),
             handed,

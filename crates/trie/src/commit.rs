@@ -56,16 +56,26 @@ impl CommitSet {
         }
     }
 
-    /// Drops removals of keys that this set also writes.
+    /// Drops removals of keys that this set also writes. The removals are few (a path is
+    /// vacated where a split pushes a stem down) and the written keys thousands, so the
+    /// written keys are looked up in the sorted removals, not the other way round.
     pub(crate) fn finish(&mut self) {
         if self.removed.is_empty() {
             return;
         }
-        let written: std::collections::HashSet<PathKey> =
-            self.keys.iter().map(|(k, _)| *k).collect();
-        self.removed.retain(|k| !written.contains(k));
         self.removed.sort_unstable();
         self.removed.dedup();
+        let mut rewritten = vec![false; self.removed.len()];
+        for (key, _) in &self.keys {
+            if let Ok(i) = self.removed.binary_search(key) {
+                rewritten[i] = true;
+            }
+        }
+        let mut i = 0;
+        self.removed.retain(|_| {
+            i += 1;
+            !rewritten[i - 1]
+        });
     }
 
     /// The written blobs: `(path key, blob)`.
@@ -96,5 +106,33 @@ impl CommitSet {
     /// Sorts the blobs by key (what an ordered store wants for sequential inserts).
     pub fn sort_by_key(&mut self) {
         self.keys.sort_unstable_by_key(|a| a.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bintrie_node::Path;
+
+    fn key(first: u8, bits: usize) -> PathKey {
+        let mut stem = [0u8; 31];
+        stem[0] = first;
+        Path::from_stem_prefix(&stem, bits).to_key()
+    }
+
+    #[test]
+    fn finish_drops_removals_the_set_rewrites_and_repeats() {
+        let mut set = CommitSet::new([0; 32], 4);
+        for (first, bits) in [(0x80, 3), (0x40, 8), (0x20, 12), (0x10, 16)] {
+            set.push_with(key(first, bits), |buf| buf.push(first));
+        }
+        for (first, bits) in [(0x40, 8), (0xf0, 9), (0x10, 16), (0xf0, 9), (0x08, 5)] {
+            set.push_removed(key(first, bits));
+        }
+        set.finish();
+        let mut want = vec![key(0xf0, 9), key(0x08, 5)];
+        want.sort_unstable();
+        assert_eq!(set.removed(), &want[..]);
+        assert_eq!(set.len(), 4);
     }
 }
