@@ -130,7 +130,7 @@ mod tests {
             set.push_removed(key(first, bits));
         }
         set.finish();
-        let mut want = vec![key(0xf0, 9), key(0x08, 5)];
+        let mut want = [key(0xf0, 9), key(0x08, 5)];
         want.sort_unstable();
         assert_eq!(set.removed(), &want[..]);
         assert_eq!(set.len(), 4);
