@@ -290,6 +290,28 @@ fn the_trie_prefetch_below_a_depth_reads_exactly_the_deeper_blobs_of_the_paths()
 }
 
 #[test]
+fn a_writable_open_leaves_room_in_the_index_for_an_eighth_more_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    commit(&mut trie, random_writes(&mut rng, 3000), 1);
+    drop(trie);
+    let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+    let index = store.index();
+    for (name, len, capacity) in [
+        ("nodes", index.nodes.len(), index.nodes.capacity()),
+        ("stems", index.stems.len(), index.stems.capacity()),
+        ("code", index.code.len(), index.code.capacity()),
+    ] {
+        assert!(
+            capacity - len >= len / 8 + INDEX_ROOM,
+            "{name}: {len} entries, room for {capacity}"
+        );
+    }
+    assert!(index.nodes.len() > 3000);
+}
+
+#[test]
 fn a_bulk_load_opens_as_the_tree_it_was_given_and_an_unfinished_one_is_refused() {
     let mut rng = StdRng::seed_from_u64(11);
     let mut mem = Trie::new(MemoryStore::new(), 6).unwrap();
