@@ -291,12 +291,12 @@ const INDEX_ROOM: usize = 1 << 10;
 impl Index {
     /// Makes room in each table for an eighth more entries than it holds (plus
     /// [`INDEX_ROOM`]), at open: a hash table that fills up grows by moving every entry into a
-    /// table twice its size (or rehashes in place once removals have used its room up), and at
-    /// 17M entries that took 268-434 ms of CPU inside the commit of the block that filled it
-    /// (`examples/index_growth.rs`: 0.9-3.6 s with the system allocator). After this the
-    /// blocks can add an eighth of the index (about 1,600 approve blocks at 16M stems) before
-    /// a table grows inside one of them; the open pays instead, and only when the table was
-    /// that full.
+    /// table twice its size (or rehashes in place once removals have used its room up), inside
+    /// the commit of the block that filled it: 0.9-1.5 s for a table of 14.7M entries in
+    /// `examples/index_growth.rs` (system allocator), 1.4 ms at worst with the room reserved.
+    /// After this the blocks can add an eighth of the index (about 1,600 approve blocks at 16M
+    /// stems) before a table grows inside one of them; the open pays instead, and only when
+    /// the table was that full.
     fn reserve_room(&mut self) {
         let room = |n: usize| n / 8 + INDEX_ROOM;
         self.nodes.reserve(room(self.nodes.len()));
