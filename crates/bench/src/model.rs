@@ -223,6 +223,13 @@ pub struct RunRow {
     /// from before it was recorded.
     #[serde(default)]
     pub cpu_ms: Option<f64>,
+    /// Minor page faults of the process during the block (field 10 of `/proc/self/stat`):
+    /// pages mapped without a device read, mostly fresh memory the allocator takes from the
+    /// kernel (a huge page counts once). A block whose CPU time is far above its usual with no
+    /// more device reads shows here whether it was faulting memory in. `None` where they
+    /// cannot be read, and in files from before they were recorded.
+    #[serde(default)]
+    pub minor_faults: Option<u64>,
     /// Unique state keys (stems: an account header or 256 storage slots; and code) read from
     /// the store in this block.
     pub cold_reads: u64,
@@ -633,6 +640,7 @@ mod tests {
             bytes_written: 13,
             device_reads: Some(20),
             cpu_ms: Some(21.0),
+            minor_faults: Some(30),
             cold_reads: 14,
             slots_read: 15,
             slots_written: 16,

@@ -289,6 +289,7 @@ mod tests {
             bytes_written: 0,
             device_reads: None,
             cpu_ms: None,
+            minor_faults: None,
             cold_reads: 10,
             slots_written: 0,
             slots_read: 0,

@@ -57,6 +57,7 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         bytes_written: if writes { 10_000 } else { 0 },
         device_reads: Some(9_000),
         cpu_ms: Some(90.0),
+        minor_faults: Some(400),
         cold_reads,
         slots_written,
         slots_read: cold_reads,
