@@ -296,12 +296,18 @@ impl Index {
     /// `examples/index_growth.rs` (system allocator), 1.4 ms at worst with the room reserved.
     /// After this the blocks can add an eighth of the index (about 1,600 approve blocks at 16M
     /// stems) before a table grows inside one of them; the open pays instead, and only when
-    /// the table was that full.
+    /// the table was that full. Where the memory is not there, the open goes on without the
+    /// room (a warning says so): a table then grows when it fills, as before.
     fn reserve_room(&mut self) {
         let room = |n: usize| n / 8 + INDEX_ROOM;
-        self.nodes.reserve(room(self.nodes.len()));
-        self.stems.reserve(room(self.stems.len()));
-        self.code.reserve(room(self.code.len()));
+        let reserved = [
+            self.nodes.try_reserve(room(self.nodes.len())),
+            self.stems.try_reserve(room(self.stems.len())),
+            self.code.try_reserve(room(self.code.len())),
+        ];
+        if let Some(Err(e)) = reserved.into_iter().find(Result::is_err) {
+            tracing::warn!(error = %e, "no memory for the index's room to grow; a table will grow inside the commit that fills it");
+        }
     }
 
     fn apply(&mut self, changes: Vec<Change>) {

@@ -65,17 +65,14 @@ impl CommitSet {
         }
         self.removed.sort_unstable();
         self.removed.dedup();
-        let mut rewritten = vec![false; self.removed.len()];
+        let mut keep = vec![true; self.removed.len()];
         for (key, _) in &self.keys {
             if let Ok(i) = self.removed.binary_search(key) {
-                rewritten[i] = true;
+                keep[i] = false;
             }
         }
-        let mut i = 0;
-        self.removed.retain(|_| {
-            i += 1;
-            !rewritten[i - 1]
-        });
+        let mut keep = keep.into_iter();
+        self.removed.retain(|_| keep.next().unwrap_or(true));
     }
 
     /// The written blobs: `(path key, blob)`.
