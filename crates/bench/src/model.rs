@@ -176,7 +176,8 @@ pub struct RunRow {
     /// EVM execution without its store reads.
     pub execution_ms: f64,
     /// Waiting for the trie prefetcher, applying the writes to the trie and rehashing (includes
-    /// loading trie nodes that were not preloaded).
+    /// loading trie nodes that were not preloaded; since 2026-12-04, thirteenth session, also
+    /// serializing the changed blobs, which the rehash does in the same walk).
     pub trie_update_ms: f64,
     /// Wall time of the background trie-path preload (prefetch on only: the group and stem
     /// blobs on the paths of the stems the block writes are read in parallel with the state
@@ -189,7 +190,8 @@ pub struct RunRow {
     /// results written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trie_wait_ms: Option<f64>,
-    /// Serializing dirty nodes and the MDBX write transaction (durable).
+    /// The store's write of the block (durable): the MDBX write transaction or the log's
+    /// append (before 2026-12-04, thirteenth session, also serializing the dirty nodes).
     pub commit_ms: f64,
     /// Writing out the data file's dirty pages before this block's eviction, ms (outside the
     /// block's total): the device writes earlier commits left to the OS (with a write buffer,

@@ -9,18 +9,19 @@ use std::time::{Duration, Instant};
 pub(crate) struct Committed {
     /// What the commit wrote, and the root after the block.
     pub(crate) stats: CommitStats,
-    /// The update and the rehash.
+    /// The update, the rehash and the changed blobs' serialization.
     pub(crate) trie_update: Duration,
-    /// The whole commit: the collection and the store's write.
+    /// The store's write of the set, and the trie's bookkeeping after it.
     pub(crate) commit: Duration,
 }
 
 /// Applies `writes` to `trie`, rehashes, and commits through `write` (the store's own write
-/// of the set), timed; the trie's counters start from zero, and a debug line splits the
-/// commit's time into the trie's collection of the dirty blobs and the store's write. On any
-/// error nothing is committed and the trie drops the block's changes ([`Trie::discard`],
-/// back to its last commit): it already holds them, and the next block would otherwise
-/// commit them too.
+/// of the set), timed; the trie's counters start from zero. The rehash serializes the changed
+/// blobs in the same walk ([`Trie::prepare_commit`]), so it is timed with the update, and the
+/// commit is the store's write and the trie's bookkeeping after it (a debug line gives both).
+/// On any error nothing is committed and the trie drops the block's changes
+/// ([`Trie::discard`], back to its last commit): it already holds them, and the next block
+/// would otherwise commit them too.
 pub(crate) fn update_and_commit<S: NodeStore>(
     trie: &mut Trie<S>,
     writes: Vec<(TreeKey, [u8; 32])>,
@@ -31,22 +32,15 @@ where
 {
     trie.reset_stats();
     let t = Instant::now();
-    // The rehash is timed here, with the update; the commit finds the hashes cached.
-    let updated = trie.update(writes).map(|()| trie.root());
+    let prepared = trie.update(writes).map(|()| trie.prepare_commit());
     let trie_update = t.elapsed();
     let t = Instant::now();
-    let mut collect = Duration::ZERO;
-    let committed = updated.and_then(|_| {
-        trie.commit_with(|store, set| {
-            collect = t.elapsed();
-            write(store, set)
-        })
-    });
+    let committed = prepared.and_then(|set| trie.commit_prepared(set, write));
     match committed {
         Ok(stats) => {
             let commit = t.elapsed();
             tracing::debug!(
-                collect_ms = collect.as_secs_f64() * 1e3,
+                update_ms = trie_update.as_secs_f64() * 1e3,
                 commit_ms = commit.as_secs_f64() * 1e3,
                 "state committed"
             );

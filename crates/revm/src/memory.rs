@@ -127,10 +127,15 @@ impl MemoryState {
         let mut batch = changes.writes;
         sort_dedup_last(&mut batch);
         self.trie.apply_sorted(&batch).map_err(backend)?;
-        let root = self.trie.root();
+        // The rehash serializes the changed blobs in the same walk: timed with the update.
+        let set = self.trie.prepare_commit();
+        let root = set.root;
         let trie_update = t.elapsed();
         let t = Instant::now();
-        let stats = self.trie.commit().map_err(backend)?;
+        let stats = self
+            .trie
+            .commit_prepared(set, |store, set| store.apply(set))
+            .map_err(backend)?;
         let stems = Arc::make_mut(&mut self.flat.stems);
         for (key, value) in &batch {
             stems

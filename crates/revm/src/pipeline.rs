@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 pub struct CommitReport {
     /// The new root.
     pub root: B256,
-    /// Applying the writes to the trie and rehashing.
+    /// Applying the writes to the trie and rehashing, which serializes the changed blobs in
+    /// the same walk.
     pub trie_update: Duration,
-    /// Writing the block: serializing the dirty nodes and the store's write (the MDBX
-    /// transaction; in memory, the maps).
+    /// Writing the block: the store's write of the serialized blobs (the MDBX transaction, the
+    /// log's append; in memory, the maps).
     pub commit: Duration,
     /// Blobs and bytes written.
     pub stats: CommitStats,
@@ -130,12 +131,13 @@ pub struct StageTimings {
     pub execution: Duration,
     /// The trie prefetch's own run time (it overlaps the stages above).
     pub trie_prefetch: Duration,
-    /// The trie update, including the wait for the trie prefetch to finish and the parallel
-    /// load of the paths of written stems the plan did not name.
+    /// The trie update, including the wait for the trie prefetch to finish, the parallel
+    /// load of the paths of written stems the plan did not name, and the rehash (which
+    /// serializes the changed blobs).
     pub trie_update: Duration,
     /// Of which the wait for the trie prefetch.
     pub trie_prefetch_wait: Duration,
-    /// Writing the block: serializing the nodes and the MDBX transaction.
+    /// Writing the block: the store's write of the serialized blobs.
     pub commit: Duration,
     /// The whole block, first read to commit.
     pub total: Duration,

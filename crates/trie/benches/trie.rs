@@ -16,8 +16,10 @@
 //!   depth; each iteration opens it afresh from its root (nothing loaded), applies one
 //!   `incremental` batch (1,000 writes), computes the root and prepares the commit: the block
 //!   path over a cold tree (load, verify, rehash, serialize). Batches cycle over 16 fixed ones.
-//! - `reopen/collect/g1`..`g8`: the same, but only `prepare_commit` is timed (the open, the
-//!   batch and the root are set-up): the commit's serialization of the groups the batch
+//! - `reopen/one_walk/g1`..`g8`: the same as `reopen/update`, without the separate root:
+//!   `prepare_commit` rehashes and serializes in one walk (what a block's commit does).
+//! - `reopen/collect/g1`..`g8`: the same as `reopen/update`, but only `prepare_commit` is timed
+//!   (the open, the batch and the root are set-up): the commit's serialization of the groups the batch
 //!   loaded and changed.
 //! - `reopen/get/g1`..`g8`: the same reopened tree, 1,000 `get`s of the keys of one batch (half
 //!   present, half absent): the read path, which loads (and verifies) but never rehashes.
@@ -543,9 +545,20 @@ fn reopened_with<'a>(
     root: [u8; 32],
     batch: Vec<Entry>,
 ) -> Trie<View<'a>> {
+    let mut t = reopened_unhashed(store, g, root, batch);
+    black_box(t.root());
+    t
+}
+
+/// [`reopened_with`] without the root: the batch applied, nothing rehashed.
+fn reopened_unhashed<'a>(
+    store: &'a MemoryStore,
+    g: u8,
+    root: [u8; 32],
+    batch: Vec<Entry>,
+) -> Trie<View<'a>> {
     let mut t: Trie<View<'_>> = Trie::open(View(store), g, root).expect("g");
     t.update(batch).expect("memory store");
-    black_box(t.root());
     t
 }
 
@@ -605,6 +618,25 @@ fn bench_reopen(c: &mut Criterion) {
                     let mut t = reopened_with(store, g, *root, batch);
                     let set = t.prepare_commit();
                     // Returned, so criterion drops them outside the timing.
+                    (t, set)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        // The same work with the rehash left to `prepare_commit`, which then hashes and
+        // serializes in one walk (the block path since the thirteenth session): against
+        // `update`, which hashes in one walk and serializes in a second.
+        group.bench_function(format!("one_walk/g{g}"), |b| {
+            setup(&mut state);
+            let (store, root) = state.as_ref().expect("set up");
+            b.iter_batched(
+                || {
+                    next += 1;
+                    batches[next % batches.len()].clone()
+                },
+                |batch| {
+                    let mut t = reopened_unhashed(store, g, *root, batch);
+                    let set = t.prepare_commit();
                     (t, set)
                 },
                 BatchSize::SmallInput,

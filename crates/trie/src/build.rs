@@ -297,21 +297,35 @@ mod tests {
         (root, out)
     }
 
-    /// The blobs and root a one-shot trie commit writes for the same stems.
+    /// The blobs and root a one-shot trie commit writes for the same stems. The commit hashes
+    /// the tree itself (its rehash and serialization are one walk); a second trie, hashed by
+    /// `root` before its commit, must write the same.
     fn trie_build(
         g: u8,
         stems: &BTreeMap<Stem, StemValues>,
     ) -> (Hash32, BTreeMap<PathKey, Vec<u8>>) {
-        let mut trie: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
         let writes: Vec<(TreeKey, [u8; 32])> = stems
             .iter()
             .flat_map(|(s, v)| v.iter().map(|(i, val)| (TreeKey::new(*s, i), *val)))
             .collect();
-        trie.update(writes).unwrap();
-        let root = trie.root();
-        trie.commit().unwrap();
-        let blobs = trie.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-        (root, blobs)
+        let build = |hash_first: bool| {
+            let mut trie: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
+            trie.update(writes.clone()).unwrap();
+            if hash_first {
+                trie.root();
+            }
+            let root = trie.commit().unwrap().root;
+            assert_eq!(root, trie.root());
+            let blobs: BTreeMap<_, _> = trie.store().iter().map(|(k, v)| (*k, v.clone())).collect();
+            (root, blobs)
+        };
+        let built = build(false);
+        assert_eq!(
+            built,
+            build(true),
+            "g={g}: the commit's own rehash wrote other blobs"
+        );
+        built
     }
 
     fn values(seed: u8, n: u8) -> StemValues {

@@ -4,7 +4,7 @@
 mod common;
 
 use bintrie_keys::TreeKey;
-use bintrie_trie::{MemoryStore, Trie};
+use bintrie_trie::{MemoryStore, NodeStore, Trie};
 use common::{Entries, reference_root};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -111,13 +111,22 @@ proptest! {
         bounds.sort_unstable();
         let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
         let mut applied: Entries = BTreeMap::new();
-        for w in bounds.windows(2) {
+        for (i, w) in bounds.windows(2).enumerate() {
             let block = &entries[w[0]..w[1]];
             t.update(as_batch(block)).unwrap();
             applied.extend(block.iter().copied());
-            let root = t.root();
+            // Every other block, the commit's own walk does the rehash.
+            let root = if i % 2 == 0 {
+                let root = t.root();
+                t.commit().unwrap();
+                root
+            } else {
+                let set = t.prepare_commit();
+                let root = set.root;
+                t.commit_prepared(set, |s, set| s.apply(set)).unwrap();
+                root
+            };
             prop_assert_eq!(root, reference_root(&applied));
-            t.commit().unwrap();
             t = Trie::open(t.into_store(), g, root).unwrap();
         }
         let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
@@ -157,4 +166,30 @@ fn verify_detects_a_corrupt_group_hash() {
         matches!(err, bintrie_trie::TrieError::HashMismatch { .. }),
         "{err}"
     );
+}
+
+/// A set prepared before a further change is not written as it stands: the commit prepares
+/// again, so the store holds the tree as it is at the commit.
+#[test]
+fn a_stale_prepared_set_is_prepared_again() {
+    let entries: Vec<_> = (0u8..40)
+        .map(|i| (TreeKey::new([i.wrapping_mul(37); 31], i), [i; 32]))
+        .collect();
+    let (first, second) = entries.split_at(25);
+    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 4).unwrap();
+    t.update(first.to_vec()).unwrap();
+    let stale = t.prepare_commit();
+    t.update(second.to_vec()).unwrap();
+    let stats = t.commit_prepared(stale, |s, set| s.apply(set)).unwrap();
+    let mut all: Entries = BTreeMap::new();
+    for (k, v) in &entries {
+        all.insert(k.to_bytes(), *v);
+    }
+    assert_eq!(stats.root, reference_root(&all));
+    let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 4).unwrap();
+    fresh.update(entries.clone()).unwrap();
+    fresh.commit().unwrap();
+    let got: BTreeMap<_, _> = t.store().iter().map(|(k, v)| (*k, v.clone())).collect();
+    let want: BTreeMap<_, _> = fresh.store().iter().map(|(k, v)| (*k, v.clone())).collect();
+    assert_eq!(got, want);
 }

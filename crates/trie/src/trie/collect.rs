@@ -2,60 +2,116 @@
 
 use super::*;
 
-/// Serializes the dirty nodes of the tree into `set`. Requires hashes to be computed.
+/// Rehashes what changed and serializes every dirty node into `set` in the same walk; returns
+/// the root hash and the number of hash calls.
 ///
-/// The nodes above depth [`PAR_DEPTH`] are written here; the dirty subtrees below are
-/// serialized in parallel into their own sets and appended once (one copy of the bytes).
-pub(super) fn collect_all(root: &Node, g: u8, set: &mut CommitSet) {
-    use rayon::prelude::*;
-    let mut frontier = Vec::new();
-    collect(root, Path::ROOT, g, set, Some(&mut frontier));
-    let parts: Vec<CommitSet> = frontier
-        .par_iter()
-        .map(|(node, path)| {
-            let mut part = CommitSet::default();
-            collect(node, *path, g, &mut part, None);
-            part
-        })
-        .collect();
-    set.append_all(parts);
-}
-
-/// Serializes the dirty nodes under `node`. With a `frontier`, stops at depth
-/// [`PAR_DEPTH`] and hands the dirty nodes there to the caller instead.
-pub(super) fn collect<'a>(
-    node: &'a Node,
-    path: Path,
+/// One walk instead of two: a group's blob lists the hashes at its bottom, so it is written
+/// right after the group's hash, while the nodes it lists are still in the cache. A separate
+/// walk after the hash went back through every changed group's nodes (thousands per block,
+/// most of them cache misses): it was most of the commit's collection time. Clean nodes are
+/// hashed as [`hash_node`] does (their cached hash). The halves of each node above
+/// [`PAR_DEPTH`] run on two rayon tasks, each into its own parts, joined once at the end (one
+/// copy of the bytes). The order of the blobs in `set` is unspecified.
+pub(super) fn hash_collect_all<H: TreeHasher>(
+    root: &mut Node,
     g: u8,
     set: &mut CommitSet,
-    mut frontier: Option<&mut Vec<(&'a Node, Path)>>,
-) {
+) -> (Hash32, u64) {
+    let mut parts = Parts::default();
+    let out = hash_collect::<H>(root, Path::ROOT, g, &mut parts);
+    let Parts { cur, mut done } = parts;
+    done.push(cur);
+    set.append_all(done);
+    out
+}
+
+/// The sets a parallel walk writes: the one being written, and those its other halves
+/// finished.
+#[derive(Default)]
+pub(super) struct Parts {
+    cur: CommitSet,
+    done: Vec<CommitSet>,
+}
+
+impl Parts {
+    /// Takes the sets another half wrote (moved, not copied).
+    fn absorb(&mut self, other: Parts) {
+        if !other.cur.is_empty() {
+            self.done.push(other.cur);
+        }
+        self.done.extend(other.done);
+    }
+}
+
+/// [`hash_collect_all`] under `node`, at `path`: post-order, so the blobs below a group are
+/// written before it.
+fn hash_collect<H: TreeHasher>(
+    node: &mut Node,
+    path: Path,
+    g: u8,
+    out: &mut Parts,
+) -> (Hash32, u64) {
     if !node.is_dirty() {
-        return;
+        return hash_node::<H>(node, path.len());
     }
-    if let Some(f) = frontier.as_deref_mut()
-        && path.len() >= PAR_DEPTH
-    {
-        f.push((node, path));
-        return;
-    }
-    match node {
+    let (hash, count) = match node {
         Node::Stem(s) => {
-            set.push_with(path.to_key(), |buf| s.values.encode_blob(&s.stem, buf));
+            let (h, n) = match s.hash {
+                Some(h) => (h, 0),
+                None => {
+                    let (h, n) = s.values.stem_hash::<H>(&s.stem);
+                    s.hash = Some(h);
+                    (h, n as u64)
+                }
+            };
+            out.cur
+                .push_with(path.to_key(), |buf| s.values.encode_blob(&s.stem, buf));
+            return (h, n);
         }
         Node::Internal(n) => {
-            if path.len().is_multiple_of(g as usize) {
-                let mut entries = Vec::new();
-                group_entries(node, g, 0, 0, &mut entries);
-                set.push_with(path.to_key(), |buf| GroupBlob::encode(g, &entries, buf));
-            }
-            if let (Some(lp), Some(rp)) = (path.child(0), path.child(1)) {
-                deeper(|| collect(&n.left, lp, g, set, frontier.as_deref_mut()));
-                deeper(|| collect(&n.right, rp, g, set, frontier));
+            let Internal {
+                left, right, hash, ..
+            } = &mut **n;
+            let ((lh, ln), (rh, rn)) = match (path.child(0), path.child(1)) {
+                (Some(lp), Some(rp)) if path.len() < PAR_DEPTH => {
+                    let mut other = Parts::default();
+                    let halves = rayon::join(
+                        || deeper(|| hash_collect::<H>(left, lp, g, out)),
+                        || deeper(|| hash_collect::<H>(right, rp, g, &mut other)),
+                    );
+                    out.absorb(other);
+                    halves
+                }
+                (Some(lp), Some(rp)) => (
+                    deeper(|| hash_collect::<H>(left, lp, g, out)),
+                    deeper(|| hash_collect::<H>(right, rp, g, out)),
+                ),
+                // No deeper path (depth 248, where no internal node can be): hashed, and
+                // nothing below written, as before this walk.
+                _ => (
+                    hash_node::<H>(left, path.len() + 1),
+                    hash_node::<H>(right, path.len() + 1),
+                ),
+            };
+            match *hash {
+                Some(h) => (h, ln + rn),
+                None => {
+                    let h = H::hash_pair(&lh, &rh);
+                    *hash = Some(h);
+                    (h, ln + rn + 1)
+                }
             }
         }
-        _ => {}
+        // Never dirty.
+        Node::Empty | Node::Hashed(_) => return hash_node::<H>(node, path.len()),
+    };
+    if path.len().is_multiple_of(g as usize) {
+        let mut entries = Vec::new();
+        group_entries(node, g, 0, 0, &mut entries);
+        out.cur
+            .push_with(path.to_key(), |buf| GroupBlob::encode(g, &entries, buf));
     }
+    (hash, count)
 }
 
 /// The present entries of the group rooted at `node` (relative depth `rel`, relative path

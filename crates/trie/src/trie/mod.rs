@@ -19,7 +19,7 @@ mod load;
 mod update;
 mod witness;
 
-use collect::{collect_all, mark_committed};
+use collect::{hash_collect_all, mark_committed};
 use hash::{hash_node, verify_node};
 use load::{Ahead, load, load_top, preload};
 use update::apply;
@@ -716,6 +716,26 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         F: FnOnce(&mut S, &CommitSet) -> Result<(), S::Error>,
     {
         let set = self.prepare_commit();
+        self.commit_prepared(set, write)
+    }
+
+    /// Like [`Trie::commit_with`], for a set [`Trie::prepare_commit`] made: a caller that
+    /// times the rehash apart from the write prepares first (the rehash and the blobs'
+    /// serialization are one walk), then commits. Contract: no change to the trie since the
+    /// set was prepared; a set whose root is not the tree's root now is prepared again.
+    pub fn commit_prepared<F>(
+        &mut self,
+        set: CommitSet,
+        write: F,
+    ) -> Result<CommitStats, TrieError<S::Error>>
+    where
+        F: FnOnce(&mut S, &CommitSet) -> Result<(), S::Error>,
+    {
+        let set = if set.root == self.root() && set.group_depth == self.group_depth {
+            set
+        } else {
+            self.prepare_commit()
+        };
         // The store changes: what was decoded for the old one goes (the load's hash check
         // would refuse it anyway).
         self.ahead.clear();
@@ -738,11 +758,13 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         })
     }
 
-    /// The set of blobs a commit would write now, without marking anything committed.
+    /// The set of blobs a commit would write now, without marking anything committed. Rehashes
+    /// what changed first (as [`Trie::root`] would), in the same walk.
     pub fn prepare_commit(&mut self) -> CommitSet {
-        let root = self.root();
-        let mut set = CommitSet::new(root, self.group_depth);
-        collect_all(&self.root, self.group_depth, &mut set);
+        let mut set = CommitSet::new(ZERO_HASH, self.group_depth);
+        let (root, hashes) = hash_collect_all::<H>(&mut self.root, self.group_depth, &mut set);
+        self.counters.hashes.fetch_add(hashes, Ordering::Relaxed);
+        set.root = root;
         for p in &self.vacated {
             set.push_removed(p.to_key());
         }
