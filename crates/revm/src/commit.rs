@@ -35,13 +35,26 @@ where
     let prepared = trie.update(writes).map(|()| trie.prepare_commit());
     let trie_update = t.elapsed();
     let t = Instant::now();
-    let committed = prepared.and_then(|set| trie.commit_prepared(set, write));
+    // When the store's write started and ended, for the debug line's split.
+    let mut write_span = (t, t);
+    let committed = prepared.and_then(|set| {
+        trie.commit_prepared(set, |store, set| {
+            let start = Instant::now();
+            let written = write(store, set);
+            write_span = (start, Instant::now());
+            written
+        })
+    });
     match committed {
         Ok(stats) => {
             let commit = t.elapsed();
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
             tracing::debug!(
-                update_ms = trie_update.as_secs_f64() * 1e3,
-                commit_ms = commit.as_secs_f64() * 1e3,
+                update_ms = ms(trie_update),
+                before_write_ms = ms(write_span.0 - t),
+                write_ms = ms(write_span.1 - write_span.0),
+                after_write_ms = ms(t.elapsed().saturating_sub(write_span.1 - t)),
+                commit_ms = ms(commit),
                 "state committed"
             );
             Ok(Committed {

@@ -4,7 +4,8 @@
 mod common;
 
 use bintrie_keys::TreeKey;
-use bintrie_trie::{MemoryStore, NodeStore, Trie};
+use bintrie_node::PathKey;
+use bintrie_trie::{CommitSet, MemoryStore, NodeStore, Trie};
 use common::{Entries, reference_root};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -133,6 +134,68 @@ proptest! {
         fresh.update(as_batch(&entries)).unwrap();
         fresh.commit().unwrap();
         let got: BTreeMap<_, _> = t.store().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let want: BTreeMap<_, _> = fresh.store().iter().map(|(k, v)| (*k, v.clone())).collect();
+        prop_assert_eq!(got, want);
+    }
+}
+
+/// A memory store whose next `apply` fails (writing nothing) when told to.
+#[derive(Default)]
+struct Flaky {
+    inner: MemoryStore,
+    fail_next: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the write failed")]
+struct WriteFailed;
+
+impl NodeStore for Flaky {
+    type Error = WriteFailed;
+
+    fn get_node(&self, key: &PathKey) -> Result<Option<Vec<u8>>, Self::Error> {
+        Ok(self.inner.get_node(key).unwrap_or_else(|e| match e {}))
+    }
+
+    fn apply(&mut self, commit: &CommitSet) -> Result<(), Self::Error> {
+        if std::mem::take(&mut self.fail_next) {
+            return Err(WriteFailed);
+        }
+        self.inner.apply(commit).unwrap_or_else(|e| match e {});
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Blocks whose commits fail (the trie is kept, not discarded) stay uncommitted: the next
+    /// commit that succeeds writes their changes too, and no split after a failed commit
+    /// leaves a stale blob. At the end the store holds exactly what one commit of the final
+    /// tree holds.
+    #[test]
+    fn failed_commits_are_written_by_the_next_one(entries in arb_entries(80), g in 1u8..=8, fails in proptest::collection::vec(any::<bool>(), 5)) {
+        let mut t: Trie<Flaky> = Trie::new(Flaky::default(), g).unwrap();
+        let mut applied: Entries = BTreeMap::new();
+        let n = fails.len();
+        for (i, fail) in fails.iter().enumerate() {
+            let block = &entries[i * entries.len() / n..(i + 1) * entries.len() / n];
+            t.update(as_batch(block)).unwrap();
+            applied.extend(block.iter().copied());
+            // The last commit always succeeds.
+            let fail = *fail && i + 1 < n;
+            t.store_mut().fail_next = fail;
+            let committed = t.commit();
+            prop_assert_eq!(committed.is_err(), fail);
+            prop_assert_eq!(t.root(), reference_root(&applied));
+        }
+        let root = t.root();
+        let mut reopened: Trie<MemoryStore> = Trie::open(t.into_store().inner, g, root).unwrap();
+        prop_assert_eq!(reopened.verify().unwrap(), root);
+        let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
+        fresh.update(as_batch(&entries)).unwrap();
+        fresh.commit().unwrap();
+        let got: BTreeMap<_, _> = reopened.store().iter().map(|(k, v)| (*k, v.clone())).collect();
         let want: BTreeMap<_, _> = fresh.store().iter().map(|(k, v)| (*k, v.clone())).collect();
         prop_assert_eq!(got, want);
     }

@@ -2,8 +2,9 @@
 
 use super::*;
 
-/// Rehashes what changed and serializes every dirty node into `set` in the same walk; returns
-/// the root hash and the number of hash calls.
+/// Rehashes what changed and serializes every node dirty in `epoch` into `set` in the same
+/// walk; returns the root hash and the number of hash calls. Each stem serialized notes where
+/// (in effect once the epoch's commit succeeds: nothing else needs marking then).
 ///
 /// One walk instead of two: a group's blob lists the hashes at its bottom, so it is written
 /// right after the group's hash, while the nodes it lists are still in the cache. A separate
@@ -15,10 +16,11 @@ use super::*;
 pub(super) fn hash_collect_all<H: TreeHasher>(
     root: &mut Node,
     g: u8,
+    epoch: u32,
     set: &mut CommitSet,
 ) -> (Hash32, u64) {
     let mut parts = Parts::default();
-    let out = hash_collect::<H>(root, Path::ROOT, g, &mut parts);
+    let out = hash_collect::<H>(root, Path::ROOT, g, epoch, &mut parts);
     let Parts { cur, mut done } = parts;
     done.push(cur);
     set.append_all(done);
@@ -49,9 +51,10 @@ fn hash_collect<H: TreeHasher>(
     node: &mut Node,
     path: Path,
     g: u8,
+    epoch: u32,
     out: &mut Parts,
 ) -> (Hash32, u64) {
-    if !node.is_dirty() {
+    if !node.is_dirty(epoch) {
         return hash_node::<H>(node, path.len());
     }
     let (hash, count) = match node {
@@ -66,6 +69,8 @@ fn hash_collect<H: TreeHasher>(
             };
             out.cur
                 .push_with(path.to_key(), |buf| s.values.encode_blob(&s.stem, buf));
+            // A stem sits at most at depth 248.
+            s.note_written(epoch, path.len() as u8);
             return (h, n);
         }
         Node::Internal(n) => {
@@ -76,15 +81,15 @@ fn hash_collect<H: TreeHasher>(
                 (Some(lp), Some(rp)) if path.len() < PAR_DEPTH => {
                     let mut other = Parts::default();
                     let halves = rayon::join(
-                        || deeper(|| hash_collect::<H>(left, lp, g, out)),
-                        || deeper(|| hash_collect::<H>(right, rp, g, &mut other)),
+                        || deeper(|| hash_collect::<H>(left, lp, g, epoch, out)),
+                        || deeper(|| hash_collect::<H>(right, rp, g, epoch, &mut other)),
                     );
                     out.absorb(other);
                     halves
                 }
                 (Some(lp), Some(rp)) => (
-                    deeper(|| hash_collect::<H>(left, lp, g, out)),
-                    deeper(|| hash_collect::<H>(right, rp, g, out)),
+                    deeper(|| hash_collect::<H>(left, lp, g, epoch, out)),
+                    deeper(|| hash_collect::<H>(right, rp, g, epoch, out)),
                 ),
                 // No deeper path (depth 248, where no internal node can be): hashed, and
                 // nothing below written, as before this walk.
@@ -133,27 +138,5 @@ pub(super) fn group_entries(node: &Node, g: u8, rel: u8, prefix: u16, out: &mut 
             group_entries(&n.left, g, rel + 1, prefix << 1, out);
             group_entries(&n.right, g, rel + 1, (prefix << 1) | 1, out);
         }
-    }
-}
-
-/// Clears the dirty flags written by a commit and records where stems now live. The two
-/// halves of each node above [`PAR_DEPTH`] are marked in parallel, as they are hashed:
-/// the walk is pointer chasing through thousands of nodes per block.
-pub(super) fn mark_committed(node: &mut Node, depth: usize) {
-    match node {
-        Node::Stem(s) if s.dirty => {
-            s.dirty = false;
-            s.stored_depth = Some(depth as u8);
-        }
-        Node::Internal(n) if n.dirty => {
-            n.dirty = false;
-            let Internal { left, right, .. } = &mut **n;
-            join_halves(
-                depth < PAR_DEPTH,
-                || mark_committed(left, depth + 1),
-                || mark_committed(right, depth + 1),
-            );
-        }
-        _ => {}
     }
 }

@@ -19,7 +19,7 @@ mod load;
 mod update;
 mod witness;
 
-use collect::{hash_collect_all, mark_committed};
+use collect::hash_collect_all;
 use hash::{hash_node, verify_node};
 use load::{Ahead, load, load_top, preload};
 use update::apply;
@@ -115,8 +115,9 @@ struct Internal {
     /// Cached hash; `None` after a change below. The inner nodes of a loaded group get theirs
     /// when the group is verified on load (a group blob stores only its bottom hashes, SPEC §5).
     hash: Option<Hash32>,
-    /// Changed since the last commit.
-    dirty: bool,
+    /// The commit epoch in which it last changed ([`CLEAN`] if never since it was loaded):
+    /// dirty while that is the trie's current epoch, clean once a commit ends the epoch.
+    dirty: u32,
 }
 
 #[derive(Debug)]
@@ -124,18 +125,49 @@ struct StemNode {
     stem: Stem,
     values: StemValues,
     hash: Option<Hash32>,
-    dirty: bool,
-    /// Depth at which the store holds this stem's blob, if it does.
+    /// As [`Internal::dirty`].
+    dirty: u32,
+    /// Depth at which the store holds this stem's blob, if it does, as of a commit before the
+    /// one in `written`.
     stored_depth: Option<u8>,
+    /// The epoch and depth of the last commit that serialized this stem: it holds the blob
+    /// there once that epoch is over (the commit succeeded), see [`StemNode::stored_at`].
+    written: Option<(u32, u8)>,
+}
+
+/// [`Internal::dirty`] of a node loaded from the store (no epoch is 0).
+const CLEAN: u32 = 0;
+
+impl StemNode {
+    /// The depth at which the store holds this stem's blob, if it does, while `epoch` is the
+    /// trie's current epoch.
+    fn stored_at(&self, epoch: u32) -> Option<u8> {
+        match self.written {
+            Some((e, d)) if e != epoch => Some(d),
+            _ => self.stored_depth,
+        }
+    }
+
+    /// Notes that the commit of `epoch` serializes this stem at `depth` (in effect once that
+    /// epoch is over); a write of an earlier, committed epoch becomes the stored depth.
+    fn note_written(&mut self, epoch: u32, depth: u8) {
+        if let Some((e, d)) = self.written
+            && e != epoch
+        {
+            self.stored_depth = Some(d);
+        }
+        self.written = Some((epoch, depth));
+    }
 }
 
 impl Node {
-    fn new_internal(left: Node, right: Node) -> Node {
+    /// A new internal node, changed in `epoch`.
+    fn new_internal(left: Node, right: Node, epoch: u32) -> Node {
         Node::Internal(Box::new(Internal {
             left,
             right,
             hash: None,
-            dirty: true,
+            dirty: epoch,
         }))
     }
 
@@ -158,10 +190,11 @@ impl Node {
         }
     }
 
-    fn is_dirty(&self) -> bool {
+    /// Changed in `epoch`, the trie's current epoch: since the last commit.
+    fn is_dirty(&self, epoch: u32) -> bool {
         match self {
-            Node::Internal(n) => n.dirty,
-            Node::Stem(s) => s.dirty,
+            Node::Internal(n) => n.dirty == epoch,
+            Node::Stem(s) => s.dirty == epoch,
             _ => false,
         }
     }
@@ -224,6 +257,8 @@ struct Ctx<'a, S: NodeStore> {
     ahead: &'a Ahead,
     /// The trie's resident depth ([`Trie::keep_resident`]), if any.
     resident: Option<usize>,
+    /// The trie's current commit epoch: what a change stamps on the nodes it dirties.
+    epoch: u32,
     /// Where to note the prefixes, at the resident depth, of what is loaded or written below
     /// it (for [`Trie::trim`]).
     below: &'a Mutex<Vec<Path>>,
@@ -267,6 +302,9 @@ pub struct Trie<S: NodeStore, H: TreeHasher = Sha256Hasher> {
     vacated: Vec<Path>,
     /// The root the store holds for this tree: the one opened at, then each commit's.
     committed: Hash32,
+    /// The commit epoch: nodes changed since the last commit carry it (`dirty`), and a
+    /// commit ends it, which leaves every node clean without visiting one. Never [`CLEAN`].
+    epoch: u32,
     /// Blobs decoded ahead of their loads ([`Trie::decode_ahead`]); emptied by every commit,
     /// discard and unload.
     ahead: Ahead,
@@ -312,6 +350,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             counters: Counters::default(),
             vacated: Vec::new(),
             committed: root,
+            epoch: 1,
             ahead: Ahead::default(),
             resident: None,
             below: Mutex::new(Vec::new()),
@@ -371,7 +410,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// Drops every loaded node and keeps only the root hash, as after [`Trie::open`]. Fails if
     /// there are uncommitted changes (they would be lost).
     pub fn unload(&mut self) -> Result<(), TrieError<S::Error>> {
-        if self.root.is_dirty() {
+        if self.root.is_dirty(self.epoch) {
             return Err(TrieError::Uncommitted);
         }
         let root = self.root.cached_hash().ok_or(TrieError::Uncommitted)?;
@@ -446,7 +485,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         let Some(depth) = self.resident else {
             return self.unload();
         };
-        if self.root.is_dirty() || self.root.cached_hash().is_none() {
+        if self.root.is_dirty(self.epoch) || self.root.cached_hash().is_none() {
             return Err(TrieError::Uncommitted);
         }
         let mut below = std::mem::take(self.below_mut());
@@ -472,7 +511,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             // hashes are all cached (the commit hashed it).
             if let Node::Internal(_) | Node::Stem(_) = node
                 && let Some(h) = node.cached_hash()
-                && !node.is_dirty()
+                && !node.is_dirty(self.epoch)
             {
                 *node = Node::Hashed(h);
             }
@@ -529,6 +568,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             vacated,
             ahead: &self.ahead,
             resident: self.resident,
+            epoch: self.epoch,
             below: &self.below,
         }
     }
@@ -569,6 +609,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             counters,
             ahead,
             resident,
+            epoch,
             below,
             ..
         } = self;
@@ -579,6 +620,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             vacated: &vacated,
             ahead: &*ahead,
             resident: *resident,
+            epoch: *epoch,
             below: &*below,
         };
         let mut node = root;
@@ -740,7 +782,12 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
         // would refuse it anyway).
         self.ahead.clear();
         write(&mut self.store, &set).map_err(TrieError::Store)?;
-        mark_committed(&mut self.root, 0);
+        // Ends the epoch: every node it dirtied is clean now, and each stem it serialized is
+        // stored where the set put it. (Wrapping after 2^32 - 1 commits skips CLEAN.)
+        self.epoch = match self.epoch.wrapping_add(1) {
+            CLEAN => 1,
+            e => e,
+        };
         self.vacated.clear();
         self.committed = set.root;
         let c = &self.counters;
@@ -762,7 +809,8 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// what changed first (as [`Trie::root`] would), in the same walk.
     pub fn prepare_commit(&mut self) -> CommitSet {
         let mut set = CommitSet::new(ZERO_HASH, self.group_depth);
-        let (root, hashes) = hash_collect_all::<H>(&mut self.root, self.group_depth, &mut set);
+        let (root, hashes) =
+            hash_collect_all::<H>(&mut self.root, self.group_depth, self.epoch, &mut set);
         self.counters.hashes.fetch_add(hashes, Ordering::Relaxed);
         set.root = root;
         for p in &self.vacated {

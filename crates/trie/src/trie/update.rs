@@ -38,7 +38,7 @@ pub(super) fn apply<S: NodeStore, H: TreeHasher>(
     let changed = lc? | rc?;
     if changed {
         n.hash = None;
-        n.dirty = true;
+        n.dirty = ctx.epoch;
     }
     Ok(changed)
 }
@@ -77,12 +77,13 @@ fn leaf<S: NodeStore, H: TreeHasher>(
                     stem: *first,
                     values,
                     hash: None,
-                    dirty: true,
+                    dirty: ctx.epoch,
                     stored_depth: None,
+                    written: None,
                 }));
                 return Ok(Some(true));
             }
-            *node = Node::new_internal(Node::Empty, Node::Empty);
+            *node = Node::new_internal(Node::Empty, Node::Empty, ctx.epoch);
         }
         Node::Stem(s) => {
             if single_stem && s.stem == *first {
@@ -92,7 +93,7 @@ fn leaf<S: NodeStore, H: TreeHasher>(
                 }
                 if changed {
                     s.hash = None;
-                    s.dirty = true;
+                    s.dirty = ctx.epoch;
                 }
                 return Ok(Some(changed));
             }
@@ -105,13 +106,13 @@ fn leaf<S: NodeStore, H: TreeHasher>(
             let Node::Stem(mut s) = std::mem::replace(node, Node::Empty) else {
                 unreachable!()
             };
-            if s.stored_depth == Some(depth as u8) {
+            if s.stored_at(ctx.epoch) == Some(depth as u8) {
                 ctx.vacated
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(*path);
             }
-            s.dirty = true;
+            s.dirty = ctx.epoch;
             let bit = stem_bit(&s.stem, depth);
             // Pushed down to or past the resident depth, perhaps on another prefix than any
             // written stem's: noted, so the next trim drops it.
@@ -120,9 +121,9 @@ fn leaf<S: NodeStore, H: TreeHasher>(
             }
             let moved = Node::Stem(s);
             *node = if bit == 0 {
-                Node::new_internal(moved, Node::Empty)
+                Node::new_internal(moved, Node::Empty, ctx.epoch)
             } else {
-                Node::new_internal(Node::Empty, moved)
+                Node::new_internal(Node::Empty, moved, ctx.epoch)
             };
         }
         Node::Internal(_) => {}

@@ -40,7 +40,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// end in an empty subtree add nothing below their last group. In path-key order. The tree
     /// must be committed ([`TrieError::Uncommitted`] otherwise): the blobs are the store's.
     pub fn witness_blobs(&mut self, stems: &[Stem]) -> Result<WitnessBlobs, TrieError<S::Error>> {
-        if self.root.is_dirty() {
+        if self.root.is_dirty(self.epoch) {
             return Err(TrieError::Uncommitted);
         }
         let mut keys: Vec<TreeKey> = stems
