@@ -232,6 +232,13 @@ pub struct RunRow {
     /// cannot be read, and in files from before they were recorded.
     #[serde(default)]
     pub minor_faults: Option<u64>,
+    /// The machine's steal time during the block, ms, summed over its CPUs (`steal` of
+    /// `/proc/stat`'s `cpu` line, in clock ticks of 10 ms): time the hypervisor gave this
+    /// VM's CPUs to something else while they had work. A stalled block with steal here was
+    /// the host's doing, not this process's. `None` where it cannot be read, and in files
+    /// from before it was recorded.
+    #[serde(default)]
+    pub steal_ms: Option<f64>,
     /// Unique state keys (stems: an account header or 256 storage slots; and code) read from
     /// the store in this block.
     pub cold_reads: u64,
@@ -643,6 +650,7 @@ mod tests {
             device_reads: Some(20),
             cpu_ms: Some(21.0),
             minor_faults: Some(30),
+            steal_ms: Some(31.0),
             cold_reads: 14,
             slots_read: 15,
             slots_written: 16,
@@ -687,8 +695,9 @@ mod tests {
             // summarized separately (`Summary::amortized_*`), not compared across group depths.
             "block_in_run",
             "writeback_ms",
-            // A diagnostic for a single block (a stall), not a figure to compare.
+            // Diagnostics for a single block (a stall), not figures to compare.
             "minor_faults",
+            "steal_ms",
         ];
         let mut measured: Vec<&str> = fields
             .keys()

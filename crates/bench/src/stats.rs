@@ -290,6 +290,7 @@ mod tests {
             device_reads: None,
             cpu_ms: None,
             minor_faults: None,
+            steal_ms: None,
             cold_reads: 10,
             slots_written: 0,
             slots_read: 0,

@@ -58,6 +58,7 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         device_reads: Some(9_000),
         cpu_ms: Some(90.0),
         minor_faults: Some(400),
+        steal_ms: Some(0.0),
         cold_reads,
         slots_written,
         slots_read: cold_reads,

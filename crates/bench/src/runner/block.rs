@@ -509,6 +509,7 @@ impl Bench {
         };
         let faults = device();
         let minor = minor_faults();
+        let steal = steal_ms();
         let cpu = process_cpu();
         super::perf::enable();
         let block = on_state!(self.state.as_mut().expect("open"), state => state
@@ -523,6 +524,9 @@ impl Bench {
         let minor_faults = minor
             .zip(minor_faults())
             .map(|(before, after)| after.saturating_sub(before));
+        let steal_ms = steal
+            .zip(steal_ms())
+            .map(|(before, after)| (after - before).max(0.0));
         let cpu_ms = cpu
             .zip(process_cpu())
             .map(|(before, after)| after.saturating_sub(before).as_secs_f64() * 1e3);
@@ -562,6 +566,7 @@ impl Bench {
             device_reads,
             cpu_ms,
             minor_faults,
+            steal_ms,
             cold_reads,
             slots_read,
             slots_written,
@@ -660,6 +665,25 @@ pub(crate) fn minor_faults() -> Option<u64> {
     stat_field(10)
 }
 
+/// The machine's steal time so far, ms, summed over its CPUs: `/proc/stat`'s `cpu` line;
+/// `None` where it is unreadable.
+pub(crate) fn steal_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    // In USER_HZ ticks, which Linux's /proc fixes at 100 per second on every architecture.
+    Some(cpu_steal_ticks(&stat)? as f64 * 10.0)
+}
+
+/// The `steal` value (the 8th after the label: user, nice, system, idle, iowait, irq,
+/// softirq, steal) of the all-CPU `cpu` line of a `/proc/stat` text, in clock ticks.
+fn cpu_steal_ticks(stat: &str) -> Option<u64> {
+    stat.lines()
+        .find(|l| l.split_whitespace().next() == Some("cpu"))?
+        .split_whitespace()
+        .nth(8)?
+        .parse()
+        .ok()
+}
+
 /// Field `n` (counted from 1, as proc(5) does) of `/proc/self/stat`, from field 3 on.
 fn stat_field(n: usize) -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
@@ -715,6 +739,19 @@ mod tests {
             after.1 - before.1 < after.0 - before.0,
             "{before:?} -> {after:?}"
         );
+    }
+
+    /// The steal value is the 8th of the all-CPU line, not of a per-CPU line; the live file
+    /// reads.
+    #[test]
+    fn steal_is_read_from_the_all_cpu_line() {
+        let stat = "cpu  1586994 0 548767 2460629 182168 0 15397 14878 0 0\n\
+                    cpu0 534159 0 104277 1751861 24545 0 1045 5885 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(cpu_steal_ticks(stat), Some(14878));
+        assert_eq!(cpu_steal_ticks("cpu0 1 2 3 4 5 6 7 8 9\n"), None);
+        assert_eq!(cpu_steal_ticks("cpu  1 2 3\n"), None);
+        assert!(steal_ms().is_some_and(|s| s >= 0.0));
     }
 
     /// Reading a cold database through its memory map raises the count: every lookup of an
