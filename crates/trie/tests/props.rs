@@ -53,6 +53,19 @@ fn as_batch(entries: &[([u8; 32], [u8; 32])]) -> Vec<(TreeKey, [u8; 32])> {
         .collect()
 }
 
+/// Every blob a store holds, by path key.
+fn blobs(store: &MemoryStore) -> BTreeMap<PathKey, Vec<u8>> {
+    store.iter().map(|(k, v)| (*k, v.clone())).collect()
+}
+
+/// The blobs one commit of a fresh tree holding `batch` writes at group depth `g`.
+fn one_commit(batch: &[(TreeKey, [u8; 32])], g: u8) -> BTreeMap<PathKey, Vec<u8>> {
+    let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
+    fresh.update(batch.to_vec()).unwrap();
+    fresh.commit().unwrap();
+    blobs(fresh.store())
+}
+
 fn last_wins(entries: &[([u8; 32], [u8; 32])]) -> Entries {
     entries.iter().copied().collect()
 }
@@ -130,12 +143,7 @@ proptest! {
             prop_assert_eq!(root, reference_root(&applied));
             t = Trie::open(t.into_store(), g, root).unwrap();
         }
-        let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
-        fresh.update(as_batch(&entries)).unwrap();
-        fresh.commit().unwrap();
-        let got: BTreeMap<_, _> = t.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-        let want: BTreeMap<_, _> = fresh.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-        prop_assert_eq!(got, want);
+        prop_assert_eq!(blobs(t.store()), one_commit(&as_batch(&entries), g));
     }
 }
 
@@ -192,12 +200,7 @@ proptest! {
         let root = t.root();
         let mut reopened: Trie<MemoryStore> = Trie::open(t.into_store().inner, g, root).unwrap();
         prop_assert_eq!(reopened.verify().unwrap(), root);
-        let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), g).unwrap();
-        fresh.update(as_batch(&entries)).unwrap();
-        fresh.commit().unwrap();
-        let got: BTreeMap<_, _> = reopened.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-        let want: BTreeMap<_, _> = fresh.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-        prop_assert_eq!(got, want);
+        prop_assert_eq!(blobs(reopened.store()), one_commit(&as_batch(&entries), g));
     }
 }
 
@@ -249,10 +252,5 @@ fn a_stale_prepared_set_is_prepared_again() {
         all.insert(k.to_bytes(), *v);
     }
     assert_eq!(stats.root, reference_root(&all));
-    let mut fresh: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 4).unwrap();
-    fresh.update(entries.clone()).unwrap();
-    fresh.commit().unwrap();
-    let got: BTreeMap<_, _> = t.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-    let want: BTreeMap<_, _> = fresh.store().iter().map(|(k, v)| (*k, v.clone())).collect();
-    assert_eq!(got, want);
+    assert_eq!(blobs(t.store()), one_commit(&entries, 4));
 }
