@@ -70,19 +70,29 @@ fn run(name: &str, reserve: bool, fill: usize, blocks: usize) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_default();
-    let entries: usize = args
-        .next()
-        .map(|a| a.parse().expect("ENTRIES: a number"))
-        .unwrap_or(14_500_000);
+    let usage = |why: &str| -> ! {
+        eprintln!(
+            "{why}\nusage: index_growth grow|reserved [ENTRIES] (ENTRIES from 100000 to 500000000)"
+        );
+        std::process::exit(2);
+    };
+    let entries: usize = match args.next() {
+        None => 14_500_000,
+        Some(a) => match a.parse() {
+            // Below that the fill point (40,000 under a growth) is not above zero; above it
+            // the table alone outgrows most machines.
+            Ok(n) if (100_000..=500_000_000).contains(&n) => n,
+            _ => usage(&format!(
+                "ENTRIES must be a whole number from 100000 to 500000000, not {a:?}"
+            )),
+        },
+    };
     // A table holds 7/8 of its power-of-two buckets before it grows.
     let buckets = (entries * 8 / 7).next_power_of_two();
     let fill = buckets / 8 * 7 - 40_000;
     match which.as_str() {
         "grow" => run("one table", false, fill, 60),
         "reserved" => run("room reserved", true, fill, 60),
-        _ => {
-            eprintln!("usage: index_growth grow|reserved [ENTRIES]");
-            std::process::exit(2);
-        }
+        other => usage(&format!("unknown mode {other:?}")),
     }
 }

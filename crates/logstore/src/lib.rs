@@ -32,7 +32,7 @@ mod scan;
 mod uring;
 
 use bintrie_keys::Stem;
-use bintrie_node::{Hash32, Path, PathKey, StemValues, ZERO_HASH};
+use bintrie_node::{Hash32, MAX_DEPTH, Path, PathKey, StemValues, ZERO_HASH};
 use bintrie_trie::{BlobSink, CommitSet, NodeStore};
 use record::{CommitRecord, HEADER, Kind, Parsed};
 use std::collections::HashMap;
@@ -1416,12 +1416,14 @@ impl LogStore {
         out: &mut Vec<(PathKey, Loc)>,
     ) {
         let own = index.stems.get(stem).copied();
+        // Nothing lies deeper than MAX_DEPTH: a larger `below` asks for nothing.
+        let below = below.min(MAX_DEPTH + 1);
         // The first group boundary at or below `below`: where the path goes on is read from
         // the index there, so nothing above `below` is looked up. No node there means the path
         // ends above it (or in a stem between `below` and it, found below).
         let mut d = below.div_ceil(g) * g;
         loop {
-            let found = if d <= 248 {
+            let found = if d <= MAX_DEPTH {
                 let key = Path::from_stem_prefix(stem, d).to_key();
                 index.nodes.get(&key).map(|&loc| (key, loc))
             } else {
@@ -1430,7 +1432,7 @@ impl LogStore {
             match found {
                 Some((key, loc)) => {
                     out.push((key, loc));
-                    if own == Some(loc) || d + g > 248 {
+                    if own == Some(loc) || d + g > MAX_DEPTH {
                         return;
                     }
                     d += g;
@@ -1438,7 +1440,7 @@ impl LogStore {
                 None => {
                     // A stem that ends the path above this boundary (and not above `below`).
                     let from = (d.saturating_sub(g) + 1).max(below);
-                    for e in (from..d.min(249)).rev() {
+                    for e in (from..d.min(MAX_DEPTH + 1)).rev() {
                         let key = Path::from_stem_prefix(stem, e).to_key();
                         if let Some(&loc) = index.nodes.get(&key) {
                             out.push((key, loc));

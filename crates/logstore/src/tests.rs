@@ -268,7 +268,19 @@ fn the_trie_prefetch_below_a_depth_reads_exactly_the_deeper_blobs_of_the_paths()
         let deepest = all.iter().map(PathKey::bit_len).max().unwrap();
         assert!(deepest > 140, "g={g}: paths reach {deepest} bits only");
         let g = usize::from(g);
-        for below in [g, 2 * g, 3 * g, 7, 20, 144, deepest, 248] {
+        for below in [
+            g,
+            2 * g,
+            3 * g,
+            7,
+            20,
+            144,
+            deepest,
+            248,
+            249,
+            1000,
+            usize::MAX,
+        ] {
             let want: Vec<PathKey> = all
                 .iter()
                 .filter(|k| k.bit_len() >= below)

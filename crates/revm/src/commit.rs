@@ -53,7 +53,7 @@ where
                 update_ms = ms(trie_update),
                 before_write_ms = ms(write_span.0 - t),
                 write_ms = ms(write_span.1 - write_span.0),
-                after_write_ms = ms(t.elapsed().saturating_sub(write_span.1 - t)),
+                after_write_ms = ms(commit.saturating_sub(write_span.1 - t)),
                 commit_ms = ms(commit),
                 "state committed"
             );

@@ -213,7 +213,7 @@ pub trait WarmTriePaths: NodeStore {
     /// reads in flight); returns early (successfully) when `stop` is set. `below` is the depth
     /// above which the trie keeps its nodes loaded ([`Trie::keep_resident`]; 0: none): the
     /// log looks nothing up above it; the MDBX store walks from the root, so it reads those
-    /// blobs, but does not hand them on.
+    /// blobs, but neither keeps nor hands them on.
     fn warm_trie_paths_with(
         &self,
         stems: &[Stem],
@@ -224,47 +224,28 @@ pub trait WarmTriePaths: NodeStore {
     ) -> Result<(), StateError>;
 }
 
-#[cfg(feature = "mdbx")]
-impl WarmTriePaths for bintrie_store::StateStore {
-    fn warm_trie_paths_with(
-        &self,
-        stems: &[Stem],
-        below: usize,
-        workers: usize,
-        stop: &AtomicBool,
-        each: Option<BlobSink<'_>>,
-    ) -> Result<(), StateError> {
-        let deep_only = |key: &PathKey, blob: &[u8]| {
-            if key.bit_len() >= below
-                && let Some(each) = each
-            {
-                each(key, blob);
+/// `WarmTriePaths` for a store whose inherent `warm_trie_paths_with` has the same arguments
+/// (its statistics are dropped, its error converted).
+macro_rules! warm_trie_paths_of {
+    ($feature:literal, $store:ty) => {
+        #[cfg(feature = $feature)]
+        impl WarmTriePaths for $store {
+            fn warm_trie_paths_with(
+                &self,
+                stems: &[Stem],
+                below: usize,
+                workers: usize,
+                stop: &AtomicBool,
+                each: Option<BlobSink<'_>>,
+            ) -> Result<(), StateError> {
+                <$store>::warm_trie_paths_with(self, stems, below, workers, stop, each)?;
+                Ok(())
             }
-        };
-        let each: Option<BlobSink<'_>> = if below > 0 && each.is_some() {
-            Some(&deep_only)
-        } else {
-            each
-        };
-        bintrie_store::StateStore::warm_trie_paths_with(self, stems, workers, stop, each)?;
-        Ok(())
-    }
+        }
+    };
 }
-
-#[cfg(feature = "logstore")]
-impl WarmTriePaths for bintrie_logstore::LogStore {
-    fn warm_trie_paths_with(
-        &self,
-        stems: &[Stem],
-        below: usize,
-        workers: usize,
-        stop: &AtomicBool,
-        each: Option<BlobSink<'_>>,
-    ) -> Result<(), StateError> {
-        bintrie_logstore::LogStore::warm_trie_paths_with(self, stems, below, workers, stop, each)?;
-        Ok(())
-    }
-}
+warm_trie_paths_of!("mdbx", bintrie_store::StateStore);
+warm_trie_paths_of!("logstore", bintrie_logstore::LogStore);
 
 /// A trie's prefetch: its store preloads the paths below the levels the trie keeps loaded,
 /// and the blobs it hands on are decoded and hashed into the trie ([`Trie::decode_ahead`])

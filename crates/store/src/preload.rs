@@ -28,17 +28,21 @@ impl StateStore {
         workers: usize,
         stop: &std::sync::atomic::AtomicBool,
     ) -> Result<ReadStats, StoreError> {
-        self.warm_trie_paths_with(stems, workers, stop, None)
+        self.warm_trie_paths_with(stems, 0, workers, stop, None)
     }
 
-    /// [`StateStore::warm_trie_paths`], also handing each blob on the paths to
-    /// `each(key, blob)` as soon as a worker has read it, once per key across all workers, so
-    /// that a trie can decode and hash it elsewhere (`bintrie_trie::Trie::decode_ahead`) while
-    /// the rest are still being read. `each` is called from the workers, so it must be quick
-    /// (hand the blob on). What `each` does cannot fail the warm-up.
+    /// [`StateStore::warm_trie_paths`] for the blobs at paths of at least `below` bits (0: all;
+    /// a trie that keeps the levels above loaded passes its resident depth), also handing each
+    /// of them to `each(key, blob)` as soon as a worker has read it, once per key across all
+    /// workers, so that a trie can decode and hash it elsewhere
+    /// (`bintrie_trie::Trie::decode_ahead`) while the rest are still being read. The walks
+    /// still read the blobs above `below` (each names the next), but neither keep nor hand
+    /// them on. `each` is called from the workers, so it must be quick (hand the blob on). What
+    /// `each` does cannot fail the warm-up.
     pub fn warm_trie_paths_with(
         &self,
         stems: &[bintrie_keys::Stem],
+        below: usize,
         workers: usize,
         stop: &std::sync::atomic::AtomicBool,
         each: Option<bintrie_trie::BlobSink<'_>>,
@@ -80,9 +84,14 @@ impl StateStore {
                             }
                             for stem in stems.iter().skip(start).take(BATCH) {
                                 reader.walk(stem, |key, blob| {
+                                    let path = bintrie_node::Path::from_key(key).ok();
+                                    // The trie holds what lies above `below`.
+                                    if path.is_some_and(|p| p.len() < below) {
+                                        return;
+                                    }
                                     if seen.insert(key.to_vec()) {
                                         if let Some(each) = each
-                                            && let Ok(path) = bintrie_node::Path::from_key(key)
+                                            && let Some(path) = path
                                             && handed
                                                 .lock()
                                                 .unwrap_or_else(|e| e.into_inner())

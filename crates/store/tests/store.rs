@@ -264,6 +264,37 @@ fn warmed_trie_paths_serve_the_update_and_never_outlive_a_commit() {
     assert_eq!(t.root(), want);
     assert_eq!(t.verify().unwrap(), want);
 
+    // Below a depth: only the blobs at or under it are kept and handed on, once each.
+    let handed = |below: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let t = build(dir.path());
+        let keys = std::sync::Mutex::new(Vec::new());
+        let each = |key: &bintrie_node::PathKey, _: &[u8]| keys.lock().unwrap().push(*key);
+        let stats = t
+            .store()
+            .warm_trie_paths_with(&stems, below, 3, &no_stop, Some(&each))
+            .unwrap();
+        let mut keys = keys.into_inner().unwrap();
+        keys.sort_unstable();
+        (stats.lookups, keys)
+    };
+    let (all_kept, all) = handed(0);
+    assert_eq!(all_kept, all.len() as u64);
+    for below in [1, usize::from(g), 2 * usize::from(g) + 1, 248, usize::MAX] {
+        let want: Vec<_> = all
+            .iter()
+            .filter(|k| k.bit_len() >= below)
+            .copied()
+            .collect();
+        let (kept, keys) = handed(below);
+        assert_eq!(keys, want, "below {below}");
+        assert_eq!(
+            kept,
+            want.len() as u64,
+            "below {below}: kept blobs above it"
+        );
+    }
+
     // A set stop flag loads nothing.
     let stopped = AtomicBool::new(true);
     let stop_dir = tempfile::tempdir().unwrap();

@@ -30,7 +30,7 @@ pub(super) fn hash_collect_all<H: TreeHasher>(
 /// The sets a parallel walk writes: the one being written, and those its other halves
 /// finished.
 #[derive(Default)]
-pub(super) struct Parts {
+struct Parts {
     cur: CommitSet,
     done: Vec<CommitSet>,
 }
@@ -59,14 +59,7 @@ fn hash_collect<H: TreeHasher>(
     }
     let (hash, count) = match node {
         Node::Stem(s) => {
-            let (h, n) = match s.hash {
-                Some(h) => (h, 0),
-                None => {
-                    let (h, n) = s.values.stem_hash::<H>(&s.stem);
-                    s.hash = Some(h);
-                    (h, n as u64)
-                }
-            };
+            let (h, n) = s.hash_cached::<H>();
             out.cur
                 .push_with(path.to_key(), |buf| s.values.encode_blob(&s.stem, buf));
             // A stem sits at most at depth 248.
@@ -74,9 +67,7 @@ fn hash_collect<H: TreeHasher>(
             return (h, n);
         }
         Node::Internal(n) => {
-            let Internal {
-                left, right, hash, ..
-            } = &mut **n;
+            let Internal { left, right, .. } = &mut **n;
             let ((lh, ln), (rh, rn)) = match (path.child(0), path.child(1)) {
                 (Some(lp), Some(rp)) if path.len() < PAR_DEPTH => {
                     let mut other = Parts::default();
@@ -98,14 +89,8 @@ fn hash_collect<H: TreeHasher>(
                     hash_node::<H>(right, path.len() + 1),
                 ),
             };
-            match *hash {
-                Some(h) => (h, ln + rn),
-                None => {
-                    let h = H::hash_pair(&lh, &rh);
-                    *hash = Some(h);
-                    (h, ln + rn + 1)
-                }
-            }
+            let (h, own) = n.hash_from::<H>(&lh, &rh);
+            (h, ln + rn + own)
         }
         // Never dirty.
         Node::Empty | Node::Hashed(_) => return hash_node::<H>(node, path.len()),

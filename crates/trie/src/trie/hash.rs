@@ -54,14 +54,7 @@ pub(super) fn hash_node<H: TreeHasher>(node: &mut Node, depth: usize) -> (Hash32
     match node {
         Node::Empty => (ZERO_HASH, 0),
         Node::Hashed(h) => (*h, 0),
-        Node::Stem(s) => {
-            if let Some(h) = s.hash {
-                return (h, 0);
-            }
-            let (h, n) = s.values.stem_hash::<H>(&s.stem);
-            s.hash = Some(h);
-            (h, n as u64)
-        }
+        Node::Stem(s) => s.hash_cached::<H>(),
         Node::Internal(n) => {
             if let Some(h) = n.hash {
                 return (h, 0);
@@ -72,9 +65,37 @@ pub(super) fn hash_node<H: TreeHasher>(node: &mut Node, depth: usize) -> (Hash32
                 || hash_node::<H>(left, depth + 1),
                 || hash_node::<H>(right, depth + 1),
             );
-            let h = H::hash_pair(&lh, &rh);
-            n.hash = Some(h);
-            (h, ln + rn + 1)
+            let (h, own) = n.hash_from::<H>(&lh, &rh);
+            (h, ln + rn + own)
         }
+    }
+}
+
+impl StemNode {
+    /// Its hash, computed and cached when missing, and the hash calls that took.
+    pub(super) fn hash_cached<H: TreeHasher>(&mut self) -> (Hash32, u64) {
+        if let Some(h) = self.hash {
+            return (h, 0);
+        }
+        let (h, n) = self.values.stem_hash::<H>(&self.stem);
+        self.hash = Some(h);
+        (h, n as u64)
+    }
+}
+
+impl Internal {
+    /// Its hash, from its children's `left` and `right` when not cached (then cached), and
+    /// the hash calls that took (0 or 1).
+    pub(super) fn hash_from<H: TreeHasher>(
+        &mut self,
+        left: &Hash32,
+        right: &Hash32,
+    ) -> (Hash32, u64) {
+        if let Some(h) = self.hash {
+            return (h, 0);
+        }
+        let h = H::hash_pair(left, right);
+        self.hash = Some(h);
+        (h, 1)
     }
 }
