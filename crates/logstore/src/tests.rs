@@ -196,11 +196,19 @@ fn one_writer_at_a_time_and_handles_that_fell_behind_are_refused() {
 
 #[test]
 fn the_trie_prefetch_loads_every_blob_an_update_needs() {
+    // Through the ring (the index walked as reads are in flight) and blocking threads.
+    for io_uring in [true, false] {
+        the_trie_prefetch_loads_every_blob_an_update_needs_with(io_uring);
+    }
+}
+
+fn the_trie_prefetch_loads_every_blob_an_update_needs_with(io_uring: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(10);
     // Nothing kept in memory from the commit: every blob comes from the prefetch.
     let options = LogOptions {
         recent_blocks: 0,
+        io_uring,
         ..opts(5)
     };
     let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
@@ -225,8 +233,46 @@ fn the_trie_prefetch_loads_every_blob_an_update_needs() {
     assert_eq!(
         store.reads(),
         before,
-        "the update read from disk after the prefetch"
+        "io_uring {io_uring}: the update read from disk after the prefetch"
     );
+}
+
+#[test]
+fn a_commit_while_the_trie_prefetch_walks_the_index_ends_it_with_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let options = LogOptions {
+        recent_blocks: 0,
+        ..opts(5)
+    };
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
+    let root = commit(&mut trie, random_writes(&mut rng, 3000), 1);
+    let store = trie.into_store();
+    // Another handle commits as soon as the first blob arrives: the stems the ring has not
+    // located yet would be found in the new block's index, so the prefetch must refuse.
+    let other = std::sync::Mutex::new(Some(Trie::open(store.clone(), 5, root).unwrap()));
+    let each = |_: &PathKey, _: &[u8]| {
+        if let Some(mut t) = other.lock().unwrap().take() {
+            commit(&mut t, random_writes(&mut StdRng::seed_from_u64(99), 10), 2);
+        }
+    };
+    // Far more blobs than the ring keeps in flight, so stems are still unlocated then.
+    let stems: Vec<Stem> = random_writes(&mut rng, 400)
+        .iter()
+        .map(|(k, _)| k.stem)
+        .collect();
+    let err = store
+        .warm_trie_paths_with(&stems, 0, 4, &AtomicBool::new(false), Some(&each))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("another handle committed"),
+        "{err}"
+    );
+    assert!(
+        other.lock().unwrap().is_none(),
+        "the other handle never committed"
+    );
+    assert_eq!(store.warm_blobs(), 0, "a refused prefetch kept blobs");
 }
 
 /// The keys `warm_trie_paths_with` hands on for `stems` at `below`, from a cleared warm set.
@@ -239,6 +285,9 @@ fn handed_on(store: &LogStore, stems: &[Stem], below: usize) -> Vec<PathKey> {
         .unwrap();
     let mut keys = keys.into_inner().unwrap();
     keys.sort_unstable();
+    let n = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a blob was handed on twice");
     keys
 }
 
@@ -528,7 +577,7 @@ fn batched_and_blocking_reads_return_the_same_checked_blobs() {
         index.nodes.iter().map(|(k, l)| (*k, *l)).collect()
     };
     let stop = AtomicBool::new(false);
-    let mut a = store.read_nodes(&wanted, 4, &stop, None).unwrap();
+    let mut a = store.read_nodes(&wanted, 4).unwrap();
     let mut b = store.read_nodes_blocking(&wanted, 4, &stop, None).unwrap();
     a.sort();
     b.sort();
@@ -537,34 +586,28 @@ fn batched_and_blocking_reads_return_the_same_checked_blobs() {
     for (key, blob) in &a {
         assert_eq!(Some(blob), store.get_node(key).unwrap().as_ref());
     }
-    // Handing each blob on as it arrives (ring and blocking) reads the same, and hands on
-    // exactly what it returns, each blob once.
-    for ring in [true, false] {
-        let seen = Mutex::new(Vec::new());
-        let each = |k: &PathKey, b: &[u8]| seen.lock().unwrap().push((*k, b.to_vec()));
-        let mut c = if ring {
-            store.read_nodes(&wanted, 4, &stop, Some(&each)).unwrap()
-        } else {
-            store
-                .read_nodes_blocking(&wanted, 4, &stop, Some(&each))
-                .unwrap()
-        };
-        c.sort();
-        let mut seen = seen.into_inner().unwrap();
-        seen.sort();
-        assert_eq!(c, a, "ring {ring}");
-        assert_eq!(seen, a, "ring {ring}");
-    }
+    // Handing each blob on as it arrives reads the same, and hands on exactly what it
+    // returns, each blob once (the ring's hand-on is the trie prefetch's, tested with it).
+    let seen = Mutex::new(Vec::new());
+    let each = |k: &PathKey, b: &[u8]| seen.lock().unwrap().push((*k, b.to_vec()));
+    let mut c = store
+        .read_nodes_blocking(&wanted, 4, &stop, Some(&each))
+        .unwrap();
+    c.sort();
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(c, a);
+    assert_eq!(seen, a);
     // A damaged record fails the batch, naming it.
     let seg = dir.path().join("log.000001");
     let mut bytes = std::fs::read(&seg).unwrap();
     let (_, loc) = wanted[wanted.len() / 2];
     bytes[loc.off() as usize + HEADER + 1] ^= 0x40;
     std::fs::write(&seg, &bytes).unwrap();
-    let err = store.read_nodes(&wanted, 4, &stop, None).unwrap_err();
+    let err = store.read_nodes(&wanted, 4).unwrap_err();
     assert!(err.to_string().contains(&loc.off().to_string()), "{err}");
     let err = store
-        .read_nodes(&wanted, 4, &stop, Some(&|_: &PathKey, _: &[u8]| {}))
+        .read_nodes_blocking(&wanted, 4, &stop, Some(&|_: &PathKey, _: &[u8]| {}))
         .unwrap_err();
     assert!(err.to_string().contains(&loc.off().to_string()), "{err}");
 }

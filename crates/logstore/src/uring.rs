@@ -63,41 +63,117 @@ pub(crate) fn read_chained(
 /// initial requests still waiting, numbered after every request so far. Stops submitting once
 /// `stop` is set and returns when what was submitted has completed; requests never submitted
 /// are never handed to `done`. `Err` when the ring cannot be made or waited on.
-#[allow(unsafe_code)]
 pub(crate) fn read_each(
-    mut requests: Vec<Request>,
+    requests: Vec<Request>,
     stop: &AtomicBool,
     mut done: impl FnMut(usize, std::io::Result<Vec<u8>>) -> Option<Request>,
 ) -> std::io::Result<()> {
+    let mut numbered = requests.len();
+    let mut initial = requests.into_iter().enumerate();
+    read_fed(
+        stop,
+        || initial.next().map(|(i, r)| (r, i)),
+        |i, res| {
+            done(i, res).map(|r| {
+                numbered += 1;
+                (r, numbered - 1)
+            })
+        },
+    )
+}
+
+/// Reads submitted at once before the ring goes on pulling: the drive starts on them while
+/// the source finds the rest (a source that does work per request, like the trie prefetch's
+/// index walk, would otherwise hold every read back until the ring is full).
+const SUBMIT_EVERY: u32 = 32;
+
+/// One read in the ring: its buffer, its request (which keeps the file open) and its tag.
+struct InFlight<T> {
+    buf: Vec<u8>,
+    request: Request,
+    tag: T,
+}
+
+/// The ring itself: pulls requests from `next` (each with a tag) while fewer than [`DEPTH`]
+/// are in flight, submitting every [`SUBMIT_EVERY`] so the drive starts on them while `next`
+/// works, and hands each completed read to `done(tag, result)` (its bytes moved out; a short
+/// read is an `UnexpectedEof` error, a failed one the OS error). A request `done` returns is
+/// submitted before anything `next` has not yet given. `next` returning `None` ends the
+/// pulling for good; the ring returns once what it submitted has completed. Stops pulling once
+/// `stop` is set. `Err` when the ring cannot be made (before `next` is ever called) or waited
+/// on.
+#[allow(unsafe_code)]
+pub(crate) fn read_fed<T>(
+    stop: &AtomicBool,
+    mut next: impl FnMut() -> Option<(Request, T)>,
+    mut done: impl FnMut(T, std::io::Result<Vec<u8>>) -> Option<(Request, T)>,
+) -> std::io::Result<()> {
     use io_uring::{IoUring, opcode, types};
     let mut ring = IoUring::new(DEPTH)?;
-    // Each buffer's heap block is neither moved nor freed from when its read is queued until
-    // that read completes (growing `bufs` moves only the `Vec` headers; a buffer is moved out
-    // only once its read has completed): the kernel writes into it in between.
-    let mut bufs: Vec<Vec<u8>> = requests.iter().map(|r| vec![0u8; r.len]).collect();
-    // Requests not yet submitted, next first: follow-ups go to the front.
-    let mut pending: std::collections::VecDeque<usize> = (0..requests.len()).collect();
+    // Each in-flight buffer's heap block is neither moved nor freed from when its read is
+    // queued until that read completes (growing `slots` moves only the `Vec` headers; a slot is
+    // emptied only once its read has completed): the kernel writes into it in between.
+    let mut slots: Vec<Option<InFlight<T>>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    // Follow-ups returned by `done`, submitted before anything new from `next`.
+    let mut follow: std::collections::VecDeque<(Request, T)> = std::collections::VecDeque::new();
+    let mut pulled_all = false;
     let mut in_flight = 0u32;
     loop {
+        let mut queued = 0u32;
         while in_flight < DEPTH && !stop.load(Ordering::Relaxed) {
-            let Some(&next) = pending.front() else {
+            let item = match follow.pop_front() {
+                Some(item) => Some(item),
+                None if pulled_all => None,
+                None => {
+                    let item = next();
+                    pulled_all = item.is_none();
+                    item
+                }
+            };
+            let Some((request, tag)) = item else {
                 break;
             };
-            let r = &requests[next];
-            let len = u32::try_from(r.len).expect("records are far below 4 GiB");
-            let e = opcode::Read::new(types::Fd(r.file.as_raw_fd()), bufs[next].as_mut_ptr(), len)
-                .offset(r.offset)
-                .build()
-                .user_data(next as u64);
-            // SAFETY: `bufs[next]` is `len` bytes, owned here, used by no other request, and
-            // its heap block outlives the read: it is moved out only after its completion is
-            // reaped, and this function reaps every submitted read before it returns (and
-            // leaks `bufs` if it cannot); the file stays open through `requests`.
+            let len = u32::try_from(request.len).expect("records are far below 4 GiB");
+            let slot = free.pop().unwrap_or_else(|| {
+                slots.push(None);
+                slots.len() - 1
+            });
+            let entry = slots[slot].insert(InFlight {
+                buf: vec![0u8; request.len],
+                request,
+                tag,
+            });
+            let e = opcode::Read::new(
+                types::Fd(entry.request.file.as_raw_fd()),
+                entry.buf.as_mut_ptr(),
+                len,
+            )
+            .offset(entry.request.offset)
+            .build()
+            .user_data(slot as u64);
+            // SAFETY: the slot's buffer is `len` bytes, owned here, used by no other read, and
+            // its heap block outlives the read: the slot is emptied only after its completion
+            // is reaped, and this function reaps every submitted read before it returns (and
+            // leaks `slots` if it cannot); the slot's request keeps the file open.
             if unsafe { ring.submission().push(&e) }.is_err() {
+                // The queue is full (it cannot be while fewer than DEPTH are in flight): put
+                // the request back and wait for completions.
+                let back = slots[slot].take().expect("just filled");
+                free.push(slot);
+                follow.push_front((back.request, back.tag));
                 break;
             }
-            pending.pop_front();
             in_flight += 1;
+            queued += 1;
+            if queued.is_multiple_of(SUBMIT_EVERY)
+                && let Err(e) = ring.submit()
+                && e.kind() != std::io::ErrorKind::Interrupted
+            {
+                // Reads may be in flight into the slots' buffers: never free them.
+                std::mem::forget(slots);
+                return Err(e);
+            }
         }
         if in_flight == 0 {
             break;
@@ -106,18 +182,19 @@ pub(crate) fn read_each(
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            // Reads may still be in flight into `bufs`: never free them.
-            std::mem::forget(bufs);
+            // Reads may still be in flight into the slots' buffers: never free them.
+            std::mem::forget(slots);
             return Err(e);
         }
         let completed: Vec<(usize, i32)> = ring
             .completion()
             .map(|c| (c.user_data() as usize, c.result()))
             .collect();
-        for (i, n) in completed {
+        for (slot, n) in completed {
             in_flight -= 1;
-            let want = requests[i].len;
-            let buf = std::mem::take(&mut bufs[i]);
+            let InFlight { buf, request, tag } = slots[slot].take().expect("a submitted slot");
+            free.push(slot);
+            let want = request.len;
             let res = if n < 0 {
                 Err(std::io::Error::from_raw_os_error(-n))
             } else if n as usize != want {
@@ -128,12 +205,127 @@ pub(crate) fn read_each(
             } else {
                 Ok(buf)
             };
-            if let Some(r) = done(i, res) {
-                pending.push_front(requests.len());
-                bufs.push(vec![0u8; r.len]);
-                requests.push(r);
+            if let Some(f) = done(tag, res) {
+                follow.push_back(f);
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    /// A file of `n` bytes where byte `i` is `i % 251`.
+    fn patterned(n: usize) -> (tempfile::NamedTempFile, Arc<File>) {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let bytes: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+        f.write_all(&bytes).unwrap();
+        let file = Arc::new(File::open(f.path()).unwrap());
+        (f, file)
+    }
+
+    fn expected(offset: u64, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| ((offset as usize + i) % 251) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn a_fed_ring_reads_every_pulled_request_and_its_follow_ups_once() {
+        let (_keep, file) = patterned(1 << 20);
+        // More than DEPTH requests, so the ring must pull as reads complete; every tenth
+        // completion asks for a follow-up read.
+        let total = 3 * DEPTH as usize + 7;
+        let request = |i: usize| Request {
+            file: Arc::clone(&file),
+            offset: (i as u64 * 4099) % ((1 << 20) - 600),
+            len: 1 + i % 500,
+        };
+        let mut pulled = 0usize;
+        let mut seen = vec![0u32; total * 2];
+        let mut follow_ups = 0usize;
+        let ring = read_fed(
+            &AtomicBool::new(false),
+            || {
+                (pulled < total).then(|| {
+                    pulled += 1;
+                    (request(pulled - 1), pulled - 1)
+                })
+            },
+            |tag: usize, res| {
+                let r = request(tag);
+                assert_eq!(res.unwrap(), expected(r.offset, r.len), "read {tag}");
+                seen[tag] += 1;
+                (tag < total && tag.is_multiple_of(10)).then(|| {
+                    follow_ups += 1;
+                    (request(total + tag), total + tag)
+                })
+            },
+        );
+        if let Err(e) = ring {
+            // The ring fails only where it cannot be made: then nothing was pulled.
+            assert_eq!(pulled, 0, "{e}");
+            eprintln!("io_uring unavailable here ({e}): nothing to check");
+            return;
+        }
+        assert_eq!(pulled, total);
+        assert_eq!(follow_ups, total.div_ceil(10));
+        for (tag, n) in seen.iter().enumerate() {
+            let want = u32::from(tag < total || (tag - total).is_multiple_of(10));
+            assert_eq!(*n, want, "read {tag} handed on {n} times");
+        }
+    }
+
+    #[test]
+    fn a_short_read_fails_alone_and_stop_ends_the_pulling() {
+        let (_keep, file) = patterned(10_000);
+        let stop = AtomicBool::new(false);
+        let (mut pulled, mut ok, mut short) = (0usize, 0usize, 0usize);
+        let ring = read_fed(
+            &stop,
+            || {
+                pulled += 1;
+                // Request 3 runs past the end of the file; the rest fit.
+                let offset = if pulled == 4 { 9_990 } else { 100 };
+                Some((
+                    Request {
+                        file: Arc::clone(&file),
+                        offset,
+                        len: 20,
+                    },
+                    pulled,
+                ))
+            },
+            |_, res| {
+                match res {
+                    Ok(bytes) => {
+                        assert_eq!(bytes, expected(100, 20));
+                        ok += 1;
+                    }
+                    Err(e) => {
+                        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
+                        short += 1;
+                    }
+                }
+                // An endless source: the ring ends only because of the stop.
+                if ok + short >= 600 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                None
+            },
+        );
+        if let Err(e) = ring {
+            assert_eq!(pulled, 0, "{e}");
+            eprintln!("io_uring unavailable here ({e}): nothing to check");
+            return;
+        }
+        assert_eq!(short, 1);
+        // Everything pulled was read and handed on; the pulling stopped at the stop (at most a
+        // ring's depth was in flight then).
+        assert_eq!(ok + short, pulled);
+        assert!(pulled < 600 + DEPTH as usize, "pulled {pulled}");
+    }
 }
