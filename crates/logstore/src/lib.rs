@@ -1428,10 +1428,11 @@ impl LogStore {
         }
     }
 
-    /// Preloads, with `workers` threads, every blob on the root-to-stem paths of `stems`, so a
-    /// trie update touching them finds them in memory: the index names them all at once, so
-    /// every read is in flight together. Stops early once `stop` is set (what was read is
-    /// kept); the blobs are dropped at the next commit. Returns the reads and bytes.
+    /// Preloads every blob on the root-to-stem paths of `stems`, so a trie update touching
+    /// them finds them in memory: the index names them without reading anything, so up to
+    /// 256 reads (the io_uring's depth) are in flight together (`workers` blocking threads where
+    /// io_uring is unavailable). Stops early once `stop` is set (what was read is kept); the
+    /// blobs are dropped at the next commit. Returns the reads and bytes.
     pub fn warm_trie_paths(
         &self,
         stems: &[Stem],
@@ -1444,13 +1445,14 @@ impl LogStore {
     /// [`LogStore::warm_trie_paths`] for the blobs at paths of at least `below` bits only (0:
     /// all; a trie that keeps the levels above loaded passes its resident depth: nothing
     /// above it is looked up, read or handed on), also handing each blob on the paths to
-    /// `each(key, blob)`: first those the recent blocks' set holds, then each blob read,
-    /// checked, as soon as it arrives, so that a trie can decode and hash them
+    /// `each(key, blob)` once: those the recent blocks' set holds as their stems are located,
+    /// each blob read, checked, as soon as it arrives, so that a trie can decode and hash them
     /// (`bintrie_trie::Trie::decode_ahead`) elsewhere while the rest are still in flight.
     /// Blobs already in the warm set are not handed on. `each` is called from the thread
     /// keeping the reads in flight (from the reading threads when io_uring is off), so it
     /// must be quick: hand the blob on, do not decode it there. What `each` does cannot fail
-    /// the warm-up.
+    /// the warm-up. If another handle commits while the stems are being located, the
+    /// prefetch ends with [`LogError::Conflict`] and keeps nothing.
     pub fn warm_trie_paths_with(
         &self,
         stems: &[Stem],
