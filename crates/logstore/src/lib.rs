@@ -1445,7 +1445,8 @@ impl LogStore {
     /// [`LogStore::warm_trie_paths`] for the blobs at paths of at least `below` bits only (0:
     /// all; a trie that keeps the levels above loaded passes its resident depth: nothing
     /// above it is looked up, read or handed on), also handing each blob on the paths to
-    /// `each(key, blob)` once: those the recent blocks' set holds as their stems are located,
+    /// `each(key, blob)` once (a ring that fails part-way is read again with blocking threads,
+    /// which hand on everything again): those the recent blocks' set holds as their stems are located,
     /// each blob read, checked, as soon as it arrives, so that a trie can decode and hash them
     /// (`bintrie_trie::Trie::decode_ahead`) elsewhere while the rest are still in flight.
     /// Blobs already in the warm set are not handed on. `each` is called from the thread
@@ -1662,6 +1663,10 @@ impl LogStore {
             return Ok(None);
         }
         let mut out = out.into_inner();
+        if stop.load(Ordering::Relaxed) {
+            // Stopped: what was read is kept, the rest is loaded on demand.
+            return Ok(Some(out));
+        }
         for (key, loc) in unknown {
             let bytes = self.read(loc, Kind::Node, Some(key.as_bytes()))?;
             if let Some(each) = each {

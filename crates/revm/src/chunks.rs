@@ -196,6 +196,15 @@ impl<'a> ChunkedCode<'a> {
     }
 }
 
+/// The next queued job, waiting for one while the sender lives; `None` once the sender is gone
+/// and the queue is empty. The lock is released before this returns, so the threads sharing
+/// the queue work on their jobs at the same time (a `while let` on `jobs.lock().recv()` holds
+/// the guard through the loop's body, and they would take turns).
+fn take_job<T>(jobs: &std::sync::Mutex<std::sync::mpsc::Receiver<T>>) -> Option<T> {
+    let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
+    job.ok()
+}
+
 /// What [`batch_read`] read.
 #[derive(Debug)]
 pub(crate) struct BatchRead {
@@ -244,9 +253,7 @@ pub(crate) fn batch_read<S: StateSnapshot>(
     let jobs = std::sync::Mutex::new(jobs);
     let decode_queued = || {
         let mut out = Vec::new();
-        // The lock is held only while taking one job; `Err`: the sender is gone and the
-        // queue empty.
-        while let Ok((h, raw)) = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+        while let Some((h, raw)) = take_job(&jobs) {
             if !arrivals.take_job(&h) {
                 // Execution checked it itself (and reads it on demand if it failed).
                 out.push((h, None));
@@ -368,4 +375,31 @@ pub(crate) fn batch_read<S: StateSnapshot>(
         rebuilt: from_chunks,
         timings: (reads_done, decoded_at),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_job_leaves_the_queue_to_the_other_threads() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let jobs = std::sync::Mutex::new(rx);
+        tx.send(1u32).unwrap();
+        tx.send(2u32).unwrap();
+        assert_eq!(take_job(&jobs), Some(1));
+        // While the taker works on its job, another thread can take the next one.
+        assert!(
+            jobs.try_lock().is_ok(),
+            "the queue stays locked after a take"
+        );
+        let other = std::thread::scope(|s| s.spawn(|| take_job(&jobs)).join().unwrap());
+        assert_eq!(other, Some(2));
+        drop(tx);
+        assert_eq!(
+            take_job(&jobs),
+            None,
+            "the sender is gone and the queue empty"
+        );
+    }
 }
