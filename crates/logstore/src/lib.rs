@@ -971,11 +971,28 @@ impl LogStore {
             .ok_or_else(|| LogError::Corrupt(format!("no segment {}", loc.seg())))
     }
 
+    /// The path of the segment that holds `loc` (for errors).
+    fn segment_path(&self, loc: Loc) -> PathBuf {
+        self.inner.dir.join(segment_name(loc.seg() as u32))
+    }
+
+    /// The node blob under `key` from a positioned read of its record at `loc`: the read's
+    /// error (naming the segment), or the record checked ([`LogStore::check`]).
+    fn checked_node(
+        &self,
+        key: &PathKey,
+        loc: Loc,
+        read: std::io::Result<Vec<u8>>,
+    ) -> Result<Vec<u8>, LogError> {
+        let buf = read.map_err(|e| io_err(&self.segment_path(loc))(e))?;
+        self.check(buf, loc, Kind::Node, Some(key.as_bytes()))
+    }
+
     /// Reads the record at `loc`, checks its CRC, kind and key, and returns its value.
     /// `key` `None`: any key (the caller checks the value).
     fn read(&self, loc: Loc, kind: Kind, key: Option<&[u8]>) -> Result<Vec<u8>, LogError> {
         let file = self.segment(loc)?;
-        let path = || self.inner.dir.join(segment_name(loc.seg() as u32));
+        let path = || self.segment_path(loc);
         let len = match loc.len() {
             Some(n) => n,
             None => {
@@ -1063,9 +1080,7 @@ impl LogStore {
                     "the ring returned without reading it",
                 ))
             });
-            let buf =
-                res.map_err(|e| io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e))?;
-            out.push((key, self.check(buf, loc, Kind::Node, Some(key.as_bytes()))?));
+            out.push((key, self.checked_node(&key, loc, res)?));
         }
         for (key, loc) in unknown {
             out.push((key, self.read(loc, Kind::Node, Some(key.as_bytes()))?));
@@ -1306,7 +1321,6 @@ impl LogStore {
             return Err(e);
         }
         let mut results = results.into_iter();
-        let seg_path = |loc: Loc| self.inner.dir.join(segment_name(loc.seg() as u32));
         // Stems the ring did not complete whole: an error, or read here.
         for (r, res) in results.by_ref().take(stem_reads).enumerate() {
             let i = which[r];
@@ -1315,7 +1329,7 @@ impl LogStore {
             }
             let loc = locs[i].expect("requested");
             let blob = match res {
-                Some(Err(e)) => return Err(io_err(&seg_path(loc))(e)),
+                Some(Err(e)) => return Err(io_err(&self.segment_path(loc))(e)),
                 _ => self.read(loc, Kind::Node, None)?,
             };
             let v = Self::stem_values(&stems[i], &blob)?;
@@ -1327,7 +1341,7 @@ impl LogStore {
         for (c, res) in queued.into_iter().zip(results) {
             if let Some(Err(e)) = res {
                 let loc = codes[c].1.expect("queued codes are stored");
-                return Err(io_err(&seg_path(loc))(e));
+                return Err(io_err(&self.segment_path(loc))(e));
             }
         }
         // Codes not read whole in the ring (too long for the index's length field, or not
@@ -1473,6 +1487,9 @@ impl LogStore {
             usize::from(stored.group_depth)
         };
         let mut stats = LogReads::default();
+        if stems.is_empty() {
+            return Ok(stats);
+        }
         let mut locate_time = std::time::Duration::ZERO;
         let ring = if self.inner.options.io_uring {
             self.warm_paths_ring(
@@ -1594,7 +1611,7 @@ impl LogStore {
         locate_time: &mut std::time::Duration,
     ) -> Result<Option<Blobs>, LogError> {
         let failed: std::cell::RefCell<Option<LogError>> = std::cell::RefCell::new(None);
-        let out = std::cell::RefCell::new(Vec::new());
+        let mut out = Vec::new();
         let mut seen = FastSet::default();
         let mut ready: std::collections::VecDeque<(PathKey, Loc)> = Default::default();
         let mut unknown = Vec::new();
@@ -1641,15 +1658,12 @@ impl LogStore {
                 if failed.borrow().is_some() {
                     return None;
                 }
-                let blob = res
-                    .map_err(|e| io_err(&self.inner.dir.join(segment_name(loc.seg() as u32)))(e))
-                    .and_then(|buf| self.check(buf, loc, Kind::Node, Some(key.as_bytes())));
-                match blob {
+                match self.checked_node(&key, loc, res) {
                     Ok(bytes) => {
                         if let Some(each) = each {
                             each(&key, &bytes);
                         }
-                        out.borrow_mut().push((key, bytes));
+                        out.push((key, bytes));
                     }
                     Err(e) => *failed.borrow_mut() = Some(e),
                 }
@@ -1662,7 +1676,6 @@ impl LogStore {
         if ring.is_err() {
             return Ok(None);
         }
-        let mut out = out.into_inner();
         if stop.load(Ordering::Relaxed) {
             // Stopped: what was read is kept, the rest is loaded on demand.
             return Ok(Some(out));

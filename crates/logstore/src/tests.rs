@@ -314,6 +314,24 @@ fn the_trie_prefetch_below_a_depth_reads_exactly_the_deeper_blobs_of_the_paths()
                 .map(|(k, _)| k.stem),
         );
         let all = handed_on(&store, &stems, 0);
+        // Each stem listed twice: every blob is still read and handed on once.
+        let reads = store.reads().reads;
+        assert_eq!(
+            handed_on(&store, &[stems.clone(), stems.clone()].concat(), 0),
+            all
+        );
+        assert_eq!(
+            store.reads().reads - reads,
+            all.len() as u64,
+            "g={g}: twice-listed"
+        );
+        // Nothing listed: nothing read.
+        assert!(handed_on(&store, &[], 0).is_empty());
+        assert_eq!(
+            store.reads().reads - reads,
+            all.len() as u64,
+            "g={g}: empty list"
+        );
         let deepest = all.iter().map(PathKey::bit_len).max().unwrap();
         assert!(deepest > 140, "g={g}: paths reach {deepest} bits only");
         let g = usize::from(g);

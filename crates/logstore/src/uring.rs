@@ -45,41 +45,21 @@ pub(crate) fn read_chained(
 ) -> std::io::Result<Vec<Option<std::io::Result<Vec<u8>>>>> {
     let mut results: Vec<Option<std::io::Result<Vec<u8>>>> =
         (0..requests.len()).map(|_| None).collect();
-    read_each(requests, stop, |i, res| {
-        let next = res.as_ref().ok().and_then(|bytes| then(i, bytes));
-        results[i] = Some(res);
-        if next.is_some() {
-            // The follow-up's slot: numbered in the order returned, as `read_each` does.
-            results.push(None);
-        }
-        next
-    })?;
-    Ok(results)
-}
-
-/// The ring under [`read_all`] and [`read_chained`]: each read is handed to `done(i, result)`
-/// as it completes, its bytes moved out (a short read is an `UnexpectedEof` error, a failed
-/// one the OS error), and the request `done` returns (if any) is submitted next, before the
-/// initial requests still waiting, numbered after every request so far. Stops submitting once
-/// `stop` is set and returns when what was submitted has completed; requests never submitted
-/// are never handed to `done`. `Err` when the ring cannot be made or waited on.
-pub(crate) fn read_each(
-    requests: Vec<Request>,
-    stop: &AtomicBool,
-    mut done: impl FnMut(usize, std::io::Result<Vec<u8>>) -> Option<Request>,
-) -> std::io::Result<()> {
-    let mut numbered = requests.len();
     let mut initial = requests.into_iter().enumerate();
     read_fed(
         stop,
         || initial.next().map(|(i, r)| (r, i)),
         |i, res| {
-            done(i, res).map(|r| {
-                numbered += 1;
-                (r, numbered - 1)
+            let next = res.as_ref().ok().and_then(|bytes| then(i, bytes));
+            results[i] = Some(res);
+            // A follow-up's slot: numbered after every request so far, in the order returned.
+            next.map(|r| {
+                results.push(None);
+                (r, results.len() - 1)
             })
         },
-    )
+    )?;
+    Ok(results)
 }
 
 /// Reads submitted at once before the ring goes on pulling: the drive starts on them while
@@ -156,13 +136,14 @@ pub(crate) fn read_fed<T>(
             // its heap block outlives the read: the slot is emptied only after its completion
             // is reaped, and this function reaps every submitted read before it returns (and
             // leaks `slots` if it cannot); the slot's request keeps the file open.
+            // The queue holds DEPTH entries and fewer than DEPTH reads are queued or in flight,
+            // so it has room; if the kernel ever disagrees, that is an error, not a read
+            // quietly dropped.
             if unsafe { ring.submission().push(&e) }.is_err() {
-                // The queue is full (it cannot be while fewer than DEPTH are in flight): put
-                // the request back and wait for completions.
-                let back = slots[slot].take().expect("just filled");
-                free.push(slot);
-                follow.push_front((back.request, back.tag));
-                break;
+                std::mem::forget(slots);
+                return Err(std::io::Error::other(
+                    "the io_uring submission queue is full",
+                ));
             }
             in_flight += 1;
             queued += 1;
