@@ -476,19 +476,58 @@ type IndexSnapshot = (
     (u64, u64, Option<Meta>),
 );
 
+/// The entries of an index table, sorted by key.
+fn sorted<'a, K: Ord + Copy + 'a>(
+    entries: impl Iterator<Item = (&'a K, &'a Loc)>,
+) -> Vec<(K, Loc)> {
+    let mut v: Vec<(K, Loc)> = entries.map(|(k, l)| (*k, *l)).collect();
+    v.sort_unstable_by_key(|e| e.0);
+    v
+}
+
 fn index_snapshot(store: &LogStore) -> IndexSnapshot {
-    fn sorted<K: Ord + Copy>(map: &Map<K>) -> Vec<(K, Loc)> {
-        let mut v: Vec<(K, Loc)> = map.iter().map(|(k, l)| (*k, *l)).collect();
-        v.sort_unstable_by_key(|e| e.0);
-        v
-    }
     let index = store.index();
     (
-        sorted(&index.nodes),
-        sorted(&index.stems),
-        sorted(&index.code),
+        sorted(index.nodes.iter()),
+        sorted(index.stems.iter()),
+        sorted(index.code.iter()),
         (index.log_bytes, index.live_bytes, index.meta),
     )
+}
+
+/// The index's node table keeps the paths of at most `UPPER_BITS` bits in its small table and
+/// the rest in the large one, and answers for both alike: every path from the root to depth
+/// 248 is found after its insert, replaced in place, gone after its remove, and counted once.
+#[test]
+fn the_node_table_keeps_the_top_paths_apart_and_finds_every_path() {
+    let stem = [0xa5u8; 31];
+    let key = |d: usize| Path::from_stem_prefix(&stem, d).to_key();
+    let loc = |d: usize| Loc::new(1, d as u64 * 100, 10 + d).unwrap();
+    let mut nodes = NodeMap::default();
+    for d in 0..=MAX_DEPTH {
+        assert_eq!(nodes.insert(key(d), loc(d)), None, "depth {d}");
+    }
+    assert_eq!(nodes.len(), MAX_DEPTH + 1);
+    assert_eq!(
+        nodes.upper.len(),
+        UPPER_BITS + 1,
+        "paths of 0..={UPPER_BITS} bits"
+    );
+    assert!(nodes.upper.keys().all(|k| k.bit_len() <= UPPER_BITS));
+    assert!(nodes.lower.keys().all(|k| k.bit_len() > UPPER_BITS));
+    assert_eq!(nodes.iter().count(), MAX_DEPTH + 1);
+    for d in 0..=MAX_DEPTH {
+        assert_eq!(nodes.get(&key(d)), Some(&loc(d)), "depth {d}");
+        assert_eq!(nodes.insert(key(d), loc(d + 1)), Some(loc(d)), "depth {d}");
+    }
+    assert_eq!(nodes.len(), MAX_DEPTH + 1, "replaced in place");
+    for d in [0, UPPER_BITS, UPPER_BITS + 1, MAX_DEPTH] {
+        assert_eq!(nodes.remove(&key(d)), Some(loc(d + 1)), "depth {d}");
+        assert_eq!(nodes.get(&key(d)), None, "depth {d}");
+        assert_eq!(nodes.remove(&key(d)), None, "depth {d}");
+    }
+    assert_eq!(nodes.len(), MAX_DEPTH + 1 - 4);
+    assert!(!nodes.is_empty());
 }
 
 #[test]
@@ -503,15 +542,10 @@ fn an_undone_apply_puts_every_index_entry_back() {
         Change::Code([9; 32], loc(220, 30), 30),
     ]);
     let snapshot = |ix: &Index| {
-        fn sorted<K: Ord + Copy>(map: &Map<K>) -> Vec<(K, Loc)> {
-            let mut v: Vec<(K, Loc)> = map.iter().map(|(k, l)| (*k, *l)).collect();
-            v.sort_unstable_by_key(|e| e.0);
-            v
-        }
         (
-            sorted(&ix.nodes),
-            sorted(&ix.stems),
-            sorted(&ix.code),
+            sorted(ix.nodes.iter()),
+            sorted(ix.stems.iter()),
+            sorted(ix.code.iter()),
             ix.live_bytes,
         )
     };
