@@ -32,7 +32,9 @@ where
 {
     trie.reset_stats();
     let t = Instant::now();
-    let prepared = trie.update(writes).map(|()| trie.prepare_commit());
+    let updated = trie.update(writes);
+    let applied = t.elapsed();
+    let prepared = updated.map(|()| trie.prepare_commit());
     let trie_update = t.elapsed();
     let t = Instant::now();
     // When the store's write started and ended, for the debug line's split.
@@ -51,6 +53,7 @@ where
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             tracing::debug!(
                 update_ms = ms(trie_update),
+                apply_ms = ms(applied),
                 before_write_ms = ms(write_span.0 - t),
                 write_ms = ms(write_span.1 - write_span.0),
                 after_write_ms = ms(commit.saturating_sub(write_span.1 - t)),
