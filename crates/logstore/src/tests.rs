@@ -530,6 +530,68 @@ fn the_node_table_keeps_the_top_paths_apart_and_finds_every_path() {
     assert!(!nodes.is_empty());
 }
 
+/// A batch large enough for the stem table to be updated on its own thread leaves the index
+/// exactly as the same changes applied in small (one-thread) batches do, and undoing it puts
+/// every entry back.
+#[test]
+fn a_large_batch_applied_on_two_threads_matches_small_batches_and_undoes() {
+    fn changes(seed: u64) -> Vec<Change> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let stem = |i: u16| {
+            let mut s = [0u8; 31];
+            s[..2].copy_from_slice(&i.to_be_bytes());
+            s
+        };
+        (0..3 * PARALLEL_APPLY as u64)
+            .map(|i| {
+                let key = Path::from_stem_prefix(
+                    &stem(rng.random_range(0..600)),
+                    rng.random_range(0..40),
+                )
+                .to_key();
+                let loc = Loc::new(1, i * 64, rng.random_range(1..600)).unwrap();
+                match rng.random_range(0..10) {
+                    0..=1 => Change::Remove(key),
+                    2 => Change::Code([rng.random_range(0..50u8); 32], loc, 32),
+                    3..=5 => Change::Node(key, loc, 40, Some(stem(rng.random_range(0..600)))),
+                    _ => Change::Node(key, loc, 40, None),
+                }
+            })
+            .collect()
+    }
+    let snapshot = |ix: &Index| {
+        (
+            sorted(ix.nodes.iter()),
+            sorted(ix.stems.iter()),
+            sorted(ix.code.iter()),
+            ix.live_bytes,
+        )
+    };
+    let mut whole = Index::default();
+    let mut small = Index::default();
+    whole.apply(changes(1));
+    for chunk in changes(1).chunks(PARALLEL_APPLY / 4) {
+        small.apply_inner(
+            chunk
+                .iter()
+                .map(|c| match *c {
+                    Change::Node(k, l, n, s) => Change::Node(k, l, n, s),
+                    Change::Remove(k) => Change::Remove(k),
+                    Change::Code(h, l, n) => Change::Code(h, l, n),
+                })
+                .collect(),
+            None,
+        );
+    }
+    assert_eq!(snapshot(&whole), snapshot(&small));
+    assert!(!whole.stems.is_empty() && !whole.code.is_empty());
+    let before = snapshot(&whole);
+    let undo = whole.apply_undoable(changes(2));
+    assert_ne!(snapshot(&whole), before, "the changes were applied");
+    whole.undo(undo);
+    assert_eq!(snapshot(&whole), before);
+}
+
 #[test]
 fn an_undone_apply_puts_every_index_entry_back() {
     let key = |b: u8| PathKey::from_bytes(&[b, 8]).unwrap();
