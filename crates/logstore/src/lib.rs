@@ -53,6 +53,62 @@ type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 /// ([`LogStore::warm_paths_ring`]).
 const LOCATE_STEMS: usize = 16;
 
+/// The longest read the trie prefetch makes to fetch several records at once ([`spans`]).
+const MAX_SPAN: u64 = 4 * record::PAGE;
+
+/// Records to fetch with one read: `[off, end)` of segment `seg`, covering every record listed.
+#[derive(Debug)]
+struct Span {
+    seg: usize,
+    off: u64,
+    end: u64,
+    records: Vec<(PathKey, Loc)>,
+}
+
+/// Groups `records` (each with its length in its `Loc`) into reads: sorted by place in the
+/// log, a record joins the read before it when it is in the same segment, starts no later than
+/// the page after the read's last page (so the read covers no page that holds none of its
+/// records), and the read stays within [`MAX_SPAN`] bytes. Two records on one page, or a group
+/// and a stem written beside it, are then one request to the device instead of two (each
+/// request also costs the kernel's io_uring worker its own buffered read). Every record ends in
+/// exactly one span, in log order.
+fn spans(mut records: Vec<(PathKey, Loc)>) -> Vec<Span> {
+    records.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
+    let mut out: Vec<Span> = Vec::new();
+    for (key, loc) in records {
+        let (off, len) = (
+            loc.off(),
+            loc.len().expect("only records with a length") as u64,
+        );
+        let end = off + len;
+        if let Some(last) = out.last_mut()
+            && last.seg == loc.seg()
+            && off / record::PAGE <= (last.end - 1) / record::PAGE + 1
+            && end.max(last.end) - last.off <= MAX_SPAN
+        {
+            last.end = last.end.max(end);
+            last.records.push((key, loc));
+            continue;
+        }
+        out.push(Span {
+            seg: loc.seg(),
+            off,
+            end,
+            records: vec![(key, loc)],
+        });
+    }
+    out
+}
+
+/// What the trie prefetch's ring spent, for its debug line.
+#[derive(Default)]
+struct RingCounts {
+    /// Locating the records in the index.
+    locate: std::time::Duration,
+    /// Requests made to the device (a request can fetch several records: [`spans`]).
+    requests: u64,
+}
+
 /// Group depth of a new log when none is asked for.
 pub const DEFAULT_GROUP_DEPTH: u8 = 5;
 /// Default size at which the writer starts a new segment file.
@@ -1625,16 +1681,9 @@ impl LogStore {
         if stems.is_empty() {
             return Ok(stats);
         }
-        let mut locate_time = std::time::Duration::ZERO;
+        let mut counts = RingCounts::default();
         let ring = if self.inner.options.io_uring {
-            self.warm_paths_ring(
-                stems,
-                (g, below, root),
-                stop,
-                each,
-                &mut stats,
-                &mut locate_time,
-            )?
+            self.warm_paths_ring(stems, (g, below, root), stop, each, &mut stats, &mut counts)?
         } else {
             None
         };
@@ -1649,7 +1698,8 @@ impl LogStore {
                 let mut wanted =
                     self.locate_paths(stems, (g, below, root), &mut seen, each, &mut stats)?;
                 wanted.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
-                locate_time = t.elapsed();
+                counts.locate = t.elapsed();
+                counts.requests = wanted.len() as u64;
                 self.read_nodes_blocking(&wanted, workers, stop, each)?
             }
         };
@@ -1657,7 +1707,8 @@ impl LogStore {
             stems = stems.len(),
             in_memory = stats.recent,
             reads = blobs.len(),
-            locate_ms = locate_time.as_secs_f64() * 1e3,
+            requests = counts.requests,
+            locate_ms = counts.locate.as_secs_f64() * 1e3,
             ms = t0.elapsed().as_secs_f64() * 1e3,
             "trie paths warmed"
         );
@@ -1733,9 +1784,11 @@ impl LogStore {
     /// [`LogStore::warm_trie_paths_with`]'s reads through one io_uring, the index walked
     /// [`LOCATE_STEMS`] stems at a time as the ring has room, so the first reads are on the
     /// device while the later stems are still being located (locating 645 stems took 1.2-1.4 ms
-    /// at 16M stems, a sixth of the reads' time, all of it before the first read). Returns the
-    /// blobs read, checked, each handed to `each` as it arrives; `None` when the ring cannot be
-    /// made or fails (the caller reads everything again, blocking).
+    /// at 16M stems, a sixth of the reads' time, all of it before the first read). Each chunk's
+    /// records are read in [`spans`]: one request for the records on the same or neighbouring
+    /// pages (`timing` counts them). Returns the blobs read, checked, each handed to
+    /// `each` as it arrives; `None` when the ring cannot be made or fails (the caller reads
+    /// everything again, blocking).
     fn warm_paths_ring(
         &self,
         stems: &[Stem],
@@ -1743,34 +1796,32 @@ impl LogStore {
         stop: &AtomicBool,
         each: Option<BlobSink<'_>>,
         stats: &mut LogReads,
-        locate_time: &mut std::time::Duration,
+        timing: &mut RingCounts,
     ) -> Result<Option<Blobs>, LogError> {
         let failed: std::cell::RefCell<Option<LogError>> = std::cell::RefCell::new(None);
         let mut out = Vec::new();
         let mut seen = FastSet::default();
-        let mut ready: std::collections::VecDeque<(PathKey, Loc)> = Default::default();
+        let mut ready: std::collections::VecDeque<Span> = Default::default();
         let mut unknown = Vec::new();
         let mut chunks = stems.chunks(LOCATE_STEMS);
+        let mut requests = 0u64;
         let ring = uring::read_fed(
             stop,
             || loop {
                 if failed.borrow().is_some() {
                     return None;
                 }
-                if let Some((key, loc)) = ready.pop_front() {
-                    let Some(len) = loc.len() else {
-                        // Too long for the index's length field: read after the ring.
-                        unknown.push((key, loc));
-                        continue;
-                    };
+                if let Some(span) = ready.pop_front() {
+                    let loc = span.records[0].1;
                     match self.segment(loc) {
                         Ok(file) => {
                             let request = uring::Request {
                                 file,
-                                offset: loc.off(),
-                                len,
+                                offset: span.off,
+                                len: (span.end - span.off) as usize,
                             };
-                            return Some((request, (key, loc)));
+                            requests += 1;
+                            return Some((request, span));
                         }
                         Err(e) => {
                             *failed.borrow_mut() = Some(e);
@@ -1781,30 +1832,51 @@ impl LogStore {
                 let chunk = chunks.next()?;
                 let t = std::time::Instant::now();
                 match self.locate_paths(chunk, at, &mut seen, each, stats) {
-                    Ok(found) => ready.extend(found),
+                    Ok(found) => {
+                        // Too long for the index's length field: read after the ring.
+                        let (sized, long): (Vec<_>, Vec<_>) =
+                            found.into_iter().partition(|(_, loc)| loc.len().is_some());
+                        unknown.extend(long);
+                        ready.extend(spans(sized));
+                    }
                     Err(e) => {
                         *failed.borrow_mut() = Some(e);
                         return None;
                     }
                 }
-                *locate_time += t.elapsed();
+                timing.locate += t.elapsed();
             },
-            |(key, loc): (PathKey, Loc), res| {
+            |span: Span, res| {
                 if failed.borrow().is_some() {
                     return None;
                 }
-                match self.checked_node(&key, loc, res) {
-                    Ok(bytes) => {
-                        if let Some(each) = each {
-                            each(&key, &bytes);
+                for (key, loc) in span.records {
+                    // Each record's bytes out of the span's (the span covers them all).
+                    let record = match &res {
+                        Ok(buf) => {
+                            let at = (loc.off() - span.off) as usize;
+                            let len = loc.len().expect("spans hold records with a length");
+                            Ok(buf[at..at + len].to_vec())
                         }
-                        out.push((key, bytes));
+                        Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                    };
+                    match self.checked_node(&key, loc, record) {
+                        Ok(bytes) => {
+                            if let Some(each) = each {
+                                each(&key, &bytes);
+                            }
+                            out.push((key, bytes));
+                        }
+                        Err(e) => {
+                            *failed.borrow_mut() = Some(e);
+                            break;
+                        }
                     }
-                    Err(e) => *failed.borrow_mut() = Some(e),
                 }
                 None
             },
         );
+        timing.requests = requests;
         if let Some(e) = failed.into_inner() {
             return Err(e);
         }

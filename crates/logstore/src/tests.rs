@@ -999,6 +999,94 @@ fn a_segment_that_cannot_be_started_does_not_fail_the_committed_block() {
 /// trie prefetch's ring, the state batch's ring, their blocking fallback, a single read),
 /// never a panic, a hang or a wrong blob; what lies before the cut still reads.
 #[test]
+fn records_on_the_same_or_neighbouring_pages_share_one_read() {
+    let key = |i: u8| PathKey::from_bytes(&[i, 8]).unwrap();
+    let rec = |i: u8, seg: u32, off: u64, len: usize| (key(i), Loc::new(seg, off, len).unwrap());
+    let page = record::PAGE;
+    let spans_of = |records: Vec<(PathKey, Loc)>| -> Vec<(usize, u64, u64, Vec<PathKey>)> {
+        spans(records)
+            .into_iter()
+            .map(|s| (s.seg, s.off, s.end, s.records.iter().map(|r| r.0).collect()))
+            .collect()
+    };
+    // Given out of order: two records on page 0, one on page 1 (a neighbour), one on page 3
+    // (a page between them holds nothing asked for), one in another segment at the same place.
+    let got = spans_of(vec![
+        rec(3, 1, 3 * page + 10, 100),
+        rec(1, 1, 500, 200),
+        rec(0, 1, 0, 300),
+        rec(2, 1, page + 7, 50),
+        rec(4, 2, 500, 200),
+    ]);
+    assert_eq!(
+        got,
+        vec![
+            (1, 0, page + 57, vec![key(0), key(1), key(2)]),
+            (1, 3 * page + 10, 3 * page + 110, vec![key(3)]),
+            (2, 500, 700, vec![key(4)]),
+        ]
+    );
+    // A run of neighbouring pages is cut where a read would pass MAX_SPAN.
+    let run: Vec<_> = (0..10u8)
+        .map(|i| rec(i, 1, u64::from(i) * page, 4000))
+        .collect();
+    let got = spans_of(run);
+    assert!(
+        got.iter().all(|(_, off, end, _)| end - off <= MAX_SPAN),
+        "{got:?}"
+    );
+    assert_eq!(got.iter().map(|s| s.3.len()).sum::<usize>(), 10);
+    assert_eq!(got.len(), 3, "{got:?}");
+    // A record ending inside the span does not shorten it.
+    let got = spans_of(vec![rec(0, 1, 0, 3000), rec(1, 1, 100, 50)]);
+    assert_eq!(got, vec![(1, 0, 3000, vec![key(0), key(1)])]);
+    assert!(spans(Vec::new()).is_empty());
+}
+
+#[test]
+fn a_flipped_byte_in_a_record_read_with_its_neighbours_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let options = LogOptions {
+        recent_blocks: 0,
+        ..opts(5)
+    };
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
+    commit(&mut trie, random_writes(&mut rng, 2000), 1);
+    let store = trie.into_store();
+    // A stem whose blob shares its page with a group on its own path: the prefetch of that
+    // stem reads both in one span, and the stem blob sits past the span's start.
+    let (stem, key, loc) = {
+        let index = store.index();
+        let nodes: Vec<(PathKey, Loc)> = index.nodes.iter().map(|(k, l)| (*k, *l)).collect();
+        let page = |l: &Loc| l.off() / record::PAGE;
+        index
+            .stems
+            .iter()
+            .find_map(|(stem, at)| {
+                let on_path = nodes.iter().any(|(k, l)| {
+                    l.off() < at.off()
+                        && page(l) == page(at)
+                        && bintrie_node::Path::from_key(k.as_bytes())
+                            .is_ok_and(|p| p.len() >= 4 && p.is_prefix_of(stem))
+                });
+                let key = nodes.iter().find(|(_, l)| l == at)?.0;
+                on_path.then_some((*stem, key, *at))
+            })
+            .expect("a stem blob beside a group of its path")
+    };
+    let seg = dir.path().join(segment_name(1));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[loc.off() as usize + HEADER + key.as_bytes().len()] ^= 1;
+    std::fs::write(&seg, &bytes).unwrap();
+    evict_page_cache(dir.path()).unwrap();
+    let err = store
+        .warm_trie_paths(&[stem], 4, &AtomicBool::new(false))
+        .unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+#[test]
 fn a_segment_cut_under_an_open_log_is_an_error_on_every_read_path() {
     for io_uring in [true, false] {
         let dir = tempfile::tempdir().unwrap();
