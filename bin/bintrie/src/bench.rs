@@ -3,8 +3,8 @@
 use anyhow::{Context, Result};
 use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
-    Durability, Layout, ReadPath, Results, Scale, StudyConfig, Workload, parse_group_depths,
-    parse_stems,
+    Durability, Layout, Metric, ReadPath, Results, Scale, StudyConfig, Workload,
+    parse_group_depths, parse_stems,
 };
 use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
@@ -327,4 +327,95 @@ mod tests {
         assert_eq!(a.page_sizes, vec![4096, 16384]);
         assert_eq!(a.durability, Durability::Relaxed);
     }
+}
+
+/// Arguments of `bintrie compare`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct CompareArgs {
+    /// The first version's `bench` results: `results.json` files or the report directories
+    /// holding them, one per invocation, in the order they ran (space-separated, or the flag
+    /// repeated).
+    #[arg(long, required = true, num_args = 1..)]
+    before: Vec<PathBuf>,
+    /// The second version's, likewise. Invocations run in alternating rounds (before 1,
+    /// after 1, before 2, after 2, ...) pair by position: the i-th after with the i-th before.
+    #[arg(long, required = true, num_args = 1..)]
+    after: Vec<PathBuf>,
+    /// Metrics to compare: names of results.json's run fields (e.g. `total_ms,commit_ms`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = parse_metric,
+        default_value = "total_ms,state_read_ms,trie_update_ms,trie_wait_ms,commit_ms,cpu_ms,ms_per_written_slot,ms_per_cold_read,hash_floor"
+    )]
+    metrics: Vec<Metric>,
+    /// Print the rows as a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A metric by its results.json name, or an error listing every name.
+fn parse_metric(name: &str) -> Result<Metric, String> {
+    Metric::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+        format!("unknown metric {name:?}; one of: {}", names.join(", "))
+    })
+}
+
+/// `results.json` at `path`, or inside it when `path` is a directory.
+fn read_results(path: &std::path::Path) -> Result<Results> {
+    let file = if path.is_dir() {
+        path.join("results.json")
+    } else {
+        path.to_path_buf()
+    };
+    Results::read(&file)
+}
+
+/// Runs `bintrie compare`.
+pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
+    let read = |paths: &[PathBuf]| -> Result<Vec<Results>> {
+        paths.iter().map(|p| read_results(p)).collect()
+    };
+    let (before, after) = (read(&args.before)?, read(&args.after)?);
+    let rows = bintrie_bench::ab::compare_sides(&before, &after, &args.metrics);
+    anyhow::ensure!(
+        !rows.is_empty(),
+        "the two sides share no configuration with a kept block and one of the metrics asked for"
+    );
+    if args.json {
+        return crate::print_line(&serde_json::to_string_pretty(&rows)?);
+    }
+    let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.3}"));
+    let mut text = String::from(
+        "| configuration | metric | before | after | change | p, blocks | p, invocations | \
+         rounds after lower | p, rounds |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &rows {
+        text.push_str(&format!(
+            "| {} | {} | {:.4} ({} blocks, {} inv.) | {:.4} ({} blocks, {} inv.) | {} | {} | {} | {} | {} |\n",
+            bintrie_bench::ab::describe(&r.key),
+            r.metric.name(),
+            r.before_median,
+            r.blocks.0,
+            r.invocations.0,
+            r.after_median,
+            r.blocks.1,
+            r.invocations.1,
+            r.change_pct.map_or("-".to_string(), |c| format!("{c:+.1}%")),
+            p(r.p_blocks),
+            p(r.p_invocations),
+            r.rounds
+                .map_or("-".to_string(), |r| format!("{}/{}", r.lower, r.paired)),
+            p(r.p_rounds),
+        ));
+    }
+    text.push_str(
+        "\nMedians pool every kept block of a side. p, blocks: two-sided Mann-Whitney over \
+         the pooled blocks, which treats the blocks of one invocation as independent and \
+         overstates when invocations differ; p, invocations: the same over one median per \
+         invocation; rounds: the invocations paired by position, with the two-sided sign test \
+         over the rounds whose medians differ.",
+    );
+    crate::print_line(&text)
 }

@@ -102,6 +102,14 @@ enum Command {
     /// sequential write bandwidth, on a scratch file that is deleted afterwards. `bench`
     /// records the same as `machine.disk`.
     ProbeDisk(bench::ProbeDiskArgs),
+    /// Compare two versions of the code from their `bench` results: for every configuration
+    /// both measured, the pooled medians and change of each metric, a Mann-Whitney p over the
+    /// pooled blocks and one over the invocations' medians, and, for invocations run in
+    /// alternating rounds, in how many the second version was lower (with a sign test). One
+    /// invocation's blocks move together on a noisy machine, so a claim should rest on the
+    /// invocations, not on the pooled blocks. Exit status 1 on an unreadable or foreign file
+    /// or when the two sides share no configuration.
+    Compare(bench::CompareArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -143,6 +151,7 @@ fn main() {
         Command::BlockchainTest(args) => eftest::cmd_blockchain_test(args),
         Command::Bench(args) => bench::cmd_bench(*args),
         Command::ProbeDisk(args) => bench::cmd_probe_disk(args),
+        Command::Compare(args) => bench::cmd_compare(args),
     };
     if let Err(e) = result {
         // Never `eprintln!`: it panics when stderr is closed.

@@ -360,6 +360,11 @@ impl Metric {
         Metric::WitnessBlobsBytes,
     ];
 
+    /// The metric named `name` ([`Metric::name`], exactly); `None` for any other string.
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+
     /// The metric's name: the [`RunRow`] field it reads, as in `results.json`.
     pub fn name(self) -> &'static str {
         match self {

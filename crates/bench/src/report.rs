@@ -495,4 +495,4 @@ fn anchor_table(view: &View, workload: Workload, combo: Combo) -> Option<Table> 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

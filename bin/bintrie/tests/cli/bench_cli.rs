@@ -59,6 +59,132 @@ fn smoke_study_writes_a_complete_report() {
     }
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("mgas_by_gd_erc20_approve.svg"));
+
+    compare_reads_the_study_it_wrote(out.path(), &file);
+}
+
+/// `bintrie compare` on the smoke study's results (so the suite runs the study once).
+fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Value) {
+    let compare = |args: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_bintrie"))
+            .arg("compare")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let results = dir.join("results.json");
+    // The same study on both sides, a directory on one and the file on the other: every
+    // configuration pairs with itself, with no change and one round in which after is not lower.
+    let run = compare(&[
+        "--before".as_ref(),
+        dir.as_os_str(),
+        "--after".as_ref(),
+        results.as_os_str(),
+        "--metrics".as_ref(),
+        "total_ms,commit_ms".as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&run.stdout).unwrap();
+    let configurations = file["summaries"].as_array().unwrap().len();
+    assert_eq!(
+        rows.len(),
+        2 * configurations,
+        "two metrics per configuration"
+    );
+    for r in &rows {
+        assert_eq!(r["change_pct"], 0.0, "{r}");
+        assert_eq!(
+            r["rounds"],
+            serde_json::json!({"lower": 0, "higher": 0, "paired": 1}),
+            "{r}"
+        );
+        assert_eq!(r["p_rounds"], serde_json::Value::Null, "{r}");
+        assert_eq!(r["invocations"], serde_json::json!([1, 1]), "{r}");
+        assert_eq!(r["blocks"][0], r["blocks"][1], "{r}");
+    }
+    let table = compare(&[
+        "--before".as_ref(),
+        dir.as_os_str(),
+        "--after".as_ref(),
+        dir.as_os_str(),
+    ]);
+    assert!(table.status.success());
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("| configuration | metric |"), "{text}");
+    assert!(
+        text.contains("| GD-5 erc20_approve, flat + prefetch, mdbx,"),
+        "{text}"
+    );
+
+    // Bad input: each a clear error, never a panic.
+    let scratch = tempfile::tempdir().unwrap();
+    let not_results = scratch.path().join("other.json");
+    std::fs::write(&not_results, "{\"runs\": []}").unwrap();
+    // Two studies that measured different group depths share no configuration.
+    let only = |gd: u64, name: &str| {
+        let mut f = file.clone();
+        f["runs"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|r| r["group_depth"] == gd);
+        let path = scratch.path().join(name);
+        std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
+        path
+    };
+    let (gd1, gd2) = (only(1, "gd1.json"), only(2, "gd2.json"));
+    let missing = scratch.path().join("nowhere");
+    for (args, says) in [
+        (
+            vec![
+                "--before".as_ref(),
+                dir.as_os_str(),
+                "--after".as_ref(),
+                dir.as_os_str(),
+                "--metrics".as_ref(),
+                "latency".as_ref(),
+            ],
+            "unknown metric",
+        ),
+        (
+            vec![
+                "--before".as_ref(),
+                missing.as_os_str(),
+                "--after".as_ref(),
+                dir.as_os_str(),
+            ],
+            "nowhere",
+        ),
+        (
+            vec![
+                "--before".as_ref(),
+                dir.as_os_str(),
+                "--after".as_ref(),
+                not_results.as_os_str(),
+            ],
+            "not a results.json",
+        ),
+        (
+            vec![
+                "--before".as_ref(),
+                gd1.as_os_str(),
+                "--after".as_ref(),
+                gd2.as_os_str(),
+            ],
+            "share no configuration",
+        ),
+        (vec!["--before".as_ref(), dir.as_os_str()], "--after"),
+    ] {
+        let run = compare(&args);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success(), "{args:?} was accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 #[test]

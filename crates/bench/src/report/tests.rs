@@ -73,6 +73,18 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
     }
 }
 
+/// A small synthetic study (GD-4 and GD-5, erc20_approve, flat + prefetch, two kept runs),
+/// for other modules' tests.
+pub(crate) fn sample_results() -> Results {
+    synthetic(&Shape {
+        gds: &[4, 5],
+        workloads: &[Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 2,
+    })
+}
+
 fn synthetic(shape: &Shape) -> Results {
     let mut runs = Vec::new();
     for &gd in shape.gds {
