@@ -237,17 +237,23 @@ fn the_trie_prefetch_loads_every_blob_an_update_needs_with(io_uring: bool) {
     );
 }
 
-#[test]
-fn a_commit_while_the_trie_prefetch_walks_the_index_ends_it_with_a_conflict() {
+/// A GD-5 log that keeps no recent blocks in memory (every blob comes from the device), with
+/// `n` random writes committed as block 1: its directory, the store and the root.
+fn committed_without_recent(rng: &mut StdRng, n: usize) -> (tempfile::TempDir, LogStore, Hash32) {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(12);
     let options = LogOptions {
         recent_blocks: 0,
         ..opts(5)
     };
     let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
-    let root = commit(&mut trie, random_writes(&mut rng, 3000), 1);
-    let store = trie.into_store();
+    let root = commit(&mut trie, random_writes(rng, n), 1);
+    (dir, trie.into_store(), root)
+}
+
+#[test]
+fn a_commit_while_the_trie_prefetch_walks_the_index_ends_it_with_a_conflict() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let (_dir, store, root) = committed_without_recent(&mut rng, 3000);
     // Another handle commits as soon as the first blob arrives: the stems the ring has not
     // located yet would be found in the new block's index, so the prefetch must refuse.
     let other = std::sync::Mutex::new(Some(Trie::open(store.clone(), 5, root).unwrap()));
@@ -1045,15 +1051,7 @@ fn records_on_the_same_or_neighbouring_pages_share_one_read() {
 
 #[test]
 fn a_flipped_byte_in_a_record_read_with_its_neighbours_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(12);
-    let options = LogOptions {
-        recent_blocks: 0,
-        ..opts(5)
-    };
-    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
-    commit(&mut trie, random_writes(&mut rng, 2000), 1);
-    let store = trie.into_store();
+    let (dir, store, _) = committed_without_recent(&mut StdRng::seed_from_u64(12), 2000);
     // A stem whose blob shares its page with a group on its own path: the prefetch of that
     // stem reads both in one span, and the stem blob sits past the span's start.
     let (stem, key, loc) = {
