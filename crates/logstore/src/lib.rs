@@ -1852,11 +1852,18 @@ impl LogStore {
                 }
                 for (key, loc) in span.records {
                     // Each record's bytes out of the span's (the span covers them all).
+                    // (A completed read returns the whole span; a short one is an error
+                    // already, and a buffer that still falls short is one too, not a panic.)
                     let record = match &res {
                         Ok(buf) => {
                             let at = (loc.off() - span.off) as usize;
                             let len = loc.len().expect("spans hold records with a length");
-                            Ok(buf[at..at + len].to_vec())
+                            buf.get(at..at + len).map(<[u8]>::to_vec).ok_or_else(|| {
+                                std::io::Error::new(
+                                    std::io::ErrorKind::UnexpectedEof,
+                                    "a read shorter than its records",
+                                )
+                            })
                         }
                         Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
                     };
