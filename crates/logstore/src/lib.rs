@@ -56,48 +56,48 @@ const LOCATE_STEMS: usize = 16;
 /// The longest read the trie prefetch makes to fetch several records at once ([`spans`]).
 const MAX_SPAN: u64 = 4 * record::PAGE;
 
-/// Records to fetch with one read: `[off, end)` of segment `seg`, covering every record listed.
+/// Records to fetch with one read: `[off, end)` of the segment of every record listed, each
+/// with its length.
 #[derive(Debug)]
 struct Span {
-    seg: usize,
     off: u64,
     end: u64,
-    records: Vec<(PathKey, Loc)>,
+    records: Vec<(PathKey, Loc, usize)>,
 }
 
-/// Groups `records` (each with its length in its `Loc`) into reads: sorted by place in the
-/// log, a record joins the read before it when it is in the same segment, starts no later than
-/// the page after the read's last page (so the read covers no page that holds none of its
-/// records), and the read stays within [`MAX_SPAN`] bytes. Two records on one page, or a group
-/// and a stem written beside it, are then one request to the device instead of two (each
-/// request also costs the kernel's io_uring worker its own buffered read). Every record ends in
-/// exactly one span, in log order.
-fn spans(mut records: Vec<(PathKey, Loc)>) -> Vec<Span> {
+/// Groups `records` into reads: sorted by place in the log, a record joins the read before it
+/// when it is in the same segment, starts no later than the page after the read's last page
+/// (so the read covers no page that holds none of its records), and the read stays within
+/// [`MAX_SPAN`] bytes. Two records on one page, or a group and a stem written beside it, are
+/// then one request to the device instead of two (each request also costs the kernel's
+/// io_uring worker its own buffered read). Every record ends in exactly one span, in log
+/// order, except those too long for the index's length field, returned apart (to be read one
+/// by one).
+fn spans(mut records: Vec<(PathKey, Loc)>) -> (Vec<Span>, Vec<(PathKey, Loc)>) {
     records.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
-    let mut out: Vec<Span> = Vec::new();
+    let (mut out, mut long): (Vec<Span>, _) = (Vec::new(), Vec::new());
     for (key, loc) in records {
-        let (off, len) = (
-            loc.off(),
-            loc.len().expect("only records with a length") as u64,
-        );
-        let end = off + len;
+        let Some(len) = loc.len() else {
+            long.push((key, loc));
+            continue;
+        };
+        let (off, end) = (loc.off(), loc.off() + len as u64);
         if let Some(last) = out.last_mut()
-            && last.seg == loc.seg()
+            && last.records[0].1.seg() == loc.seg()
             && off / record::PAGE <= (last.end - 1) / record::PAGE + 1
             && end.max(last.end) - last.off <= MAX_SPAN
         {
             last.end = last.end.max(end);
-            last.records.push((key, loc));
+            last.records.push((key, loc, len));
             continue;
         }
         out.push(Span {
-            seg: loc.seg(),
             off,
             end,
-            records: vec![(key, loc)],
+            records: vec![(key, loc, len)],
         });
     }
-    out
+    (out, long)
 }
 
 /// What the trie prefetch's ring spent, for its debug line.
@@ -1173,10 +1173,10 @@ impl LogStore {
         &self,
         key: &PathKey,
         loc: Loc,
-        read: std::io::Result<Vec<u8>>,
+        read: std::io::Result<impl AsRef<[u8]>>,
     ) -> Result<Vec<u8>, LogError> {
         let buf = read.map_err(|e| io_err(&self.segment_path(loc))(e))?;
-        self.check(buf, loc, Kind::Node, Some(key.as_bytes()))
+        self.check(buf.as_ref(), loc, Kind::Node, Some(key.as_bytes()))
     }
 
     /// Reads the record at `loc`, checks its CRC, kind and key, and returns its value.
@@ -1198,13 +1198,13 @@ impl LogStore {
         let mut buf = vec![0u8; len];
         file.read_exact_at(&mut buf, loc.off())
             .map_err(|e| io_err(&path())(e))?;
-        self.check(buf, loc, kind, key)
+        self.check(&buf, loc, kind, key)
     }
 
     /// Checks a record read from `loc` (its CRC, length, kind and key) and returns its value.
     fn check(
         &self,
-        mut buf: Vec<u8>,
+        buf: &[u8],
         loc: Loc,
         kind: Kind,
         key: Option<&[u8]>,
@@ -1222,13 +1222,13 @@ impl LogStore {
                 key.map_or_else(|| "(any)".into(), hex)
             ))
         };
-        match record::parse(&buf, loc.off()) {
+        match record::parse(buf, loc.off()) {
             Parsed::Record(r, n) if n == len => {
                 if r.kind != kind || key.is_some_and(|k| k != r.key) {
                     return Err(bad("holds another key"));
                 }
-                let start = HEADER + r.key.len();
-                Ok(buf.split_off(start))
+                // The value's one copy out of the read's buffer.
+                Ok(buf[HEADER + r.key.len()..].to_vec())
             }
             Parsed::Bad(why) => Err(bad(why)),
             _ => Err(bad("length differs from the index's")),
@@ -1457,7 +1457,7 @@ impl LogStore {
              -> Result<Option<uring::Request>, LogError> {
                 let i = which[r];
                 let loc = locs[i].expect("requested");
-                let blob = self.check(buf.to_vec(), loc, Kind::Node, None)?;
+                let blob = self.check(buf, loc, Kind::Node, None)?;
                 let v = Self::stem_values(&stems[i], &blob)?;
                 let hash = code_of(i, Some(&v)).filter(|h| named.insert(*h));
                 values[i] = Some(v);
@@ -1490,11 +1490,10 @@ impl LogStore {
                 } else {
                     let (hash, loc, _) = codes[queued[r - stem_reads]];
                     let loc = loc.expect("queued codes are stored");
-                    self.check(buf.to_vec(), loc, Kind::Code, Some(&hash))
-                        .map(|bytes| {
-                            codes[queued[r - stem_reads]].2 = Some(on_code(&hash, bytes));
-                            None
-                        })
+                    self.check(buf, loc, Kind::Code, Some(&hash)).map(|bytes| {
+                        codes[queued[r - stem_reads]].2 = Some(on_code(&hash, bytes));
+                        None
+                    })
                 };
                 callback_time += t.elapsed();
                 next.unwrap_or_else(|e| {
@@ -1812,8 +1811,7 @@ impl LogStore {
                     return None;
                 }
                 if let Some(span) = ready.pop_front() {
-                    let loc = span.records[0].1;
-                    match self.segment(loc) {
+                    match self.segment(span.records[0].1) {
                         Ok(file) => {
                             let request = uring::Request {
                                 file,
@@ -1833,11 +1831,10 @@ impl LogStore {
                 let t = std::time::Instant::now();
                 match self.locate_paths(chunk, at, &mut seen, each, stats) {
                     Ok(found) => {
+                        let (found, long) = spans(found);
+                        ready.extend(found);
                         // Too long for the index's length field: read after the ring.
-                        let (sized, long): (Vec<_>, Vec<_>) =
-                            found.into_iter().partition(|(_, loc)| loc.len().is_some());
                         unknown.extend(long);
-                        ready.extend(spans(sized));
                     }
                     Err(e) => {
                         *failed.borrow_mut() = Some(e);
@@ -1850,23 +1847,25 @@ impl LogStore {
                 if failed.borrow().is_some() {
                     return None;
                 }
-                for (key, loc) in span.records {
-                    // Each record's bytes out of the span's (the span covers them all).
-                    // (A completed read returns the whole span; a short one is an error
-                    // already, and a buffer that still falls short is one too, not a panic.)
-                    let record = match &res {
-                        Ok(buf) => {
-                            let at = (loc.off() - span.off) as usize;
-                            let len = loc.len().expect("spans hold records with a length");
-                            buf.get(at..at + len).map(<[u8]>::to_vec).ok_or_else(|| {
-                                std::io::Error::new(
-                                    std::io::ErrorKind::UnexpectedEof,
-                                    "a read shorter than its records",
-                                )
-                            })
-                        }
-                        Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
-                    };
+                let buf = match res {
+                    Ok(buf) => buf,
+                    Err(e) => {
+                        let (key, loc, _) = span.records[0];
+                        *failed.borrow_mut() =
+                            self.checked_node(&key, loc, Err::<&[u8], _>(e)).err();
+                        return None;
+                    }
+                };
+                for (key, loc, len) in span.records {
+                    // Each record out of the span's bytes (a completed read returns them all;
+                    // one that still falls short is an error, not a panic).
+                    let at = (loc.off() - span.off) as usize;
+                    let record = buf.get(at..at + len).ok_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "a read shorter than its records",
+                        )
+                    });
                     match self.checked_node(&key, loc, record) {
                         Ok(bytes) => {
                             if let Some(each) = each {

@@ -1010,9 +1010,19 @@ fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     let rec = |i: u8, seg: u32, off: u64, len: usize| (key(i), Loc::new(seg, off, len).unwrap());
     let page = record::PAGE;
     let spans_of = |records: Vec<(PathKey, Loc)>| -> Vec<(usize, u64, u64, Vec<PathKey>)> {
-        spans(records)
+        let (spans, long) = spans(records);
+        assert!(long.is_empty());
+        spans
             .into_iter()
-            .map(|s| (s.seg, s.off, s.end, s.records.iter().map(|r| r.0).collect()))
+            .map(|s| {
+                let seg = s.records[0].1.seg();
+                assert!(
+                    s.records
+                        .iter()
+                        .all(|r| r.1.seg() == seg && r.1.len() == Some(r.2))
+                );
+                (seg, s.off, s.end, s.records.iter().map(|r| r.0).collect())
+            })
             .collect()
     };
     // Given out of order: two records on page 0, one on page 1 (a neighbour), one on page 3
@@ -1046,7 +1056,12 @@ fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     // A record ending inside the span does not shorten it.
     let got = spans_of(vec![rec(0, 1, 0, 3000), rec(1, 1, 100, 50)]);
     assert_eq!(got, vec![(1, 0, 3000, vec![key(0), key(1)])]);
-    assert!(spans(Vec::new()).is_empty());
+    let (none, long) = spans(Vec::new());
+    assert!(none.is_empty() && long.is_empty());
+    // A record too long for the index's length field is returned apart, not spanned.
+    let (spanned, long) = spans(vec![rec(0, 1, 0, 300), rec(1, 1, 400, 70_000)]);
+    assert_eq!(spanned.len(), 1);
+    assert_eq!(long, vec![rec(1, 1, 400, 70_000)]);
 }
 
 #[test]
