@@ -344,8 +344,8 @@ pub(crate) struct CompareArgs {
     /// Metrics to compare: names of results.json's run fields (e.g. `total_ms,commit_ms`).
     #[arg(
         long,
+        value_enum,
         value_delimiter = ',',
-        value_parser = parse_metric,
         default_value = "total_ms,state_read_ms,trie_update_ms,trie_wait_ms,commit_ms,cpu_ms,ms_per_written_slot,ms_per_cold_read,hash_floor"
     )]
     metrics: Vec<Metric>,
@@ -354,18 +354,10 @@ pub(crate) struct CompareArgs {
     json: bool,
 }
 
-/// A metric by its results.json name, or an error listing every name.
-fn parse_metric(name: &str) -> Result<Metric, String> {
-    Metric::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
-        format!("unknown metric {name:?}; one of: {}", names.join(", "))
-    })
-}
-
 /// `results.json` at `path`, or inside it when `path` is a directory.
 fn read_results(path: &std::path::Path) -> Result<Results> {
     let file = if path.is_dir() {
-        path.join("results.json")
+        path.join(report::RESULTS_FILE)
     } else {
         path.to_path_buf()
     };
@@ -386,36 +378,5 @@ pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
     if args.json {
         return crate::print_line(&serde_json::to_string_pretty(&rows)?);
     }
-    let p = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.3}"));
-    let mut text = String::from(
-        "| configuration | metric | before | after | change | p, blocks | p, invocations | \
-         rounds after lower | p, rounds |\n|---|---|---|---|---|---|---|---|---|\n",
-    );
-    for r in &rows {
-        text.push_str(&format!(
-            "| {} | {} | {:.4} ({} blocks, {} inv.) | {:.4} ({} blocks, {} inv.) | {} | {} | {} | {} | {} |\n",
-            bintrie_bench::ab::describe(&r.key),
-            r.metric.name(),
-            r.before_median,
-            r.blocks.0,
-            r.invocations.0,
-            r.after_median,
-            r.blocks.1,
-            r.invocations.1,
-            r.change_pct.map_or("-".to_string(), |c| format!("{c:+.1}%")),
-            p(r.p_blocks),
-            p(r.p_invocations),
-            r.rounds
-                .map_or("-".to_string(), |r| format!("{}/{}", r.lower, r.paired)),
-            p(r.p_rounds),
-        ));
-    }
-    text.push_str(
-        "\nMedians pool every kept block of a side. p, blocks: two-sided Mann-Whitney over \
-         the pooled blocks, which treats the blocks of one invocation as independent and \
-         overstates when invocations differ; p, invocations: the same over one median per \
-         invocation; rounds: the invocations paired by position, with the two-sided sign test \
-         over the rounds whose medians differ.",
-    );
-    crate::print_line(&text)
+    crate::print_line(report::compare_markdown(&rows).trim_end())
 }

@@ -69,25 +69,6 @@ pub fn sign_test_p(k: usize, n: usize) -> Option<f64> {
     Some((2.0 * coin.cdf(tail as u64)).min(1.0))
 }
 
-/// A configuration in one line: `GD-5 erc20_approve, flat + prefetch, log, 16000000 stems,
-/// 4096-byte pages`.
-pub fn describe(key: &ConfigKey) -> String {
-    format!(
-        "GD-{} {}, {}{}, {}, {} stems, {}-byte pages",
-        key.group_depth,
-        key.workload.name(),
-        key.read_path.name(),
-        if key.prefetch {
-            " + prefetch"
-        } else {
-            ", no prefetch"
-        },
-        key.layout.name(),
-        key.stems,
-        key.page_size
-    )
-}
-
 /// Compares `after` with `before` (each a list of `results.json` contents, one per
 /// invocation, in the order they ran) on every configuration that both sides measured (kept
 /// blocks), for each of `metrics` that both sides have. Rows are sorted by configuration,
@@ -114,13 +95,18 @@ pub fn compare_sides(before: &[Results], after: &[Results], metrics: &[Metric]) 
             let (Some(mb), Some(ma)) = (median(&vb), median(&va)) else {
                 continue;
             };
+            // Each invocation's median, by position (`None`: it did not measure the key).
             let medians =
-                |p: &[Vec<f64>]| -> Vec<f64> { p.iter().filter_map(|v| median(v)).collect() };
-            let (ib, ia) = (medians(&pb), medians(&pa));
-            let paired: Vec<(f64, f64)> = pb
+                |p: &[Vec<f64>]| -> Vec<Option<f64>> { p.iter().map(|v| median(v)).collect() };
+            let (mb_each, ma_each) = (medians(&pb), medians(&pa));
+            let (ib, ia): (Vec<f64>, Vec<f64>) = (
+                mb_each.iter().flatten().copied().collect(),
+                ma_each.iter().flatten().copied().collect(),
+            );
+            let paired: Vec<(f64, f64)> = mb_each
                 .iter()
-                .zip(&pa)
-                .filter_map(|(b, a)| Some((median(b)?, median(a)?)))
+                .zip(&ma_each)
+                .filter_map(|(b, a)| Some(((*b)?, (*a)?)))
                 .collect();
             let rounds = (!paired.is_empty()).then(|| Rounds {
                 lower: paired.iter().filter(|(b, a)| a < b).count(),
@@ -291,14 +277,6 @@ mod tests {
             })
         );
         assert_eq!(rows[0].p_rounds, sign_test_p(5, 5));
-    }
-
-    #[test]
-    fn a_configuration_reads_in_one_line() {
-        assert_eq!(
-            describe(&key(5)),
-            "GD-5 erc20_approve, flat + prefetch, log, 1000 stems, 4096-byte pages"
-        );
     }
 
     #[test]

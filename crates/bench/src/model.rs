@@ -274,9 +274,23 @@ pub struct RunRow {
 ///
 /// The variants are declared in the alphabetical order of their names, so the derived `Ord` (the
 /// key order of [`Summary::metrics`] in `results.json`) is the order of the names;
-/// [`Metric::ALL`] lists them in report order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// [`Metric::ALL`] lists them in report order. On the command line (`clap::ValueEnum`) a
+/// metric goes by the same name.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Metric {
     /// [`RunRow::bytes_read`].
     BytesRead,
@@ -359,11 +373,6 @@ impl Metric {
         Metric::WitnessMultiproofBytes,
         Metric::WitnessBlobsBytes,
     ];
-
-    /// The metric named `name` ([`Metric::name`], exactly); `None` for any other string.
-    pub fn from_name(name: &str) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.name() == name)
-    }
 
     /// The metric's name: the [`RunRow`] field it reads, as in `results.json`.
     pub fn name(self) -> &'static str {
@@ -608,6 +617,20 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A metric has one name everywhere: results.json (serde), the report ([`Metric::name`])
+    /// and the command line (clap).
+    #[test]
+    fn a_metric_has_one_name_everywhere() {
+        use clap::ValueEnum as _;
+        for m in Metric::ALL {
+            let json = serde_json::to_string(&m).unwrap();
+            assert_eq!(json, format!("\"{}\"", m.name()));
+            assert_eq!(m.to_possible_value().unwrap().get_name(), m.name());
+            assert_eq!(Metric::from_str(m.name(), false), Ok(m));
+        }
+        assert!(Metric::from_str("latency", false).is_err());
+    }
 
     /// results.json names the read paths `trie` and `flat` (schema version 1), whatever the
     /// store calls its variants.

@@ -8,6 +8,7 @@
 
 pub mod anchor;
 mod charts;
+mod compare;
 mod doc;
 mod findings;
 mod format;
@@ -21,6 +22,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use self::charts::{Chart, ChartKind};
+pub use self::compare::compare_markdown;
 use self::doc::{Block, NONE, Table};
 use self::format::{bytes, count, duration, num, opt, page, pct};
 use self::view::{Combo, View};

@@ -148,7 +148,7 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
                 "--metrics".as_ref(),
                 "latency".as_ref(),
             ],
-            "unknown metric",
+            "invalid value 'latency' for '--metrics",
         ),
         (
             vec![
