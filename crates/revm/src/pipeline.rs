@@ -425,6 +425,7 @@ fn preload_decoding<R>(
     meanwhile: impl FnOnce() -> R,
     go_on: impl FnOnce(&R) -> bool,
 ) -> (R, Result<Duration, StateError>, Duration) {
+    let t0 = Instant::now();
     std::thread::scope(|s| {
         let (blobs, arriving) = std::sync::mpsc::channel::<(PathKey, Vec<u8>)>();
         let warm = prefetcher.map(|prefetcher| {
@@ -441,13 +442,24 @@ fn preload_decoding<R>(
         });
         let done = meanwhile();
         let t_wait = Instant::now();
+        // Blobs decoded before the channel first ran dry (the backlog `meanwhile` left), when
+        // that was, and the blobs decoded in all: the debug line below tells whether the wait
+        // is the reads or the decoding.
+        let (mut backlog, mut decoded, mut t_backlog) = (0usize, 0usize, t_wait);
         if !go_on(&done) {
             stop.store(true, Ordering::Relaxed);
         } else if let Some(prefetcher) = prefetcher {
             // While the reads finish, this thread (idle otherwise) decodes what arrived; the
             // channel closes when the preload returns.
+            backlog = arriving.try_iter().fold(0, |n, (key, blob)| {
+                prefetcher.decode_ahead(&key, &blob);
+                n + 1
+            });
+            t_backlog = Instant::now();
+            decoded = backlog;
             for (key, blob) in arriving {
                 prefetcher.decode_ahead(&key, &blob);
+                decoded += 1;
             }
         }
         let preloaded = match warm {
@@ -456,7 +468,20 @@ fn preload_decoding<R>(
                 .unwrap_or_else(|_| Err(StateError::Backend("the trie prefetch panicked".into()))),
             None => Ok(Duration::ZERO),
         };
-        (done, preloaded, t_wait.elapsed())
+        let wait = t_wait.elapsed();
+        if let Ok(reads) = &preloaded {
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            tracing::debug!(
+                meanwhile_ms = ms(t_wait - t0),
+                preload_ms = ms(*reads),
+                backlog_ms = ms(t_backlog - t_wait),
+                wait_ms = ms(wait),
+                backlog,
+                decoded,
+                "trie prefetch joined"
+            );
+        }
+        (done, preloaded, wait)
     })
 }
 
