@@ -206,7 +206,8 @@ fn blobs_below_the_top_are_checked_on_every_block() {
 }
 
 /// A blob the trie already holds (the resident top) is not decoded ahead again; one below it
-/// is.
+/// is, until a load below the top brought it into memory (the trie then walks to it before
+/// deciding, as it does not while nothing below the top is loaded).
 #[test]
 fn the_resident_top_is_not_decoded_ahead() {
     let g = 2;
@@ -225,6 +226,19 @@ fn the_resident_top_is_not_decoded_ahead() {
         assert_eq!(t.decode_ahead(&key, &blob), expect, "depth {len}");
     }
     assert_eq!(t.decoded_ahead(), 1);
+    // A lookup loads the path below the top (taking the blob decoded ahead): held now.
+    let key = TreeKey::from_bytes(*entries.keys().next().unwrap());
+    assert!(t.get(&key).unwrap().is_some());
+    assert_eq!(t.decoded_ahead(), 0, "the load took it");
+    let below = Path::from_stem_prefix(&stem, 4).to_key();
+    let blob = t.store().get_node(&below).unwrap().unwrap();
+    assert!(
+        !t.decode_ahead(&below, &blob),
+        "a node loaded below the top"
+    );
+    // After a trim, nothing below the top is held: decoded ahead again.
+    t.trim().unwrap();
+    assert!(t.decode_ahead(&below, &blob), "trimmed");
 }
 
 /// A top that reaches depth 248 holds the whole tree: once loaded, blocks read nothing from
