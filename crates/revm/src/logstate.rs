@@ -723,6 +723,87 @@ mod tests {
         assert!(misses <= 1, "{misses} read on demand, streamed");
     }
 
+    /// Flips the byte after each occurrence of `stem` in the files of `dir`: in the log, the
+    /// one record that holds the stem (its stem blob), whose checksum then fails.
+    fn flip_after(dir: &Path, stem: &Stem) {
+        let mut flipped = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            let at: Vec<usize> = bytes
+                .windows(stem.len())
+                .enumerate()
+                .filter(|(_, w)| *w == stem.as_slice())
+                .map(|(i, _)| i + stem.len())
+                .collect();
+            for i in &at {
+                bytes[*i] ^= 0x01;
+            }
+            if !at.is_empty() {
+                std::fs::write(&path, &bytes).unwrap();
+                flipped += at.len();
+            }
+        }
+        assert!(flipped > 0, "the stem is in the log");
+    }
+
+    /// A trie prefetch that fails fails the block with the prefetch's own error and commits
+    /// nothing, though the update would not need the blob (here a flipped byte in the stem
+    /// blob of an account the plan names but the block does not write: only the prefetch
+    /// reads it); the next block, whose plan leaves that stem out, commits.
+    #[test]
+    fn a_failed_trie_prefetch_fails_the_block_and_commits_nothing() {
+        use crate::{BlockPlan, PipelineError, PipelineOptions};
+        use revm::DatabaseCommit;
+        let dir = tempfile::tempdir().unwrap();
+        // No recent blocks kept in memory: the prefetch reads the log's files.
+        let options = LogOptions {
+            recent_blocks: 0,
+            ..LogOptions::default()
+        };
+        let mut log = LogState::open(dir.path(), &options).unwrap();
+        let all = accounts(8);
+        let changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(changes, 1).unwrap();
+        let (damaged, written) = (all[0].0, all[1].0);
+        let stem = |a: &Address| bintrie_keys::basic_data_key(a).stem;
+        flip_after(dir.path(), &stem(&damaged));
+        let (root, block) = (log.root(), log.block());
+        let plan = |write_stems: Vec<Stem>| BlockPlan {
+            number: 2,
+            prefetch: None,
+            write_stems,
+            block_hashes: Vec::new(),
+        };
+        let bump = |db: &mut BlockDb<LogBackend<'_>>| -> Result<(), StateError> {
+            let info = db.basic(written)?.expect("funded");
+            // As revm commits: the account as loaded, then changed.
+            let mut account = revm::state::Account::from(info);
+            account.info.nonce += 1;
+            account.mark_touch();
+            db.commit([(written, account)].into_iter().collect());
+            Ok(())
+        };
+        let options = PipelineOptions::default();
+        let err = log
+            .run_block(&plan(vec![stem(&damaged), stem(&written)]), &options, bump)
+            .unwrap_err();
+        assert!(
+            matches!(err, PipelineError::State(_)) && err.to_string().contains("checksum"),
+            "{err}"
+        );
+        assert_eq!(
+            (log.root(), log.block()),
+            (root, block),
+            "nothing committed"
+        );
+        let ran = log
+            .run_block(&plan(vec![stem(&written)]), &options, bump)
+            .unwrap();
+        assert_eq!((log.block(), log.root()), (2, ran.commit.root));
+        assert_ne!(ran.commit.root, root);
+    }
+
     #[test]
     fn a_snapshot_refuses_to_read_after_a_later_commit() {
         let dir = tempfile::tempdir().unwrap();
