@@ -252,8 +252,14 @@ pub struct RunRow {
     pub ms_per_cold_read: Option<f64>,
     /// total_ms / slots_written; `None` when nothing was written.
     pub ms_per_written_slot: Option<f64>,
-    /// trie_update_ms / (hashes x the measured cost of one hash); `None` without hashes.
+    /// trie_update_ms / (hashes x the cost of one hash); `None` without hashes. The cost is
+    /// [`RunRow::hash64_ns`] where measured, else the run's [`Machine::hash64_ns`].
     pub hash_floor: Option<f64>,
+    /// One 64-byte hash, ns, probed just before this block (outside its timing), so the hash
+    /// floor divides by the CPU's speed of the same moment; `None` in results from before
+    /// 2026-12-05 (nineteenth session), whose floors used the run's one probe.
+    #[serde(default)]
+    pub hash64_ns: Option<f64>,
     /// Tree keys the block read or wrote (an account read is two keys, its BASIC_DATA and
     /// CODE_HASH leaves; a slot one): what its witness proves. `None` when witnesses were not
     /// built ([`StudyConfig::witness`](crate::model::StudyConfig::witness)).
@@ -308,6 +314,8 @@ pub enum Metric {
     ExecutionMs,
     /// [`RunRow::gas`].
     Gas,
+    /// [`RunRow::hash64_ns`] (optional).
+    Hash64Ns,
     /// [`RunRow::hash_floor`] (optional).
     HashFloor,
     /// [`RunRow::hashes`].
@@ -346,7 +354,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in report order (the order [`crate::stats::compare`] emits them in).
-    pub const ALL: [Metric; 25] = [
+    pub const ALL: [Metric; 26] = [
         Metric::Gas,
         Metric::TotalMs,
         Metric::StateReadMs,
@@ -369,6 +377,7 @@ impl Metric {
         Metric::MsPerColdRead,
         Metric::MsPerWrittenSlot,
         Metric::HashFloor,
+        Metric::Hash64Ns,
         Metric::WitnessKeys,
         Metric::WitnessMultiproofBytes,
         Metric::WitnessBlobsBytes,
@@ -399,6 +408,7 @@ impl Metric {
             Metric::MsPerColdRead => "ms_per_cold_read",
             Metric::MsPerWrittenSlot => "ms_per_written_slot",
             Metric::HashFloor => "hash_floor",
+            Metric::Hash64Ns => "hash64_ns",
             Metric::WitnessKeys => "witness_keys",
             Metric::WitnessMultiproofBytes => "witness_multiproof_bytes",
             Metric::WitnessBlobsBytes => "witness_blobs_bytes",
@@ -432,6 +442,7 @@ impl RunRow {
             Metric::MsPerColdRead => return self.ms_per_cold_read,
             Metric::MsPerWrittenSlot => return self.ms_per_written_slot,
             Metric::HashFloor => return self.hash_floor,
+            Metric::Hash64Ns => return self.hash64_ns,
             Metric::WitnessKeys => return self.witness_keys.map(|n| n as f64),
             Metric::WitnessMultiproofBytes => {
                 return self.witness_multiproof_bytes.map(|n| n as f64);
@@ -685,6 +696,7 @@ mod tests {
             ms_per_cold_read: Some(17.0),
             ms_per_written_slot: Some(18.0),
             hash_floor: Some(19.0),
+            hash64_ns: Some(22.0),
             witness_keys: None,
             witness_multiproof_bytes: None,
             witness_blobs_bytes: None,

@@ -277,13 +277,13 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         "ms/cold read is state read time over the storage slots the EVM read from the state \
          (one transaction per block, so each is a distinct cold slot read); \
          ms/written slot is total block time over the slots written; the hash floor is trie \
-         update time over (hash calls x the measured cost of one hash)."
+         update time over (hash calls x the cost of one hash, probed just before each block)."
             .to_string(),
         "write floor is trie update + commit over what one core and the drive need at least: \
-         hash calls x one hash, plus the bytes written at the drive's sequential write \
-         bandwidth, plus one fdatasync (all measured in this run); w/o read wait leaves out \
-         the update's wait for the trie prefetch's device reads (trie_wait_ms), which the \
-         floor does not count."
+         hash calls x one hash (the blocks' median probe), plus the bytes written at the \
+         drive's sequential write bandwidth, plus one fdatasync (all measured in this run); \
+         w/o read wait leaves out the update's wait for the trie prefetch's device reads \
+         (trie_wait_ms), which the floor does not count."
             .to_string(),
         "device reads are the process's major page faults during the block (MDBX is opened \
          without read-ahead: one fault, one 4 KB page read); device eff. is device reads x the \

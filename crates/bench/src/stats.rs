@@ -299,6 +299,7 @@ mod tests {
             ms_per_cold_read: Some(total_ms / 20.0),
             ms_per_written_slot: None,
             hash_floor: None,
+            hash64_ns: None,
             witness_keys: None,
             witness_multiproof_bytes: None,
             witness_blobs_bytes: None,

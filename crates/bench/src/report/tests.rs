@@ -67,6 +67,7 @@ fn run_row(key: ConfigKey, run: u32) -> RunRow {
         ms_per_cold_read: Some(state_read_ms / cold_reads as f64),
         ms_per_written_slot: writes.then(|| total_ms / slots_written as f64),
         hash_floor: writes.then(|| trie_update_ms / (1_000.0 * 60e-6)),
+        hash64_ns: None,
         witness_keys: None,
         witness_multiproof_bytes: None,
         witness_blobs_bytes: None,
@@ -421,6 +422,30 @@ fn clearly_separated_best_is_significant() {
 
 /// Results written before `trie_wait_ms` existed: the update is one stage of the breakdown
 /// (no wait drawn as zero), and the table has no write floor without the wait.
+/// The write floor divides by the hash cost probed beside the blocks (`hash64_ns`, median
+/// over the kept blocks) when the rows have it, not by the run's one probe: at twice the
+/// machine's 60 ns, GD-3's floor is 1,000 x 120 ns + 10,000 B at 1,600 MB/s + 72 µs = 0.198 ms.
+#[test]
+fn the_write_floor_uses_the_hash_cost_probed_beside_the_blocks() {
+    let mut results = synthetic(&Shape {
+        gds: &[3, 4],
+        workloads: &[Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 2,
+    });
+    for r in &mut results.runs {
+        r.hash64_ns = Some(2.0 * results.machine.hash64_ns);
+    }
+    stats::analyze(&mut results);
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    let md = read(dir.path(), "report.md");
+    // Update 35 + commit 8 = 43 ms and 28 ms without the wait, over 0.198 ms; the hash floor
+    // column is the rows' own.
+    assert!(md.contains("| 583.3× | 216.9× | 141.2× |"), "{md}");
+}
+
 #[test]
 fn results_without_the_trie_wait_keep_the_update_whole() {
     let mut results = synthetic(&Shape {

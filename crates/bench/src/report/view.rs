@@ -214,16 +214,19 @@ impl<'a> View<'a> {
     }
 
     /// What the device and one core need at least for `key`'s trie update and commit, ms: the
-    /// median hash calls x the measured hash cost, plus the median bytes written at the
-    /// drive's sequential write bandwidth, plus one `fdatasync`; `None` without a disk
-    /// measurement or writes.
+    /// median hash calls x the median hash cost probed beside the blocks (the run's one probe in
+    /// older results), plus the median bytes written at the drive's sequential write
+    /// bandwidth, plus one `fdatasync`; `None` without a disk measurement or writes.
     pub(super) fn write_floor_ms(&self, key: &ConfigKey) -> Option<f64> {
         let disk = self.results.machine.disk.as_ref()?;
         let bytes = self
             .median(key, Metric::BytesWritten)
             .filter(|&b| b > 0.0)?;
         let hashes = self.median(key, Metric::Hashes).unwrap_or(0.0);
-        let hash_ms = hashes * self.results.machine.hash64_ns / 1e6;
+        let hash_ns = self
+            .median(key, Metric::Hash64Ns)
+            .unwrap_or(self.results.machine.hash64_ns);
+        let hash_ms = hashes * hash_ns / 1e6;
         Some(hash_ms + bytes / (disk.seq_write_mb_s * 1e3) + disk.fsync_us / 1e3)
     }
 

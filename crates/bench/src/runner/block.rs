@@ -440,7 +440,6 @@ impl Bench {
         block_in_run: u32,
         sizing: &Sizing,
         config: &StudyConfig,
-        hash64_ns: f64,
     ) -> Result<RunRow> {
         let data = self.calldata(key.workload, sizing);
         let data_for_witness = data.clone();
@@ -484,6 +483,9 @@ impl Bench {
         } else {
             None
         };
+        // The hash cost of this moment, for the block's hash floor (the VM's CPU speed moves
+        // within a run); measured before the eviction, outside the block's timing.
+        let hash64_ns = super::block_hash64_ns();
         let writeback = self.go_cold()?;
         let read_path = key.read_path;
         let plan = BlockPlan {
@@ -573,6 +575,7 @@ impl Bench {
             ms_per_cold_read: (slots_read > 0).then(|| state_read_ms / slots_read as f64),
             ms_per_written_slot: (slots_written > 0).then(|| total_ms / slots_written as f64),
             hash_floor: (hashes > 0).then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
+            hash64_ns: Some(hash64_ns),
             witness_keys: witness.as_ref().map(|w| w.keys as u64),
             witness_multiproof_bytes: witness.as_ref().map(|w| w.multiproof.bytes().total),
             witness_blobs_bytes: witness.as_ref().map(|w| w.blobs.bytes().total),

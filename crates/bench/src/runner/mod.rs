@@ -106,19 +106,31 @@ impl StudyOptions {
 /// The default [`StudyOptions::memory_budget`]: 256 MiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 
-/// Nanoseconds per 64-byte node hash on this machine (median of 5 timed batches).
+/// Nanoseconds per 64-byte node hash on this machine (median of 5 timed batches of 200,000).
 pub fn measure_hash64_ns() -> f64 {
-    const N: u32 = 200_000;
+    hash64_ns_of_batches(200_000)
+}
+
+/// Nanoseconds per 64-byte node hash, measured in about 10 ms (median of 5 batches of 15,000):
+/// the probe taken just before each measured block, so that a block's hash floor divides by
+/// the hash cost of the same moment (this VM's CPU speed moves by 2x within a run).
+pub fn block_hash64_ns() -> f64 {
+    hash64_ns_of_batches(15_000)
+}
+
+/// Median over 5 timed batches of `n` chained 64-byte hashes, ns per hash.
+fn hash64_ns_of_batches(n: u32) -> f64 {
+    let n = n.max(1);
     let mut samples = Vec::new();
     let mut x = [7u8; 64];
     for _ in 0..5 {
         let t = Instant::now();
-        for i in 0..N {
+        for i in 0..n {
             x[0] = i as u8;
             let h = Sha256Hasher::hash64(std::hint::black_box(&x));
             x[32..].copy_from_slice(&h);
         }
-        samples.push(t.elapsed().as_nanos() as f64 / f64::from(N));
+        samples.push(t.elapsed().as_nanos() as f64 / f64::from(n));
     }
     std::hint::black_box(x);
     samples.sort_by(f64::total_cmp);
@@ -204,7 +216,6 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     });
     let mut study = Study {
         opts,
-        hash64_ns,
         several_sizes: config.sizes().len() > 1,
         bars,
         overall,
@@ -257,7 +268,6 @@ fn probe(dir: &Path) -> Option<crate::device::Disk> {
 /// A study under way: what it measured so far, and its progress bars.
 struct Study<'a> {
     opts: &'a StudyOptions,
-    hash64_ns: f64,
     /// Several state sizes: database directories name theirs.
     several_sizes: bool,
     bars: MultiProgress,
@@ -381,8 +391,7 @@ impl Study<'_> {
                     ));
                     for run in 0..config.runs {
                         for b in 0..config.blocks_per_run {
-                            let row =
-                                bench.measure(key, run, b, &sizing, config, self.hash64_ns)?;
+                            let row = bench.measure(key, run, b, &sizing, config)?;
                             self.runs.push(row);
                             self.overall.inc(1);
                         }
