@@ -420,13 +420,9 @@ fn clearly_separated_best_is_significant() {
     );
 }
 
-/// Results written before `trie_wait_ms` existed: the update is one stage of the breakdown
-/// (no wait drawn as zero), and the table has no write floor without the wait.
-/// The write floor divides by the hash cost probed beside the blocks (`hash64_ns`, median
-/// over the kept blocks) when the rows have it, not by the run's one probe: at twice the
-/// machine's 60 ns, GD-3's floor is 1,000 x 120 ns + 10,000 B at 1,600 MB/s + 72 µs = 0.198 ms.
-#[test]
-fn the_write_floor_uses_the_hash_cost_probed_beside_the_blocks() {
+/// An approve study at GD-3 and GD-4 (flat + prefetch, 2 kept runs) whose rows `change`
+/// alters before the statistics, reported into a new directory: the directory and report.md.
+fn approve_report(change: impl Fn(&mut RunRow)) -> (tempfile::TempDir, String) {
     let mut results = synthetic(&Shape {
         gds: &[3, 4],
         workloads: &[Workload::Erc20Approve],
@@ -434,38 +430,35 @@ fn the_write_floor_uses_the_hash_cost_probed_beside_the_blocks() {
         prefetch: &[true],
         kept_runs: 2,
     });
-    for r in &mut results.runs {
-        r.hash64_ns = Some(2.0 * results.machine.hash64_ns);
-    }
+    results.runs.iter_mut().for_each(change);
     stats::analyze(&mut results);
     let dir = tempfile::tempdir().unwrap();
     write_report(&results, dir.path()).unwrap();
     let md = read(dir.path(), "report.md");
+    (dir, md)
+}
+
+/// The write floor divides by the hash cost probed beside the blocks (`hash64_ns`, median
+/// over the kept blocks) when the rows have it, not by the run's one probe: at twice the
+/// synthetic machine's 60 ns, GD-3's floor is 1,000 x 120 ns + 10,000 B at 1,600 MB/s + 72 µs
+/// = 0.198 ms.
+#[test]
+fn the_write_floor_uses_the_hash_cost_probed_beside_the_blocks() {
+    let (_dir, md) = approve_report(|r| r.hash64_ns = Some(120.0));
     // Update 35 + commit 8 = 43 ms and 28 ms without the wait, over 0.198 ms; the hash floor
     // column is the rows' own.
     assert!(md.contains("| 583.3× | 216.9× | 141.2× |"), "{md}");
 }
 
+/// Results written before `trie_wait_ms` existed: the update is one stage of the breakdown
+/// (no wait drawn as zero), and the table has no write floor without the wait.
 #[test]
 fn results_without_the_trie_wait_keep_the_update_whole() {
-    let mut results = synthetic(&Shape {
-        gds: &[3, 4],
-        workloads: &[Workload::Erc20Approve],
-        read_paths: &[ReadPath::Flat],
-        prefetch: &[true],
-        kept_runs: 2,
-    });
-    for r in &mut results.runs {
-        r.trie_wait_ms = None;
-    }
-    stats::analyze(&mut results);
-    let dir = tempfile::tempdir().unwrap();
-    write_report(&results, dir.path()).unwrap();
+    let (dir, md) = approve_report(|r| r.trie_wait_ms = None);
     let svg = read(dir.path(), "breakdown_erc20_approve.svg");
     assert!(has_text(&svg, "trie update"));
     assert!(!svg.contains("waiting for reads"));
     assert!(!svg.contains("own work"));
-    let md = read(dir.path(), "report.md");
     assert!(md.contains("| hash floor | write floor |\n"), "{md}");
     assert!(!md.contains("w/o read wait |"));
 }
