@@ -117,7 +117,7 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.starts_with("| configuration | metric |"), "{text}");
     assert!(
-        text.contains("| GD-5 erc20_approve, flat + prefetch, mdbx,"),
+        text.contains("| GD-5 erc20_approve, flat + prefetch, 4 KB pages,"),
         "{text}"
     );
 

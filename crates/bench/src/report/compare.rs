@@ -2,26 +2,19 @@
 //! number formatting.
 
 use super::doc::{Block, NONE, Table, to_markdown};
-use super::format::{num, p, page, pct, stems};
+use super::format::{num, p, pct};
+use super::view::Combo;
 use crate::ab::AbRow;
 use crate::model::ConfigKey;
 
-/// A configuration in one cell: `GD-5 erc20_approve, flat + prefetch, log, 16M stems, 4 KB
-/// pages`.
+/// A configuration in one cell, in the report's words: `GD-5 erc20_approve, flat + prefetch,
+/// 4 KB pages, log layout, 16M stems`.
 fn describe(key: &ConfigKey) -> String {
     format!(
-        "GD-{} {}, {}{}, {}, {} stems, {} pages",
+        "GD-{} {}, {}",
         key.group_depth,
         key.workload.name(),
-        key.read_path.name(),
-        if key.prefetch {
-            " + prefetch"
-        } else {
-            ", no prefetch"
-        },
-        key.layout.name(),
-        stems(key.stems),
-        page(key.page_size)
+        Combo::of(key).label_with(true, true)
     )
 }
 
@@ -86,7 +79,7 @@ mod tests {
         };
         assert_eq!(
             describe(&key),
-            "GD-5 erc20_approve, flat + prefetch, log, 16M stems, 4 KB pages"
+            "GD-5 erc20_approve, flat + prefetch, 4 KB pages, log layout, 16M stems"
         );
     }
 }
