@@ -129,7 +129,8 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     no_progress: bool,
     /// Do not measure: re-render the report (statistics, report.md, charts, index.html) from
-    /// an existing results.json into --out, e.g. after a change to the report.
+    /// an existing results.json (or the report directory holding it) into --out, e.g. after a
+    /// change to the report.
     #[arg(long, value_name = "RESULTS_JSON")]
     from_results: Option<PathBuf>,
     /// Print results.json to stdout when done (the report is written either way).
@@ -354,20 +355,10 @@ pub(crate) struct CompareArgs {
     json: bool,
 }
 
-/// `results.json` at `path`, or inside it when `path` is a directory.
-fn read_results(path: &std::path::Path) -> Result<Results> {
-    let file = if path.is_dir() {
-        path.join(report::RESULTS_FILE)
-    } else {
-        path.to_path_buf()
-    };
-    Results::read(&file)
-}
-
 /// Runs `bintrie compare`.
 pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
     let read = |paths: &[PathBuf]| -> Result<Vec<Results>> {
-        paths.iter().map(|p| read_results(p)).collect()
+        paths.iter().map(|p| Results::read(p)).collect()
     };
     let (before, after) = (read(&args.before)?, read(&args.after)?);
     let rows = bintrie_bench::ab::compare_sides(&before, &after, &args.metrics);

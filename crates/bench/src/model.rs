@@ -590,9 +590,17 @@ pub struct Results {
 }
 
 impl Results {
-    /// Reads the `results.json` at `path`. Errors name the path: unreadable, not JSON of this
-    /// schema, or a `schema_version` other than [`SCHEMA_VERSION`].
+    /// Reads the `results.json` at `path`, or the one inside `path` when it is a directory (a
+    /// report's `--out`). Errors name the file: unreadable, not JSON of this schema, or a
+    /// `schema_version` other than [`SCHEMA_VERSION`].
     pub fn read(path: &Path) -> anyhow::Result<Results> {
+        let file;
+        let path = if path.is_dir() {
+            file = path.join(crate::report::RESULTS_FILE);
+            &file
+        } else {
+            path
+        };
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut results: Results = serde_json::from_str(&text).with_context(|| {

@@ -686,6 +686,15 @@ fn old_results_read_with_the_configured_state_size() {
     results.runs[0].key.stems = 0;
     std::fs::write(&path, serde_json::to_string(&results).unwrap()).unwrap();
     assert_eq!(Results::read(&path).unwrap().runs[0].key.stems, 0);
+    // The report directory reads as the results.json inside it; one without is an error
+    // naming the file it looked for.
+    assert_eq!(
+        Results::read(dir.path()).unwrap().runs,
+        Results::read(&path).unwrap().runs
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let err = Results::read(empty.path()).unwrap_err().to_string();
+    assert!(err.contains("results.json"), "{err}");
 }
 
 /// Witness sizes get their own section: a table by group depth with both encodings per block
