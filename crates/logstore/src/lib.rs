@@ -1803,7 +1803,6 @@ impl LogStore {
         let mut ready: std::collections::VecDeque<Span> = Default::default();
         let mut unknown = Vec::new();
         let mut chunks = stems.chunks(LOCATE_STEMS);
-        let mut requests = 0u64;
         let ring = uring::read_fed(
             stop,
             || loop {
@@ -1818,7 +1817,7 @@ impl LogStore {
                                 offset: span.off,
                                 len: (span.end - span.off) as usize,
                             };
-                            requests += 1;
+                            timing.requests += 1;
                             return Some((request, span));
                         }
                         Err(e) => {
@@ -1850,9 +1849,8 @@ impl LogStore {
                 let buf = match res {
                     Ok(buf) => buf,
                     Err(e) => {
-                        let (key, loc, _) = span.records[0];
                         *failed.borrow_mut() =
-                            self.checked_node(&key, loc, Err::<&[u8], _>(e)).err();
+                            Some(io_err(&self.segment_path(span.records[0].1))(e));
                         return None;
                     }
                 };
@@ -1882,7 +1880,6 @@ impl LogStore {
                 None
             },
         );
-        timing.requests = requests;
         if let Some(e) = failed.into_inner() {
             return Err(e);
         }

@@ -1000,10 +1000,10 @@ fn a_segment_that_cannot_be_started_does_not_fail_the_committed_block() {
     assert_eq!(trie.store().meta().block, 6);
 }
 
-/// A segment cut short under an open log (damage from outside the process): every read that
-/// reaches past the new end fails with an error naming the segment, on each read path (the
-/// trie prefetch's ring, the state batch's ring, their blocking fallback, a single read),
-/// never a panic, a hang or a wrong blob; what lies before the cut still reads.
+/// The trie prefetch's grouping of records into reads (`spans`): records on the same or the
+/// next page of one segment share a read, a page holding none of them is never read, a read
+/// stays within `MAX_SPAN`, every record is in exactly one read, and one too long for the
+/// index's length field is set apart.
 #[test]
 fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     let key = |i: u8| PathKey::from_bytes(&[i, 8]).unwrap();
@@ -1064,6 +1064,9 @@ fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     assert_eq!(long, vec![rec(1, 1, 400, 70_000)]);
 }
 
+/// A record read in one request with its neighbours is still checked on its own: a flipped
+/// byte in a stem blob that shares its page with a group on its path fails the prefetch with
+/// the checksum error.
 #[test]
 fn a_flipped_byte_in_a_record_read_with_its_neighbours_is_refused() {
     let (dir, store, _) = committed_without_recent(&mut StdRng::seed_from_u64(12), 2000);
@@ -1099,6 +1102,10 @@ fn a_flipped_byte_in_a_record_read_with_its_neighbours_is_refused() {
     assert!(err.to_string().contains("checksum"), "{err}");
 }
 
+/// A segment cut short under an open log (damage from outside the process): every read that
+/// reaches past the new end fails with an error naming the segment, on each read path (the
+/// trie prefetch's ring, the state batch's ring, their blocking fallback, a single read),
+/// never a panic, a hang or a wrong blob; what lies before the cut still reads.
 #[test]
 fn a_segment_cut_under_an_open_log_is_an_error_on_every_read_path() {
     for io_uring in [true, false] {
