@@ -451,16 +451,10 @@ fn preload_decoding<R>(
         } else if let Some(prefetcher) = prefetcher {
             // While the reads finish, this thread (idle otherwise) decodes what arrived; the
             // channel closes when the preload returns.
-            backlog = arriving.try_iter().fold(0, |n, (key, blob)| {
-                prefetcher.decode_ahead(&key, &blob);
-                n + 1
-            });
+            let decode = |(key, blob): (PathKey, Vec<u8>)| prefetcher.decode_ahead(&key, &blob);
+            backlog = arriving.try_iter().map(decode).count();
             t_backlog = Instant::now();
-            decoded = backlog;
-            for (key, blob) in arriving {
-                prefetcher.decode_ahead(&key, &blob);
-                decoded += 1;
-            }
+            decoded = backlog + arriving.into_iter().map(decode).count();
         }
         let preloaded = match warm {
             Some(h) => h
