@@ -252,12 +252,14 @@ pub struct RunRow {
     pub ms_per_cold_read: Option<f64>,
     /// total_ms / slots_written; `None` when nothing was written.
     pub ms_per_written_slot: Option<f64>,
-    /// trie_update_ms / (hashes x the cost of one hash); `None` without hashes. The cost is
-    /// [`RunRow::hash64_ns`] where measured, else the run's [`Machine::hash64_ns`].
+    /// trie_update_ms / (hashes x the cost of one hash); `None` without hashes, and (since
+    /// the nineteenth session) for a workload that does not write ([`Workload::writes`]). The
+    /// cost is [`RunRow::hash64_ns`]; older results used the run's [`Machine::hash64_ns`].
     pub hash_floor: Option<f64>,
-    /// One 64-byte hash, ns, probed just before this block (outside its timing), so the hash
-    /// floor divides by the CPU's speed of the same moment; `None` in results from before
-    /// 2026-12-05 (nineteenth session), whose floors used the run's one probe.
+    /// One 64-byte hash, ns, probed just before this block (outside its timing) when its
+    /// workload writes, so the hash floor divides by the CPU's speed of the same moment;
+    /// `None` otherwise, and in results from before 2026-12-05 (nineteenth session), whose
+    /// floors used the run's one probe.
     #[serde(default)]
     pub hash64_ns: Option<f64>,
     /// Tree keys the block read or wrote (an account read is two keys, its BASIC_DATA and

@@ -484,8 +484,9 @@ impl Bench {
             None
         };
         // The hash cost of this moment, for the block's hash floor (the VM's CPU speed moves
-        // within a run); measured before the eviction, outside the block's timing.
-        let hash64_ns = super::block_hash64_ns();
+        // within a run); measured before the eviction, outside the block's timing, and only
+        // for a workload that writes (one that does not hashes nothing).
+        let hash64_ns = key.workload.writes().then(super::block_hash64_ns);
         let writeback = self.go_cold()?;
         let read_path = key.read_path;
         let plan = BlockPlan {
@@ -574,8 +575,10 @@ impl Bench {
             slots_written,
             ms_per_cold_read: (slots_read > 0).then(|| state_read_ms / slots_read as f64),
             ms_per_written_slot: (slots_written > 0).then(|| total_ms / slots_written as f64),
-            hash_floor: (hashes > 0).then(|| trie_update_ms * 1e6 / (hashes as f64 * hash64_ns)),
-            hash64_ns: Some(hash64_ns),
+            hash_floor: hash64_ns
+                .filter(|_| hashes > 0)
+                .map(|ns| trie_update_ms * 1e6 / (hashes as f64 * ns)),
+            hash64_ns,
             witness_keys: witness.as_ref().map(|w| w.keys as u64),
             witness_multiproof_bytes: witness.as_ref().map(|w| w.multiproof.bytes().total),
             witness_blobs_bytes: witness.as_ref().map(|w| w.blobs.bytes().total),
