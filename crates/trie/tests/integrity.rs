@@ -373,6 +373,72 @@ fn group_chain_reaching_depth_248_is_an_error_not_a_panic() {
     }
 }
 
+/// The two ways an update stays atomic. On top of uncommitted changes (a first update not
+/// committed yet), a refused update changes nothing: its loads all come before its writes, and
+/// the first update's changes stay and commit. With nothing uncommitted (just committed, a
+/// resident top kept loaded), loading and writing are one walk, and a refused update goes back
+/// to that commit: the same root, nothing written, and the next update and commit go on from
+/// there.
+#[test]
+fn a_refused_update_keeps_what_was_uncommitted_and_what_was_committed() {
+    for g in [1u8, 4, 5, 8] {
+        let mut rng = StdRng::seed_from_u64(0xa70a_0000 + g as u64);
+        let mut entries = random_entries(&mut rng, 300);
+        let (mut store, root) = committed(&entries, g);
+        let (key, blob) = pick_blob(&store, STEM_TAG, &mut rng);
+        let path = Path::from_key(key.as_bytes()).unwrap();
+        let NodeBlob::Stem(stem, values) = NodeBlob::decode(&blob).unwrap() else {
+            unreachable!()
+        };
+        let mut damaged = blob.clone();
+        // The last byte of the last value.
+        *damaged.last_mut().unwrap() ^= 1;
+        store.insert_raw(key, damaged);
+        let bad = TreeKey::new(stem, values.iter().next().unwrap().0);
+        let mut away = || loop {
+            let k = TreeKey::from_bytes(rng.random());
+            if !path.is_prefix_of(&k.stem) {
+                break k;
+            }
+        };
+        let refused = |t: &mut T, other: TreeKey| {
+            let err = t
+                .update(vec![(other, [2; 32]), (bad, [3; 32])])
+                .unwrap_err();
+            assert!(
+                matches!(err, TE::HashMismatch { path: p, .. } if p == path),
+                "g={g}: {err}"
+            );
+        };
+
+        let mut t = T::open(store, g, root).unwrap();
+        let first = away();
+        t.insert(first, [1; 32]).unwrap();
+        refused(&mut t, away());
+        entries.insert(first.to_bytes(), [1; 32]);
+        let want = reference_root(&entries);
+        assert_eq!(t.root(), want, "g={g}: the uncommitted update was lost");
+        assert_eq!(t.commit().unwrap().root, want, "g={g}");
+
+        if path.len() >= g as usize {
+            t.keep_resident(g as usize).unwrap();
+            t.load_resident().unwrap();
+        }
+        refused(&mut t, away());
+        assert_eq!(t.root(), want, "g={g}: a refused update changed the root");
+        let stats = t.commit().unwrap();
+        assert_eq!(
+            (stats.root, stats.blobs, stats.removed),
+            (want, 0, 0),
+            "g={g}"
+        );
+        let next = away();
+        t.insert(next, [4; 32]).unwrap();
+        entries.insert(next.to_bytes(), [4; 32]);
+        assert_eq!(t.commit().unwrap().root, reference_root(&entries), "g={g}");
+    }
+}
+
 /// One trie committing round after round, never reopened (the dirty flags and the stems'
 /// stored depths cleared and set by each commit, in parallel below depth 8): each commit
 /// writes only what changed, a commit with no change writes nothing, and the store ends

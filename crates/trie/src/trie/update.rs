@@ -4,7 +4,9 @@ use super::*;
 
 /// Applies a sorted, deduplicated, non-empty batch under `node` at `path`. Returns whether
 /// anything changed. After [`preload`] succeeded for the same batch it loads nothing and cannot
-/// fail; it still loads (and checks depth) itself, so it is safe on its own.
+/// fail; on its own (a trie with nothing uncommitted: [`Trie::apply_sorted`]) it loads (and
+/// checks depth) as it goes, and an error leaves part of the batch applied, for the caller to
+/// discard.
 ///
 /// The recursion is as deep as the tree (up to 248 levels), so this frame holds only the
 /// descent: the cases that end it or rebuild a node are in [`leaf`], which is never inlined.
