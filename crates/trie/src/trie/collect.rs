@@ -78,10 +78,16 @@ fn hash_collect<H: TreeHasher>(
                     out.absorb(other);
                     halves
                 }
-                (Some(lp), Some(rp)) => (
-                    deeper(|| hash_collect::<H>(left, lp, g, epoch, out)),
-                    deeper(|| hash_collect::<H>(right, rp, g, epoch, out)),
-                ),
+                (Some(lp), Some(rp)) => {
+                    // Both children are looked at before either is walked: the walk waits on
+                    // memory, and so the two reads overlap instead of following each other.
+                    let dirty = (left.is_dirty(epoch), right.is_dirty(epoch));
+                    let mut half = |child: &mut Node, cp: Path, dirty: bool| match dirty {
+                        true => deeper(|| hash_collect::<H>(child, cp, g, epoch, out)),
+                        false => hash_node::<H>(child, cp.len()),
+                    };
+                    (half(left, lp, dirty.0), half(right, rp, dirty.1))
+                }
                 // No deeper path (depth 248, where no internal node can be): hashed, and
                 // nothing below written, as before this walk.
                 _ => (
