@@ -1,6 +1,7 @@
 //! What a commit writes: dirty blobs at their paths, and paths that no longer hold a node.
 
 use bintrie_node::{Hash32, PathKey};
+use std::collections::HashMap;
 use std::ops::Range;
 
 /// The result of [`Trie::commit`](crate::Trie::commit): every group and stem blob that changed
@@ -56,23 +57,25 @@ impl CommitSet {
         }
     }
 
-    /// Drops removals of keys that this set also writes. The removals are few (a path is
-    /// vacated where a split pushes a stem down) and the written keys thousands, so the
-    /// written keys are looked up in the sorted removals, not the other way round.
+    /// Drops removals of keys that this set also writes; the removals that stay are sorted.
+    /// The removals are few (a path is vacated where a split pushes a stem down) and the
+    /// written keys thousands, so the written keys are looked up among the removals, in a hash
+    /// table (a binary search of 33-byte keys for each written key, on one thread after the
+    /// parallel walk, was about 6% of preparing a 641-stem commit).
     pub(crate) fn finish(&mut self) {
         if self.removed.is_empty() {
             return;
         }
         self.removed.sort_unstable();
         self.removed.dedup();
-        let mut keep = vec![true; self.removed.len()];
+        let mut keep: HashMap<PathKey, bool, foldhash::fast::RandomState> =
+            self.removed.iter().map(|k| (*k, true)).collect();
         for (key, _) in &self.keys {
-            if let Ok(i) = self.removed.binary_search(key) {
-                keep[i] = false;
+            if let Some(keep) = keep.get_mut(key) {
+                *keep = false;
             }
         }
-        let mut keep = keep.into_iter();
-        self.removed.retain(|_| keep.next().unwrap_or(true));
+        self.removed.retain(|k| keep[k]);
     }
 
     /// The written blobs: `(path key, blob)`.
