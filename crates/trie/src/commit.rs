@@ -8,16 +8,21 @@ use std::ops::Range;
 /// since the last commit, at its path key, and the paths whose stem moved away (a split pushed
 /// it deeper) and that nothing else overwrites.
 ///
-/// Invariant: no key appears twice, and no removed key is also written. Blobs are kept in one
-/// buffer to avoid an allocation per node.
+/// Invariant: no key appears twice, and no removed key is also written. Blobs are kept in a
+/// few buffers (one per part of a parallel collection) to avoid an allocation per node, and
+/// parts are joined by moving their buffers, not copying their bytes.
 #[derive(Clone, Debug, Default)]
 pub struct CommitSet {
     /// The root after the commit.
     pub root: Hash32,
     /// The group depth the blobs were written at.
     pub group_depth: u8,
-    keys: Vec<(PathKey, Range<usize>)>,
-    data: Vec<u8>,
+    /// Each blob's key, buffer (index into `data`) and range in that buffer.
+    keys: Vec<(PathKey, u32, Range<usize>)>,
+    /// The buffers; `push_with` writes into the last one.
+    data: Vec<Vec<u8>>,
+    /// Total bytes in `data`.
+    bytes: usize,
     removed: Vec<PathKey>,
 }
 
@@ -30,29 +35,34 @@ impl CommitSet {
         }
     }
 
-    /// Adds a blob, written by `write` into the shared buffer.
+    /// Adds a blob, written by `write` at the end of the last buffer (made if there is none).
     pub(crate) fn push_with(&mut self, key: PathKey, write: impl FnOnce(&mut Vec<u8>)) {
-        let start = self.data.len();
-        write(&mut self.data);
-        self.keys.push((key, start..self.data.len()));
+        if self.data.is_empty() {
+            self.data.push(Vec::new());
+        }
+        let last = self.data.len() - 1;
+        let buf = &mut self.data[last];
+        let start = buf.len();
+        write(buf);
+        self.bytes += buf.len() - start;
+        self.keys.push((key, last as u32, start..buf.len()));
     }
 
     pub(crate) fn push_removed(&mut self, key: PathKey) {
         self.removed.push(key);
     }
 
-    /// Appends other sets' blobs and removals (parallel collection), copying their bytes once.
+    /// Appends other sets' blobs and removals (parallel collection), moving their buffers:
+    /// copying their bytes into one buffer (about 1.8 MB for an approve block, on one thread
+    /// after the parallel walk) was 7-10% of preparing a 641-stem commit.
     pub(crate) fn append_all(&mut self, parts: Vec<CommitSet>) {
-        self.data.reserve(parts.iter().map(|p| p.data.len()).sum());
         self.keys.reserve(parts.iter().map(|p| p.keys.len()).sum());
         for part in parts {
-            let base = self.data.len();
-            self.data.extend_from_slice(&part.data);
-            self.keys.extend(
-                part.keys
-                    .into_iter()
-                    .map(|(k, r)| (k, r.start + base..r.end + base)),
-            );
+            let base = self.data.len() as u32;
+            self.data.extend(part.data);
+            self.bytes += part.bytes;
+            self.keys
+                .extend(part.keys.into_iter().map(|(k, buf, r)| (k, buf + base, r)));
             self.removed.extend(part.removed);
         }
     }
@@ -70,7 +80,7 @@ impl CommitSet {
         self.removed.dedup();
         let mut keep: HashMap<PathKey, bool, foldhash::fast::RandomState> =
             self.removed.iter().map(|k| (*k, true)).collect();
-        for (key, _) in &self.keys {
+        for (key, _, _) in &self.keys {
             if let Some(keep) = keep.get_mut(key) {
                 *keep = false;
             }
@@ -80,7 +90,9 @@ impl CommitSet {
 
     /// The written blobs: `(path key, blob)`.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = (&PathKey, &[u8])> + '_ {
-        self.keys.iter().map(|(k, r)| (k, &self.data[r.clone()]))
+        self.keys
+            .iter()
+            .map(|(k, buf, r)| (k, &self.data[*buf as usize][r.clone()]))
     }
 
     /// Number of written blobs.
@@ -95,7 +107,7 @@ impl CommitSet {
 
     /// Total bytes of the written blobs.
     pub fn bytes(&self) -> usize {
-        self.data.len()
+        self.bytes
     }
 
     /// Path keys that must be deleted.
@@ -118,6 +130,34 @@ mod tests {
         let mut stem = [0u8; 31];
         stem[0] = first;
         Path::from_stem_prefix(&stem, bits).to_key()
+    }
+
+    /// Parts joined by moving their buffers list every blob with its own bytes, in order, and
+    /// count the bytes of all of them.
+    #[test]
+    fn appended_parts_keep_each_blob_and_the_byte_count() {
+        let mut set = CommitSet::new([0; 32], 4);
+        set.push_with(key(0x80, 3), |buf| buf.extend_from_slice(b"one"));
+        let mut parts = Vec::new();
+        for (first, blob) in [(0x40, &b"two"[..]), (0x20, b"three"), (0x10, b"")] {
+            let mut part = CommitSet::new([0; 32], 4);
+            part.push_with(key(first, 8), |buf| buf.extend_from_slice(blob));
+            part.push_removed(key(first, 9));
+            parts.push(part);
+        }
+        set.append_all(parts);
+        set.push_with(key(0x08, 5), |buf| buf.extend_from_slice(b"four"));
+        let got: Vec<(PathKey, &[u8])> = set.nodes().map(|(k, b)| (*k, b)).collect();
+        let want: Vec<(PathKey, &[u8])> = vec![
+            (key(0x80, 3), b"one"),
+            (key(0x40, 8), b"two"),
+            (key(0x20, 8), b"three"),
+            (key(0x10, 8), b""),
+            (key(0x08, 5), b"four"),
+        ];
+        assert_eq!(got, want);
+        assert_eq!((set.len(), set.bytes()), (5, 15));
+        assert_eq!(set.removed().len(), 3);
     }
 
     #[test]
