@@ -21,8 +21,6 @@ pub struct CommitSet {
     keys: Vec<(PathKey, u32, Range<usize>)>,
     /// The buffers; `push_with` writes into the last one.
     data: Vec<Vec<u8>>,
-    /// Total bytes in `data`.
-    bytes: usize,
     removed: Vec<PathKey>,
 }
 
@@ -44,7 +42,6 @@ impl CommitSet {
         let buf = &mut self.data[last];
         let start = buf.len();
         write(buf);
-        self.bytes += buf.len() - start;
         self.keys.push((key, last as u32, start..buf.len()));
     }
 
@@ -60,7 +57,6 @@ impl CommitSet {
         for part in parts {
             let base = self.data.len() as u32;
             self.data.extend(part.data);
-            self.bytes += part.bytes;
             self.keys
                 .extend(part.keys.into_iter().map(|(k, buf, r)| (k, buf + base, r)));
             self.removed.extend(part.removed);
@@ -107,7 +103,7 @@ impl CommitSet {
 
     /// Total bytes of the written blobs.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.data.iter().map(Vec::len).sum()
     }
 
     /// Path keys that must be deleted.

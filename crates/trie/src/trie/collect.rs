@@ -82,9 +82,12 @@ fn hash_collect<H: TreeHasher>(
                     // Both children are looked at before either is walked: the walk waits on
                     // memory, and so the two reads overlap instead of following each other.
                     let dirty = (left.is_dirty(epoch), right.is_dirty(epoch));
-                    let mut half = |child: &mut Node, cp: Path, dirty: bool| match dirty {
-                        true => deeper(|| hash_collect::<H>(child, cp, g, epoch, out)),
-                        false => hash_node::<H>(child, cp.len()),
+                    let mut half = |child: &mut Node, cp: Path, dirty: bool| {
+                        if dirty {
+                            deeper(|| hash_collect::<H>(child, cp, g, epoch, out))
+                        } else {
+                            hash_node::<H>(child, cp.len())
+                        }
                     };
                     (half(left, lp, dirty.0), half(right, rp, dirty.1))
                 }
