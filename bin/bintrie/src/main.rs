@@ -1,11 +1,30 @@
 //! `bintrie`: the command-line tool of the EIP-7864 binary-trie state backend.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 /// mimalloc: the trie allocates millions of small nodes, and glibc's per-thread arenas made
 /// repeated large builds up to 50% slower (measured in `cargo bench -p bintrie-trie`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc.h's `mi_option_e` (the same index in mimalloc 2 and 3;
+/// the test below checks it holds the purge delay's default).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps the memory mimalloc frees for reuse instead of returning it to the OS: by default
+/// it purges what stayed free for a second, so each block of a run (blocks a second or more
+/// apart, as in the study and on a chain) faulted fresh pages back in, the kernel zeroing a
+/// 2 MB huge page at each fault (23-80 faults and about 4% of a cold approve block's CPU).
+/// Measured, three alternating rounds of the study's approve blocks: GD-5 block -6.5% (3 of
+/// 3 rounds), commit -8.3% (3 of 3), trie update -11.3% (2 of 3); docs/study/writes.md,
+/// twenty-first session. The process's resident memory then stays at its peak until it
+/// exits, as a long-running node's would.
+#[allow(unsafe_code)]
+fn keep_freed_memory() {
+    // SAFETY: `mi_option_set` only stores an option's value; mimalloc reads it when it next
+    // decides whether to purge. Called once, at the start of `main`.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
+}
 
 mod bench;
 mod db;
@@ -131,6 +150,7 @@ struct RootArgs {
 }
 
 fn main() {
+    keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -223,4 +243,24 @@ pub(crate) fn print_line(line: &str) -> Result<()> {
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
         .context("writing output")
+}
+
+#[cfg(test)]
+mod tests {
+    use libmimalloc_sys::mi_option_get;
+
+    /// The option set at start is mimalloc's purge delay (its default, 1000 ms in mimalloc 3,
+    /// unless the environment sets it), and afterwards it is "never".
+    #[test]
+    #[allow(unsafe_code)]
+    fn the_option_kept_at_start_is_the_purge_delay() {
+        // SAFETY: reads an option's value.
+        let before = unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            assert_eq!(before, 1000);
+        }
+        super::keep_freed_memory();
+        // SAFETY: as above.
+        assert_eq!(unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) }, -1);
+    }
 }
