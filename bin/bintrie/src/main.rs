@@ -18,9 +18,13 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Measured, three alternating rounds of the study's approve blocks: GD-5 block -6.5% (3 of
 /// 3 rounds), commit -8.3% (3 of 3), trie update -11.3% (2 of 3); docs/study/writes.md,
 /// twenty-first session. The process's resident memory then stays at its peak until it
-/// exits, as a long-running node's would.
+/// exits, as a long-running node's would. A delay given in the environment
+/// (`MIMALLOC_PURGE_DELAY`, in ms) is left as it is.
 #[allow(unsafe_code)]
 fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
     // SAFETY: `mi_option_set` only stores an option's value; mimalloc reads it when it next
     // decides whether to purge. Called once, at the start of `main`.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
@@ -249,18 +253,26 @@ pub(crate) fn print_line(line: &str) -> Result<()> {
 mod tests {
     use libmimalloc_sys::mi_option_get;
 
-    /// The option set at start is mimalloc's purge delay (its default, 1000 ms in mimalloc 3,
-    /// unless the environment sets it), and afterwards it is "never".
+    /// The option set at start is mimalloc's purge delay (its default, 1000 ms in mimalloc 3),
+    /// and afterwards it is "never"; a delay the environment gives is kept.
     #[test]
     #[allow(unsafe_code)]
     fn the_option_kept_at_start_is_the_purge_delay() {
         // SAFETY: reads an option's value.
-        let before = unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) };
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-            assert_eq!(before, 1000);
-        }
+        let get = || unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        let before = get();
         super::keep_freed_memory();
-        // SAFETY: as above.
-        assert_eq!(unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) }, -1);
+        match std::env::var("MIMALLOC_PURGE_DELAY") {
+            Ok(_) => assert_eq!(get(), before, "the environment's delay is kept"),
+            Err(_) => {
+                assert_eq!(
+                    before,
+                    1000,
+                    "option {} is not the purge delay",
+                    super::MI_OPTION_PURGE_DELAY
+                );
+                assert_eq!(get(), -1);
+            }
+        }
     }
 }
