@@ -443,18 +443,23 @@ fn preload_decoding<R>(
         let done = meanwhile();
         let t_wait = Instant::now();
         // Blobs decoded before the channel first ran dry (the backlog `meanwhile` left), when
-        // that was, and the blobs decoded in all: the debug line below tells whether the wait
-        // is the reads or the decoding.
+        // that was, the blobs decoded in all and the time spent decoding them: the debug line
+        // below tells whether the wait is the reads or the decoding.
         let (mut backlog, mut decoded, mut t_backlog) = (0usize, 0usize, t_wait);
+        let mut decoding = Duration::ZERO;
         if !go_on(&done) {
             stop.store(true, Ordering::Relaxed);
         } else if let Some(prefetcher) = prefetcher {
             // While the reads finish, this thread (idle otherwise) decodes what arrived; the
             // channel closes when the preload returns.
-            let decode = |(key, blob): (PathKey, Vec<u8>)| prefetcher.decode_ahead(&key, &blob);
-            backlog = arriving.try_iter().map(decode).count();
+            let mut decode = |(key, blob): (PathKey, Vec<u8>)| {
+                let t = Instant::now();
+                prefetcher.decode_ahead(&key, &blob);
+                decoding += t.elapsed();
+            };
+            backlog = arriving.try_iter().map(&mut decode).count();
             t_backlog = Instant::now();
-            decoded = backlog + arriving.into_iter().map(decode).count();
+            decoded = backlog + arriving.into_iter().map(&mut decode).count();
         }
         let preloaded = match warm {
             Some(h) => h
@@ -470,6 +475,7 @@ fn preload_decoding<R>(
                 preload_ms = ms(*reads),
                 backlog_ms = ms(t_backlog - t_wait),
                 wait_ms = ms(wait),
+                decoding_ms = ms(decoding),
                 backlog,
                 decoded,
                 "trie prefetch joined"
