@@ -1,7 +1,7 @@
 //! What a commit writes: dirty blobs at their paths, and paths that no longer hold a node.
 
 use bintrie_node::{Hash32, PathKey};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ops::Range;
 
 /// The result of [`Trie::commit`](crate::Trie::commit): every group and stem blob that changed
@@ -74,14 +74,12 @@ impl CommitSet {
         }
         self.removed.sort_unstable();
         self.removed.dedup();
-        let mut keep: HashMap<PathKey, bool, foldhash::fast::RandomState> =
-            self.removed.iter().map(|k| (*k, true)).collect();
+        let mut unwritten: HashSet<PathKey, foldhash::fast::RandomState> =
+            self.removed.iter().copied().collect();
         for (key, _, _) in &self.keys {
-            if let Some(keep) = keep.get_mut(key) {
-                *keep = false;
-            }
+            unwritten.remove(key);
         }
-        self.removed.retain(|k| keep[k]);
+        self.removed.retain(|k| unwritten.contains(k));
     }
 
     /// The written blobs: `(path key, blob)`.
