@@ -18,16 +18,27 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Measured, three alternating rounds of the study's approve blocks: GD-5 block -6.5% (3 of
 /// 3 rounds), commit -8.3% (3 of 3), trie update -11.3% (2 of 3); docs/study/writes.md,
 /// twenty-first session. The process's resident memory then stays at its peak until it
-/// exits, as a long-running node's would. A delay given in the environment
-/// (`MIMALLOC_PURGE_DELAY`, in ms) is left as it is.
+/// exits, as a long-running node's would. A delay given in the environment is left as it is
+/// ([`purge_delay_given`]).
 #[allow(unsafe_code)]
 fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    if purge_delay_given(std::env::vars_os().map(|(name, _)| name)) {
         return;
     }
     // SAFETY: `mi_option_set` only stores an option's value; mimalloc reads it when it next
     // decides whether to purge. Called once, at the start of `main`.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
+}
+
+/// Whether one of these environment variable names sets mimalloc's purge delay, as mimalloc
+/// reads them: `MIMALLOC_PURGE_DELAY` or its old name `MIMALLOC_RESET_DELAY`, in any case, with
+/// any value (an empty one is 1 ms to mimalloc).
+fn purge_delay_given(names: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
+    names.into_iter().any(|name| {
+        ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+            .iter()
+            .any(|m| name.eq_ignore_ascii_case(m))
+    })
 }
 
 mod bench;
@@ -262,9 +273,9 @@ mod tests {
         let get = || unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) };
         let before = get();
         super::keep_freed_memory();
-        match std::env::var("MIMALLOC_PURGE_DELAY") {
-            Ok(_) => assert_eq!(get(), before, "the environment's delay is kept"),
-            Err(_) => {
+        match super::purge_delay_given(std::env::vars_os().map(|(name, _)| name)) {
+            true => assert_eq!(get(), before, "the environment's delay is kept"),
+            false => {
                 assert_eq!(
                     before,
                     1000,
@@ -274,5 +285,37 @@ mod tests {
                 assert_eq!(get(), -1);
             }
         }
+    }
+
+    /// The names mimalloc takes for its purge delay, and only those: any case, the old name;
+    /// not a longer or shorter name, another option, an empty or non-UTF-8 name.
+    #[test]
+    fn only_the_names_mimalloc_reads_count_as_a_given_delay() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt as _;
+        let given = |names: &[&str]| super::purge_delay_given(names.iter().map(OsString::from));
+        for name in [
+            "MIMALLOC_PURGE_DELAY",
+            "mimalloc_purge_delay",
+            "Mimalloc_Purge_Delay",
+            "MIMALLOC_RESET_DELAY",
+        ] {
+            assert!(given(&["PATH", name]), "{name}");
+        }
+        for name in [
+            "",
+            "MIMALLOC_PURGE_DELAYS",
+            "XMIMALLOC_PURGE_DELAY",
+            "MIMALLOC_PURGE",
+            "MIMALLOC_ARENA_PURGE_MULT",
+            "MIMALLOC_PURGE_DELAY ",
+        ] {
+            assert!(!given(&[name]), "{name:?}");
+        }
+        assert!(!given(&[]));
+        let odd = OsString::from_vec(b"MIMALLOC_PURGE_DELAY\xff".to_vec());
+        assert!(!super::purge_delay_given([odd]));
+        let odd = OsString::from_vec(b"\xffMIMALLOC_PURGE_DELAY".to_vec());
+        assert!(!super::purge_delay_given([odd]));
     }
 }
