@@ -36,6 +36,7 @@ use bintrie_node::{Hash32, MAX_DEPTH, Path, PathKey, StemValues, ZERO_HASH};
 use bintrie_trie::{BlobSink, CommitSet, NodeStore};
 use record::{CommitRecord, HEADER, Kind, Parsed};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path as FsPath, PathBuf};
@@ -698,8 +699,10 @@ impl Recent {
     /// Adds a block's blobs and removals and forgets the blocks beyond `keep`, leaving the
     /// set unusable until [`Recent::commit`] names its root (or [`Recent::abandon`] clears
     /// it when the block fails).
-    /// A forgotten block's blob at a path of at most `pin` bits is kept
-    /// ([`LogOptions::pinned_bytes`]).
+    /// A blob at a path of at most `pin` bits is kept for good ([`LogOptions::pinned_bytes`]):
+    /// it goes in alone, as [`PINNED`], at once, and is not listed with the block's keys, so
+    /// forgetting the block never looks it up (as many as a third of a block's blobs: the
+    /// lookups, and the copies forgetting made of them, took a large part of the staging).
     fn stage(&mut self, set: &CommitSet, keep: usize, pin: Option<usize>) {
         self.root = None;
         let seq = self.next;
@@ -707,6 +710,7 @@ impl Recent {
         for key in set.removed() {
             self.blobs.remove(key);
         }
+        let pinned = |key: &PathKey| pin.is_some_and(|d| key.bit_len() <= d);
         // A set past 4 GiB (never a block) is not kept, rather than cut: checked before
         // anything is copied.
         if u32::try_from(set.bytes()).is_err() {
@@ -714,14 +718,21 @@ impl Recent {
             return;
         }
         let mut buf = Vec::with_capacity(set.bytes());
-        for (_, blob) in set.nodes() {
-            buf.extend_from_slice(blob);
+        for (key, blob) in set.nodes() {
+            if !pinned(key) {
+                buf.extend_from_slice(blob);
+            }
         }
         let buf = Arc::new(buf);
         let mut keys = Vec::with_capacity(set.len());
         let mut start = 0u32;
         for (key, blob) in set.nodes() {
-            // Within the u32 checked above: the blobs are `set.bytes()` in all.
+            if pinned(key) {
+                self.blobs
+                    .insert(*key, (PINNED, SharedBlob::alone(blob.to_vec())));
+                continue;
+            }
+            // Within the u32 checked above: the blobs are at most `set.bytes()` in all.
             let end = start + blob.len() as u32;
             let blob = SharedBlob {
                 buf: Arc::clone(&buf),
@@ -736,17 +747,10 @@ impl Recent {
         while self.blocks.len() > keep {
             let (old, keys) = self.blocks.pop_front().expect("longer than keep");
             for key in keys {
-                let Some((s, blob)) = self.blobs.get(&key) else {
-                    continue;
-                };
-                if *s != old {
-                    continue;
-                }
-                if pin.is_some_and(|d| key.bit_len() <= d) {
-                    let alone = SharedBlob::alone(blob.to_vec());
-                    self.blobs.insert(key, (PINNED, alone));
-                } else {
-                    self.blobs.remove(&key);
+                if let Entry::Occupied(e) = self.blobs.entry(key)
+                    && e.get().0 == old
+                {
+                    e.remove();
                 }
             }
         }

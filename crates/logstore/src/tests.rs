@@ -1278,3 +1278,70 @@ fn the_upper_levels_stay_in_memory_and_follow_every_commit() {
     }
     assert_eq!(all.reads().reads, before, "every blob was in memory");
 }
+
+#[test]
+fn the_kept_levels_stay_in_memory_beside_the_recent_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(37);
+    let g = 4u8;
+    let keep = 2usize;
+    let plain = LogOptions {
+        recent_blocks: 0,
+        ..opts(g)
+    };
+    let mut trie = Trie::new(LogStore::open(dir.path(), &plain).unwrap(), g).unwrap();
+    for block in 1..=4u64 {
+        commit(&mut trie, random_writes(&mut rng, 500), block);
+    }
+    let mut root = trie.root();
+    drop(trie);
+    let options = LogOptions {
+        recent_blocks: keep,
+        pinned_bytes: 40_000,
+        ..plain
+    };
+    let mut store = LogStore::open(dir.path(), &options).unwrap();
+    let depth = store.pinned_depth().expect("the root's group fits 40 kB");
+    // Each later block on a fresh trie; what each wrote, by block.
+    let mut written: Vec<Vec<PathKey>> = Vec::new();
+    for block in 5..=10u64 {
+        let mut trie = Trie::open(store, g, root).unwrap();
+        // Few writes: some kept blobs are rewritten only by the older blocks.
+        trie.update(random_writes(&mut rng, 6)).unwrap();
+        let mut keys = Vec::new();
+        trie.commit_with(|s, set| {
+            keys = set.nodes().map(|(k, _)| *k).collect();
+            s.write_block(set, block, &[])
+        })
+        .unwrap();
+        root = trie.root();
+        written.push(keys);
+        store = trie.into_store();
+    }
+    // Down to the kept depth every blob is in memory, whichever block wrote it (forgetting a
+    // block never drops one); below it, only what the last `keep` blocks wrote.
+    let recent: std::collections::HashSet<PathKey> = written[written.len() - keep..]
+        .iter()
+        .flatten()
+        .copied()
+        .collect();
+    let older_kept = written[..written.len() - keep]
+        .iter()
+        .flatten()
+        .filter(|k| k.bit_len() <= depth && !recent.contains(k))
+        .count();
+    assert!(older_kept > 0, "no kept blob only an older block wrote");
+    let keys: Vec<PathKey> = store.index().nodes.keys().copied().collect();
+    let (mut from_memory, mut from_device) = (0, 0);
+    for key in &keys {
+        let before = store.reads().reads;
+        NodeStore::get_node(&store, key).unwrap().unwrap();
+        let read = store.reads().reads - before;
+        let in_memory = key.bit_len() <= depth || recent.contains(key);
+        assert_eq!(read, u64::from(!in_memory), "{key:?}");
+        from_memory += u64::from(in_memory);
+        from_device += read;
+    }
+    assert!(from_memory > 0 && from_device > 0);
+    assert_eq!(Trie::open(store, g, root).unwrap().verify().unwrap(), root);
+}
