@@ -36,6 +36,17 @@ fn commit(trie: &mut Trie<LogStore>, writes: Vec<(TreeKey, [u8; 32])>, block: u6
     root
 }
 
+/// Commits what `trie` holds uncommitted as block `block`; returns the keys it wrote.
+fn commit_listing(trie: &mut Trie<LogStore>, block: u64) -> Vec<PathKey> {
+    let mut keys = Vec::new();
+    trie.commit_with(|s, set| {
+        keys = set.nodes().map(|(k, _)| *k).collect();
+        s.write_block(set, block, &[])
+    })
+    .unwrap();
+    keys
+}
+
 #[test]
 fn blocks_reopen_at_the_root_a_memory_trie_computes_at_every_group_depth() {
     for g in 1..=8u8 {
@@ -906,12 +917,7 @@ fn the_recent_blocks_blobs_are_loaded_from_memory_and_match_the_device() {
         let w = random_writes(&mut rng, 150);
         trie.update(w.clone()).unwrap();
         mem.update(w).unwrap();
-        let mut keys = Vec::new();
-        trie.commit_with(|s, set| {
-            keys = set.nodes().map(|(k, _)| *k).collect();
-            s.write_block(set, block, &[])
-        })
-        .unwrap();
+        let keys = commit_listing(&mut trie, block);
         root = trie.root();
         assert_eq!(root, mem.root(), "block {block}");
         written.push(keys);
@@ -1308,12 +1314,7 @@ fn the_kept_levels_stay_in_memory_beside_the_recent_blocks() {
         let mut trie = Trie::open(store, g, root).unwrap();
         // Few writes: some kept blobs are rewritten only by the older blocks.
         trie.update(random_writes(&mut rng, 6)).unwrap();
-        let mut keys = Vec::new();
-        trie.commit_with(|s, set| {
-            keys = set.nodes().map(|(k, _)| *k).collect();
-            s.write_block(set, block, &[])
-        })
-        .unwrap();
+        let keys = commit_listing(&mut trie, block);
         root = trie.root();
         written.push(keys);
         store = trie.into_store();
