@@ -717,11 +717,12 @@ impl Recent {
             self.abandon();
             return;
         }
-        let mut buf = Vec::with_capacity(set.bytes());
-        for (key, blob) in set.nodes() {
-            if !pinned(key) {
-                buf.extend_from_slice(blob);
-            }
+        // The block's buffer holds only the blobs that leave with it (it stays allocated, at
+        // its capacity, as long as one of them is kept).
+        let shared = || set.nodes().filter(|(key, _)| !pinned(key));
+        let mut buf = Vec::with_capacity(shared().map(|(_, blob)| blob.len()).sum());
+        for (_, blob) in shared() {
+            buf.extend_from_slice(blob);
         }
         let buf = Arc::new(buf);
         let mut keys = Vec::with_capacity(set.len());
@@ -732,7 +733,7 @@ impl Recent {
                     .insert(*key, (PINNED, SharedBlob::alone(blob.to_vec())));
                 continue;
             }
-            // Within the u32 checked above: the blobs are at most `set.bytes()` in all.
+            // Within the u32 checked above: these blobs are at most `set.bytes()` in all.
             let end = start + blob.len() as u32;
             let blob = SharedBlob {
                 buf: Arc::clone(&buf),
