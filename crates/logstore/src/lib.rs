@@ -701,8 +701,7 @@ impl Recent {
     /// it when the block fails).
     /// A blob at a path of at most `pin` bits is kept for good ([`LogOptions::pinned_bytes`]):
     /// it goes in alone, as [`PINNED`], at once, and is not listed with the block's keys, so
-    /// forgetting the block never looks it up (as many as a third of a block's blobs: the
-    /// lookups, and the copies forgetting made of them, took a large part of the staging).
+    /// forgetting the block never looks it up nor copies it (up to a third of a block's blobs).
     fn stage(&mut self, set: &CommitSet, keep: usize, pin: Option<usize>) {
         self.root = None;
         let seq = self.next;
