@@ -18,6 +18,25 @@ pub fn shown(s: &str) -> String {
     }
 }
 
+/// Why `s` is not hex: the first character of its digits (after one `0x`/`0X`) that is not a
+/// hex digit, as the text spells it, and its position among those characters; or, when every
+/// character is a hex digit, that their number is odd. (The hex decoder names a byte, which
+/// misreads a non-ASCII character: `é` came out as `Ã`.)
+pub fn hex_fault(s: &str) -> String {
+    let digits = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    match digits
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !c.is_ascii_hexdigit())
+    {
+        Some((i, c)) => format!("invalid character {c:?} at position {i}"),
+        None => format!("odd number of digits ({})", digits.len()),
+    }
+}
+
 /// A uint from a JSON number, a decimal string or a 0x-hex string (`0x` alone is zero); errors
 /// name `at`. Strings must be plain digits: no sign, no `_`, no whitespace.
 pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
@@ -50,7 +69,7 @@ pub fn json_hex_bytes(v: &Value, at: &str) -> Result<Vec<u8>> {
     let s = v
         .as_str()
         .ok_or_else(|| anyhow!("{at}: expected a hex string, got {}", shown(&v.to_string())))?;
-    hex::decode(s).map_err(|e| anyhow!("{at}: not hex: {e}"))
+    hex::decode(s).map_err(|_| anyhow!("{at}: not hex: {} ({})", shown(s), hex_fault(s)))
 }
 
 /// Remembers the spelling of each parsed key, to refuse one key spelled twice (`0xaa…` and
@@ -111,6 +130,31 @@ mod tests {
         assert!(json_u256(&Value::from(-1), "x").is_err());
         assert!(json_u256(&Value::from(1.5), "x").is_err());
         assert!(json_u256(&Value::Null, "x").is_err());
+    }
+
+    /// The error names the character as written (a non-ASCII one whole, not its first byte)
+    /// and its position among the digits; an odd count of good digits says so.
+    #[test]
+    fn a_hex_error_names_the_character_as_written() {
+        let k = "ab".repeat(32);
+        let accented = format!("é{}", &k[2..]);
+        assert_eq!(accented.len(), 64, "passes a byte-length check");
+        let err = crate::kv::parse_b32(&accented).unwrap_err().to_string();
+        assert!(err.contains("invalid character 'é' at position 0"), "{err}");
+        let signed = format!("0x+{}", &k[1..]);
+        let err = crate::kv::parse_b32(&signed).unwrap_err().to_string();
+        assert!(err.contains("invalid character '+' at position 0"), "{err}");
+        let err = json_hex_bytes(&Value::from("0x12٣4"), "code").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("code: not hex: \"0x12٣4\" (invalid character '٣' at position 2)"),
+            "{err}"
+        );
+        let err = json_hex_bytes(&Value::from("0xabc"), "code").unwrap_err();
+        assert!(
+            err.to_string().contains("(odd number of digits (3))"),
+            "{err}"
+        );
     }
 
     #[test]

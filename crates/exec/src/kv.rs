@@ -5,7 +5,7 @@
 //! and never panics (they are property-tested on arbitrary input below). Hex is decoded with
 //! alloy's `hex` (const-hex), never by hand.
 
-use crate::json::shown;
+use crate::json::{hex_fault, shown};
 use alloy_primitives::hex;
 use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::TreeKey;
@@ -38,7 +38,7 @@ pub fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
         );
     }
     // `decode_to_array` strips one 0x/0X prefix itself.
-    hex::decode_to_array::<_, N>(s).map_err(|e| anyhow!("not hex: {} ({e})", shown(s)))
+    hex::decode_to_array::<_, N>(s).map_err(|_| anyhow!("not hex: {} ({})", shown(s), hex_fault(s)))
 }
 
 /// Parses one input line: `None` for blank lines and `#` comments; errors name `source:line`.
