@@ -858,6 +858,78 @@ fn segment_name(seg: u32) -> String {
     format!("log.{seg:06}")
 }
 
+/// Takes the directory's writer lock (`LOCK`, with `flock`): the file handle holds it.
+fn writer_lock(dir: &FsPath) -> Result<File, LogError> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(LogError::Locked(dir.to_path_buf())),
+        Err(e) => Err(io_err(&path)(e.into())),
+    }
+}
+
+/// Where a log ends: just past its last commit record, and the state that commit made
+/// ([`LogStore::end`]; what [`rewind`] cuts back to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogEnd {
+    /// The segment holding the last commit record (`log.NNNNNN`, numbered from 1).
+    pub segment: u32,
+    /// The offset just past that record in the segment.
+    pub offset: u64,
+    /// The root, block and group depth of that commit.
+    pub meta: Meta,
+}
+
+/// Cuts the log in `dir` back to `to`, an end [`LogStore::end`] reported earlier: the segments
+/// after `to.segment` are deleted (the last first, so that a crash part-way leaves a log
+/// whose segments still follow each other) and `to.segment` is truncated at `to.offset`, both
+/// synced. Every block committed after `to` is lost: this is for scratch copies (the study
+/// runs each invocation's blocks from the same copied state), never for a state anyone relies
+/// on. Takes the writer lock ([`LogError::Locked`] while a writer has the log open). Errors
+/// ([`LogError::Corrupt`]) without changing anything when `to.segment` is missing or shorter
+/// than `to.offset`. It does not check that `to` is a commit's end in this log: the caller
+/// opens the log afterwards and compares [`LogStore::stored_meta`] with `to.meta` (a cut
+/// inside a block is a torn tail, which the open cuts back to the block before, so the
+/// state is then an earlier one, never a damaged one).
+pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
+    let _lock = writer_lock(dir)?;
+    let files = scan::segment_files(dir).map_err(io_err(dir))?;
+    let Some((_, path)) = files.iter().find(|(n, _)| *n == to.segment) else {
+        return Err(LogError::Corrupt(format!(
+            "{}: no segment {} to rewind to",
+            dir.display(),
+            segment_name(to.segment)
+        )));
+    };
+    let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+    if len < to.offset {
+        return Err(LogError::Corrupt(format!(
+            "{} holds {len} bytes, fewer than the {} to rewind to",
+            path.display(),
+            to.offset
+        )));
+    }
+    for (n, later) in files.iter().rev() {
+        if *n > to.segment {
+            std::fs::remove_file(later).map_err(io_err(later))?;
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    file.set_len(to.offset)
+        .and_then(|()| file.sync_all())
+        .map_err(io_err(path))?;
+    sync_dir(dir)
+}
+
 /// Asks the kernel to drop the cached pages of every segment in `dir` (`posix_fadvise`
 /// `DONTNEED`; dirty pages must be synced first to go). Returns the bytes of the segments.
 pub fn evict_page_cache(dir: &FsPath) -> std::io::Result<u64> {
@@ -915,18 +987,7 @@ impl LogStore {
             std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         }
         let lock = if writing {
-            let path = dir.join("LOCK");
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(io_err(&path))?;
-            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => Some(file),
-                Err(rustix::io::Errno::WOULDBLOCK) => return Err(LogError::Locked(dir)),
-                Err(e) => return Err(io_err(&path)(e.into())),
-            }
+            Some(writer_lock(&dir)?)
         } else {
             None
         };
@@ -2205,6 +2266,19 @@ impl LogStore {
     pub fn durable_block(&self) -> Option<u64> {
         let guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
         guard.as_ref().map(|w| w.synced_block)
+    }
+
+    /// Where the log ends now, for [`rewind`]: the writer's position (just past the last
+    /// commit record) and the state it committed. `None` for a read-only handle (a writer may
+    /// be ahead of its view) and after a failed write left the writer unusable.
+    pub fn end(&self) -> Option<LogEnd> {
+        let guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let w = guard.as_ref().filter(|w| !w.poisoned)?;
+        Some(LogEnd {
+            segment: w.seg,
+            offset: w.pos,
+            meta: self.stored_meta(),
+        })
     }
 
     /// A bulk load into an empty log: push every node blob and code entry, then

@@ -485,6 +485,84 @@ fn segments_roll_over_and_reopen_whole() {
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
+/// A log cut back to an end it reported opens as the state of that block, whole (its
+/// index exactly the one it had then, every blob verifying against the root) however many
+/// blocks and segments came after, and takes new blocks from there; a cut it cannot make
+/// (a segment or offset the log does not have) changes nothing; an open writer keeps it
+/// from cutting at all.
+#[test]
+fn a_log_rewound_to_a_reported_end_is_that_block_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        segment_bytes: 20_000,
+        ..opts(4)
+    };
+    let mut rng = StdRng::seed_from_u64(31);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 4).unwrap();
+    // Blocks 1-3, and a new block 4 after the cut: what the log must hold in the end.
+    let mut reference = Trie::new(MemoryStore::new(), 4).unwrap();
+    for block in 1..=3 {
+        let w = random_writes(&mut rng, 100);
+        reference.update(w.clone()).unwrap();
+        commit(&mut trie, w, block);
+    }
+    let end = trie.store().end().unwrap();
+    assert_eq!(end.meta.block, 3);
+    assert_eq!(end.meta.root, trie.root());
+    let at_3 = index_snapshot(trie.store());
+    for block in 4..=9 {
+        commit(&mut trie, random_writes(&mut rng, 100), block);
+    }
+    assert!(
+        trie.store().info().segments > end.segment as usize + 1,
+        "the later blocks roll over to new segments"
+    );
+    // Not under an open writer.
+    let err = rewind(dir.path(), &end).unwrap_err();
+    assert!(matches!(err, LogError::Locked(_)), "{err}");
+    drop(trie);
+    // Cuts it cannot make change nothing.
+    let files = || scan::segment_files(dir.path()).unwrap();
+    let before: Vec<u64> = files()
+        .iter()
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .collect();
+    for bad in [
+        LogEnd { segment: 99, ..end },
+        LogEnd {
+            offset: u64::MAX,
+            ..end
+        },
+    ] {
+        let err = rewind(dir.path(), &bad).unwrap_err();
+        assert!(matches!(err, LogError::Corrupt(_)), "{err}");
+        let after: Vec<u64> = files()
+            .iter()
+            .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+            .collect();
+        assert_eq!(after, before);
+    }
+    rewind(dir.path(), &end).unwrap();
+    assert_eq!(files().len(), end.segment as usize);
+    let store = LogStore::open(dir.path(), &options).unwrap();
+    assert_eq!(store.stored_meta(), end.meta);
+    assert_eq!(index_snapshot(&store), at_3);
+    assert_eq!(store.end(), Some(end));
+    let mut trie = Trie::open(store, 4, end.meta.root).unwrap();
+    assert_eq!(trie.verify().unwrap(), end.meta.root);
+    // And it goes on from there: a new block 4 on top of block 3.
+    let w = random_writes(&mut rng, 50);
+    reference.update(w.clone()).unwrap();
+    let root = commit(&mut trie, w, 4);
+    assert_eq!(root, reference.root());
+    drop(trie);
+    let store = LogStore::open(dir.path(), &options).unwrap();
+    assert_eq!(store.stored_meta().block, 4);
+    assert_eq!(store.stored_meta().root, root);
+    let mut trie = Trie::open(store, 4, root).unwrap();
+    assert_eq!(trie.verify().unwrap(), root);
+}
+
 /// Every entry of the index, sorted, with its byte counts and meta.
 type IndexSnapshot = (
     Vec<(PathKey, Loc)>,
