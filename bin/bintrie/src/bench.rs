@@ -85,7 +85,9 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     keep_databases: bool,
     /// Measure on the databases a previous `--keep-databases` run left in --db-dir instead of
-    /// building new ones (for iterating on the engine; not for reported studies).
+    /// building new ones (for iterating on the engine; not for reported studies). A log
+    /// layout's copy is cut back to the state it was copied at (the blocks earlier runs wrote
+    /// on it dropped) instead of copied again, when it then opens at the MDBX database's root.
     #[arg(long, requires = "db_dir")]
     reuse_databases: bool,
     /// `durable`: every committed block survives a power loss (the default; an fsync per

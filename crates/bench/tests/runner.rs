@@ -237,3 +237,72 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
     let err = bad.validate().unwrap_err().to_string();
     assert!(err.contains("--read-paths flat"), "{err}");
 }
+
+/// With databases kept and reused, the log layout's copy is cut back to the state it was
+/// copied at (the blocks the previous invocation ran on it dropped) instead of copied again,
+/// and runs exactly the blocks a fresh copy runs; a record of that state that does not hold
+/// is not trusted: the database is copied again.
+#[test]
+fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
+    use bintrie_bench::model::Layout;
+    let dir = tempfile::tempdir().unwrap();
+    let config = StudyConfig {
+        stems: 2_000,
+        holders: 200,
+        group_depths: vec![4],
+        workloads: vec![Workload::Erc20Approve],
+        read_paths: vec![ReadPath::Flat],
+        prefetch: vec![true],
+        runs: 2,
+        blocks_per_run: 3,
+        witness: false,
+        layouts: vec![Layout::Log],
+        ..StudyConfig::for_scale(Scale::Smoke)
+    };
+    let mut opts = StudyOptions::new(config, dir.path().join("dbs"));
+    opts.progress = false;
+    opts.probe_disk = false;
+    opts.keep_databases = true;
+    opts.reuse_databases = true;
+    let log_dir = dir.path().join("dbs/db-p4096-g4-log");
+    // A file of ours in the log's directory: a copy starts from an empty directory.
+    let marker = log_dir.join("marker");
+    // What a block did, as far as it follows from the state it ran on.
+    let blocks = |opts: &StudyOptions| -> Vec<(u64, u64, u64, u64, u64, u64)> {
+        run_study(opts)
+            .unwrap()
+            .runs
+            .iter()
+            .map(|r| {
+                (
+                    r.gas,
+                    r.slots_read,
+                    r.slots_written,
+                    r.bytes_written,
+                    r.hashes,
+                    r.nodes_loaded,
+                )
+            })
+            .collect()
+    };
+    let fresh = blocks(&opts);
+    assert_eq!(fresh.len(), 2 * 3);
+    assert!(log_dir.join("bench-base.json").exists());
+    std::fs::write(&marker, b"").unwrap();
+    // Reused: cut back, not copied again, and the same blocks.
+    assert_eq!(blocks(&opts), fresh);
+    assert!(marker.exists(), "the log was not copied again");
+    // A record that does not hold is not trusted: one that names another state, and one
+    // whose end cuts the copy short (the log then opens at another state, or not at all):
+    // copied again, and still the same blocks.
+    let record = log_dir.join("bench-base.json");
+    for (field, value) in [("block", 7u64), ("offset", 100)] {
+        let mut base: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+        base[field] = value.into();
+        std::fs::write(&record, base.to_string()).unwrap();
+        std::fs::write(&marker, b"").unwrap();
+        assert_eq!(blocks(&opts), fresh, "{field}");
+        assert!(!marker.exists(), "{field}: copied again");
+    }
+}

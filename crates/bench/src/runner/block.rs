@@ -75,8 +75,11 @@ impl Bench {
 
     /// The same state in the log layout, in `dir`: a bulk copy of this bench's MDBX database
     /// (every node blob and code entry, then its root and block), reopened (the scan that
-    /// rebuilds the index) and evicted. An existing log there is reused when `reuse` is set
-    /// and it is at this database's block.
+    /// rebuilds the index) and evicted. With `reuse`, a log there that was copied from this
+    /// database is cut back to the end the copy had ([`BASE_FILE`], written after each copy;
+    /// the blocks earlier invocations ran on it are dropped) instead of copied again; it is
+    /// used only when it then opens at this database's root and block, and copied again
+    /// otherwise.
     pub(super) fn log_copy(
         &mut self,
         dir: &Path,
@@ -101,36 +104,67 @@ impl Bench {
             pinned_bytes: config.log_pinned_mib.saturating_mul(1 << 20),
             ..Default::default()
         };
-        let t = Instant::now();
-        // Checked without reading the upper levels in (the open below does).
-        let check = bintrie_logstore::LogOptions {
-            pinned_bytes: 0,
-            ..options.clone()
+        let expected = bintrie_logstore::Meta {
+            root: meta.root,
+            block: meta.block,
+            group_depth: meta.group_depth,
         };
-        let reused = reuse
-            && dir.join("log.000001").exists()
-            && LogStore::open(dir, &check).is_ok_and(|l| l.meta().block == meta.block);
-        if !reused {
-            if dir.exists() {
-                std::fs::remove_dir_all(dir)
-                    .with_context(|| format!("removing stale {}", dir.display()))?;
-            }
-            copy_into_log(src, dir, &options)?;
-        }
-        let copy = t.elapsed();
-        bintrie_logstore::evict_page_cache(dir)
-            .with_context(|| format!("evicting {}", dir.display()))?;
         let t = Instant::now();
-        let state =
-            LogState::open(dir, &options).with_context(|| format!("opening {}", dir.display()))?;
-        tracing::info!(
-            copy_s = copy.as_secs_f64(),
-            reused,
-            open_s = t.elapsed().as_secs_f64(),
-            info = ?state.store().info(),
-            pinned_depth = ?state.store().pinned_depth(),
-            "log layout ready"
-        );
+        let mut reused = reuse && rewind_to_base(dir, &expected);
+        let mut copied = None;
+        let state = loop {
+            if !reused {
+                if dir.exists() {
+                    std::fs::remove_dir_all(dir)
+                        .with_context(|| format!("removing stale {}", dir.display()))?;
+                }
+                copy_into_log(src, dir, &options)?;
+                copied = Some(t.elapsed());
+            }
+            bintrie_logstore::evict_page_cache(dir)
+                .with_context(|| format!("evicting {}", dir.display()))?;
+            let t_open = Instant::now();
+            let opened =
+                LogState::open(dir, &options).with_context(|| format!("opening {}", dir.display()));
+            // A cut-back log that does not open at the database's state (a record that lied,
+            // a log changed by hand) is copied again; a fresh copy must.
+            let state = match opened {
+                Ok(state) if state.store().stored_meta() == expected => state,
+                Ok(state) => {
+                    let stored = state.store().stored_meta();
+                    ensure!(
+                        reused,
+                        "{}: the copy opens at block {} root {}, not at the database's",
+                        dir.display(),
+                        stored.block,
+                        B256::from(stored.root)
+                    );
+                    tracing::warn!(dir = %dir.display(), block = stored.block, "the cut-back log is not the database's state: copying it again");
+                    reused = false;
+                    continue;
+                }
+                Err(e) if reused => {
+                    tracing::warn!(dir = %dir.display(), error = %format!("{e:#}"), "the cut-back log does not open: copying it again");
+                    reused = false;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let store = state.store();
+            if !reused {
+                write_base(dir, store.end().as_ref())?;
+            }
+            tracing::info!(
+                copy_s = copied.map_or(0.0, |c| c.as_secs_f64()),
+                reused,
+                open_s = t_open.elapsed().as_secs_f64(),
+                info = ?store.info(),
+                pinned_depth = ?store.pinned_depth(),
+                "log layout ready"
+            );
+            break state;
+        };
+        let copy = copied.unwrap_or_else(|| t.elapsed());
         Self::with_state(dir, ChainState::Log(state), page_size, copy, config)
     }
 
@@ -583,6 +617,76 @@ impl Bench {
             witness_multiproof_bytes: witness.as_ref().map(|w| w.multiproof.bytes().total),
             witness_blobs_bytes: witness.as_ref().map(|w| w.blobs.bytes().total),
         })
+    }
+}
+
+/// The file in a study's log copy that records where the copy ended ([`LogStore::end`]), so
+/// a later invocation can cut the log back there ([`bintrie_logstore::rewind`]) instead of
+/// copying the database again.
+pub(super) const BASE_FILE: &str = "bench-base.json";
+
+/// [`BASE_FILE`]'s contents.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Base {
+    segment: u32,
+    offset: u64,
+    block: u64,
+    root: String,
+    group_depth: u8,
+}
+
+/// Records where the freshly copied log in `dir` ends (written to a temporary file, synced,
+/// then renamed over [`BASE_FILE`]); removes any old record when the end is unknown.
+fn write_base(dir: &Path, end: Option<&bintrie_logstore::LogEnd>) -> Result<()> {
+    let path = dir.join(BASE_FILE);
+    let Some(end) = end else {
+        let _ = std::fs::remove_file(&path);
+        return Ok(());
+    };
+    let base = Base {
+        segment: end.segment,
+        offset: end.offset,
+        block: end.meta.block,
+        root: B256::from(end.meta.root).to_string(),
+        group_depth: end.meta.group_depth,
+    };
+    let tmp = dir.join(format!("{BASE_FILE}.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        serde_json::to_writer(&mut f, &base)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().with_context(|| format!("writing {}", path.display()))
+}
+
+/// Cuts the log in `dir` back to the end its [`BASE_FILE`] records, when that record names
+/// `expected` (the database's state); whether it did. Any failure (no log, no record, another
+/// state, a cut the log cannot take) is a `false`: the caller copies the database again.
+fn rewind_to_base(dir: &Path, expected: &bintrie_logstore::Meta) -> bool {
+    let Ok(text) = std::fs::read(dir.join(BASE_FILE)) else {
+        return false;
+    };
+    let Ok(base) = serde_json::from_slice::<Base>(&text) else {
+        return false;
+    };
+    let end = bintrie_logstore::LogEnd {
+        segment: base.segment,
+        offset: base.offset,
+        meta: *expected,
+    };
+    if base.block != expected.block
+        || base.root != B256::from(expected.root).to_string()
+        || base.group_depth != expected.group_depth
+    {
+        return false;
+    }
+    match bintrie_logstore::rewind(dir, &end) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not cut the log back: copying it again");
+            false
+        }
     }
 }
 
