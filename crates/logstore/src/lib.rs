@@ -858,15 +858,31 @@ fn segment_name(seg: u32) -> String {
     format!("log.{seg:06}")
 }
 
-/// Takes the directory's writer lock (`LOCK`, with `flock`): the file handle holds it.
-fn writer_lock(dir: &FsPath) -> Result<File, LogError> {
-    let path = dir.join("LOCK");
-    let file = std::fs::OpenOptions::new()
+/// Opens `path` for writing, creating it when missing and keeping what it holds.
+fn open_or_create(path: &FsPath) -> Result<File, LogError> {
+    std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
-        .map_err(io_err(&path))?;
+        .open(path)
+        .map_err(io_err(path))
+}
+
+/// Cuts the file at `path` to `len` bytes and syncs it.
+pub(crate) fn cut_file(path: &FsPath, len: u64) -> Result<(), LogError> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    file.set_len(len)
+        .and_then(|()| file.sync_all())
+        .map_err(io_err(path))
+}
+
+/// Takes the directory's writer lock (`LOCK`, with `flock`): the file handle holds it.
+fn writer_lock(dir: &FsPath) -> Result<File, LogError> {
+    let path = dir.join("LOCK");
+    let file = open_or_create(&path)?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(file),
         Err(rustix::io::Errno::WOULDBLOCK) => Err(LogError::Locked(dir.to_path_buf())),
@@ -920,13 +936,7 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
             std::fs::remove_file(later).map_err(io_err(later))?;
         }
     }
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    file.set_len(to.offset)
-        .and_then(|()| file.sync_all())
-        .map_err(io_err(path))?;
+    cut_file(path, to.offset)?;
     sync_dir(dir)
 }
 
@@ -2218,12 +2228,7 @@ impl LogStore {
         let seg = w.seg + 1;
         let path = dir.join(segment_name(seg));
         // An empty file left by an earlier attempt that failed after creating it is reused.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
+        let file = open_or_create(&path)?;
         if file.metadata().map_err(io_err(&path))?.len() != 0 {
             return Err(LogError::Corrupt(format!(
                 "{} exists and is not empty",

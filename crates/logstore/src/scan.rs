@@ -92,13 +92,7 @@ pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, L
                 }
             );
             if writing {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(io_err(path))?;
-                f.set_len(seg.good_end)
-                    .and_then(|()| f.sync_all())
-                    .map_err(io_err(path))?;
+                crate::cut_file(path, seg.good_end)?;
             }
         }
         end = seg.good_end;
