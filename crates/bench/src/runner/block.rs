@@ -111,6 +111,7 @@ impl Bench {
         };
         let t = Instant::now();
         let mut reused = reuse && rewind_to_base(dir, &expected);
+        let rewound = t.elapsed();
         let mut copied = None;
         let state = loop {
             if !reused {
@@ -155,7 +156,7 @@ impl Bench {
                 write_base(dir, store.end().as_ref())?;
             }
             tracing::info!(
-                copy_s = copied.map_or(0.0, |c| c.as_secs_f64()),
+                copy_s = copied.unwrap_or(rewound).as_secs_f64(),
                 reused,
                 open_s = t_open.elapsed().as_secs_f64(),
                 info = ?store.info(),
@@ -164,7 +165,8 @@ impl Bench {
             );
             break state;
         };
-        let copy = copied.unwrap_or_else(|| t.elapsed());
+        // The copy's time, or the cut's when the copy was reused.
+        let copy = copied.unwrap_or(rewound);
         Self::with_state(dir, ChainState::Log(state), page_size, copy, config)
     }
 
