@@ -289,6 +289,15 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
     assert_eq!(fresh.len(), 2 * 3);
     assert!(log_dir.join("bench-base.json").exists());
     std::fs::write(&marker, b"").unwrap();
+    // While another handle has the copy open for writing (another study on the same
+    // --db-dir), the invocation fails and leaves the copy alone.
+    {
+        let other = bintrie_logstore::LogStore::open(&log_dir, &Default::default()).unwrap();
+        let err = run_study(&opts).unwrap_err();
+        assert!(format!("{err:#}").contains("another process"), "{err:#}");
+        assert!(marker.exists(), "not deleted under the other handle");
+        drop(other);
+    }
     // Reused: cut back, not copied again, and the same blocks.
     assert_eq!(blocks(&opts), fresh);
     assert!(marker.exists(), "the log was not copied again");

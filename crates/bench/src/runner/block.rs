@@ -110,7 +110,7 @@ impl Bench {
             group_depth: meta.group_depth,
         };
         let t = Instant::now();
-        let mut reused = reuse && rewind_to_base(dir, &expected);
+        let mut reused = reuse && rewind_to_base(dir, &expected)?;
         let rewound = t.elapsed();
         let mut copied = None;
         let state = loop {
@@ -663,31 +663,36 @@ fn write_base(dir: &Path, end: Option<&bintrie_logstore::LogEnd>) -> Result<()> 
 }
 
 /// Cuts the log in `dir` back to the end its [`BASE_FILE`] records, when that record names
-/// `expected` (the database's state); whether it did. Any failure (no log, no record, another
-/// state, a cut the log cannot take) is a `false`: the caller copies the database again.
-fn rewind_to_base(dir: &Path, expected: &bintrie_logstore::Meta) -> bool {
-    let Ok(text) = std::fs::read(dir.join(BASE_FILE)) else {
-        return false;
-    };
-    let Ok(base) = serde_json::from_slice::<Base>(&text) else {
-        return false;
-    };
-    let end = bintrie_logstore::LogEnd {
-        segment: base.segment,
-        offset: base.offset,
-        meta: *expected,
+/// `expected` (the database's state); whether it did. A missing or unreadable record, another
+/// state, or a cut the log cannot take is a `false`: the caller copies the database again.
+/// A log another process has open is an error: copying again would delete it under that
+/// process.
+fn rewind_to_base(dir: &Path, expected: &bintrie_logstore::Meta) -> Result<bool> {
+    let Some(base) = std::fs::read(dir.join(BASE_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_slice::<Base>(&text).ok())
+    else {
+        return Ok(false);
     };
     if base.block != expected.block
         || base.root != B256::from(expected.root).to_string()
         || base.group_depth != expected.group_depth
     {
-        return false;
+        return Ok(false);
     }
+    let end = bintrie_logstore::LogEnd {
+        segment: base.segment,
+        offset: base.offset,
+        meta: *expected,
+    };
     match bintrie_logstore::rewind(dir, &end) {
-        Ok(()) => true,
+        Ok(()) => Ok(true),
+        Err(e @ bintrie_logstore::LogError::Locked(_)) => {
+            Err(e).context("another process has the study's log copy open")
+        }
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "could not cut the log back: copying it again");
-            false
+            Ok(false)
         }
     }
 }
