@@ -173,8 +173,9 @@ fn expand_blob<H: TreeHasher, E: std::error::Error + Send + Sync + 'static>(
                     path.len()
                 )));
             }
-            let (node, h, calls) =
-                expand_group::<H>(&group.entries, g, 0, 0, path.len()).map_err(corrupt)?;
+            let mut node = Node::Empty;
+            let (h, calls) = expand_group::<H>(&group.entries, g, 0, 0, path.len(), &mut node)
+                .map_err(corrupt)?;
             if !matches!(node, Node::Internal(_)) {
                 return Err(corrupt("group blob does not hold an internal node".into()));
             }
@@ -184,28 +185,15 @@ fn expand_blob<H: TreeHasher, E: std::error::Error + Send + Sync + 'static>(
 }
 
 /// Builds the binary subtree of a group at relative depth `rel`, relative path `prefix`, for a
-/// group rooted at absolute depth `base`, and hashes it: an internal node is `H(left ‖ right)`,
-/// an empty side zero, an entry its stored hash. Returns the node, its hash and the hash calls.
-/// Errors (instead of building) when an internal node would sit at depth 248 or deeper, or an
-/// entry below depth 248: no valid tree has either.
-pub(super) fn expand_group<H: TreeHasher>(
-    entries: &[GroupEntry],
-    g: u8,
-    rel: u8,
-    prefix: u16,
-    base: usize,
-) -> Result<(Node, Hash32, u64), String> {
-    let mut node = Node::Empty;
-    let (h, calls) = expand_into::<H>(entries, g, rel, prefix, base, &mut node)?;
-    Ok((node, h, calls))
-}
-
-/// [`expand_group`] building in place: the subtree goes into `slot` (left as it was on an
-/// error). Each internal node is allocated before its children are built into it, so only a
-/// pointer moves on the way back up: returning each subtree by value copied it once per level
-/// (paired in one process, decoding a block's blobs took 3-4% less time without those copies,
-/// at GD-4 and GD-5).
-fn expand_into<H: TreeHasher>(
+/// group rooted at absolute depth `base`, into `slot` (left as it was on an error), and hashes
+/// it: an internal node is `H(left ‖ right)`, an empty side zero, an entry its stored hash.
+/// Returns the hash and the hash calls. Errors (instead of building) when an internal node
+/// would sit at depth 248 or deeper, or an entry below depth 248: no valid tree has either.
+/// Each internal node is allocated before its children are built into it, so only a pointer
+/// moves on the way back up: returning each subtree by value copied it once per level (paired
+/// in one process, decoding a block's blobs took 3-4% less time without those copies, at GD-4
+/// and GD-5).
+fn expand_group<H: TreeHasher>(
     entries: &[GroupEntry],
     g: u8,
     rel: u8,
@@ -246,7 +234,7 @@ fn expand_into<H: TreeHasher>(
         hash: None,
         dirty: CLEAN,
     });
-    let (lh, ln) = expand_into::<H>(
+    let (lh, ln) = expand_group::<H>(
         &entries[..split],
         g,
         rel + 1,
@@ -254,7 +242,7 @@ fn expand_into<H: TreeHasher>(
         base,
         &mut n.left,
     )?;
-    let (rh, rn) = expand_into::<H>(
+    let (rh, rn) = expand_group::<H>(
         &entries[split..],
         g,
         rel + 1,
