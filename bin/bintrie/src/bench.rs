@@ -78,7 +78,9 @@ pub(crate) struct BenchArgs {
     /// Report directory (default: target/bench/TIMESTAMP, the start time in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Where databases are built, one at a time (default: OUT/databases).
+    /// Where databases are built, one at a time (default: OUT/databases). One study at a time
+    /// per directory: a second one started on it fails at once (`bench.lock` there is held
+    /// while a study runs), as it would delete the first one's databases.
     #[arg(long)]
     db_dir: Option<PathBuf>,
     /// Keep each database instead of deleting it when its group depth is done.

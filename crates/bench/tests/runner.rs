@@ -315,3 +315,47 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
         assert!(!marker.exists(), "{field}: copied again");
     }
 }
+
+/// Two studies on one `--db-dir` would delete each other's databases (a study removes a
+/// stale database before it builds, and a log copy before it copies): the second fails at
+/// once and touches nothing there; once the first has ended, it runs.
+#[test]
+fn a_second_study_on_the_same_database_directory_is_refused_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StudyConfig {
+        stems: 2_000,
+        holders: 200,
+        group_depths: vec![4],
+        workloads: vec![Workload::Erc20Approve],
+        read_paths: vec![ReadPath::Flat],
+        prefetch: vec![true],
+        runs: 2,
+        blocks_per_run: 1,
+        witness: false,
+        ..StudyConfig::for_scale(Scale::Smoke)
+    };
+    let dbs = dir.path().join("dbs");
+    let mut opts = StudyOptions::new(config, dbs.clone());
+    opts.progress = false;
+    opts.probe_disk = false;
+    // What the second study would delete first: a database it takes for stale.
+    let stale = dbs.join("db-p4096-g4");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("marker"), b"").unwrap();
+    // The first study, as another process holds it.
+    let lock = std::fs::File::create(dbs.join(bintrie_bench::runner::DB_DIR_LOCK)).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let err = run_study(&opts).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("another `bintrie bench` is using"),
+        "{err:#}"
+    );
+    assert!(stale.join("marker").exists(), "nothing deleted");
+    drop(lock);
+    // The first has ended: this one runs (and replaces the stale database), twice over, as
+    // each study lets go of the lock when it ends.
+    for _ in 0..2 {
+        assert_eq!(run_study(&opts).unwrap().runs.len(), 2);
+    }
+    assert!(!stale.join("marker").exists());
+}
