@@ -21,7 +21,8 @@ pub(crate) struct BaseArgs {
     pub base_seed: u64,
     /// Keep the base in this directory and reuse it: built there when it holds no database,
     /// else checked (stems, seed, group depth, root) and copied into the block's database.
-    /// Default: the base is built into the block's database and not kept.
+    /// Runs started together on one directory take turns there: one builds, the others wait
+    /// and copy. Default: the base is built into the block's database and not kept.
     #[arg(long, requires = "base_stems")]
     pub base_db: Option<PathBuf>,
     /// Memory for building the base, MiB: the state is sorted in runs of this size (spilled
@@ -63,28 +64,71 @@ pub(crate) fn prepare(
     options: &StoreOptions,
     group_depth: u8,
 ) -> Result<Option<Base>> {
-    let Some((base, source)) = locate(args, dir, dir, options, group_depth)? else {
+    let Some(located) = locate(args, dir, dir, options, group_depth)? else {
         return Ok(None);
     };
-    if source != dir {
-        copy_database(&source, dir)?;
+    if located.source != dir {
+        copy_database(&located.source, dir)?;
     }
-    Ok(Some(base))
+    Ok(Some(located.base))
+}
+
+/// A base found or built by [`locate`]: what it is, where it is, and, for a --base-db, that
+/// directory held for this process until this is dropped ([`BASE_LOCK`]).
+pub(crate) struct Located {
+    /// The base.
+    pub(crate) base: Base,
+    /// The directory holding it as an MDBX database.
+    pub(crate) source: PathBuf,
+    /// The held lock on a --base-db (`None` for a base built for this run alone).
+    _lock: Option<std::fs::File>,
+}
+
+/// The file in a --base-db that an `exec` holds locked while it builds, checks or copies the
+/// base there: another `exec` on the same --base-db waits for it instead of finding a base
+/// half built (and being told to remove it) or rebuilding the kept log copy under it.
+const BASE_LOCK: &str = "base.lock";
+
+/// Takes [`BASE_LOCK`] in `keep`, waiting (with a message) while another process holds it.
+fn lock_base(keep: &Path) -> Result<std::fs::File> {
+    let path = keep.join(BASE_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            tracing::warn!(base = %keep.display(), "another process is building or copying this base: waiting for it");
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", path.display()));
+        }
+    }
+    file.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
 }
 
 /// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
 /// (built there first if it holds no database), or `build_into` (empty) when there is no
-/// --base-db. `None` when no base is asked for. `dir` is the block's database directory.
+/// --base-db. `None` when no base is asked for. `dir` is the block's database directory. A
+/// --base-db is held ([`BASE_LOCK`]) from before it is looked at until the result is dropped:
+/// keep it while copying from it.
 pub(crate) fn locate(
     args: &BaseArgs,
     dir: &Path,
     build_into: &Path,
     options: &StoreOptions,
     group_depth: u8,
-) -> Result<Option<(Base, PathBuf)>> {
+) -> Result<Option<Located>> {
     if args.base_stems == 0 {
         return Ok(None);
     }
+    let mut lock = None;
     if let Some(keep) = &args.base_db {
         for d in [keep.as_path(), dir] {
             ensure!(
@@ -101,6 +145,7 @@ pub(crate) fn locate(
             resolve(keep)? != resolve(dir)?,
             "--base-db and --db must be different directories"
         );
+        lock = Some(lock_base(keep)?);
     }
     ensure!(
         !dir.join("mdbx.dat").exists() && !dir.join("log.000001").exists(),
@@ -108,8 +153,13 @@ pub(crate) fn locate(
         dir.display()
     );
     let Some(keep) = &args.base_db else {
-        return build(args, build_into, options, group_depth)
-            .map(|b| Some((b, build_into.to_path_buf())));
+        return build(args, build_into, options, group_depth).map(|base| {
+            Some(Located {
+                base,
+                source: build_into.to_path_buf(),
+                _lock: None,
+            })
+        });
     };
     let base = if keep.join("mdbx.dat").exists() {
         let base = read_marker(keep)?;
@@ -148,7 +198,11 @@ pub(crate) fn locate(
             .with_context(|| format!("writing {}", keep.join(MARKER).display()))?;
         base
     };
-    Ok(Some((base, keep.clone())))
+    Ok(Some(Located {
+        base,
+        source: keep.clone(),
+        _lock: lock,
+    }))
 }
 
 /// Builds the base into `dir`.

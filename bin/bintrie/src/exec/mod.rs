@@ -214,16 +214,17 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                     )
                     .context("creating a directory for the base")?;
                 let located =
-                    base::locate(&args.base, dir, staging.path(), &options, args.group_depth)?;
-                let (base, source) = located.expect("a base was asked for");
+                    base::locate(&args.base, dir, staging.path(), &options, args.group_depth)?
+                        .expect("a base was asked for");
+                // `located` holds a --base-db until the copy is made.
                 base::copy_into_log(
-                    &base,
-                    &source,
+                    &located.base,
+                    &located.source,
                     args.base.base_db.is_some(),
                     dir,
                     &log_options,
                 )?;
-                Some(base)
+                Some(located.base)
             } else {
                 None
             };

@@ -266,6 +266,43 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
     assert!(text.contains("is not a directory"), "{text}");
 }
 
+/// Several `exec`s started together on one new --base-db: one builds the base while the others
+/// wait for it (`base.lock` there), then copy it; none finds it half built (which it would take
+/// for an interrupted build, and refuse) or rebuilds the kept log copy under another's copy.
+#[test]
+fn execs_started_together_on_a_new_base_wait_for_the_one_building_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("base");
+    let keep_s = keep.to_str().unwrap();
+    let f = fixture(ZKPI_CANCUN);
+    let runs: Vec<Value> = std::thread::scope(|s| {
+        let runs: Vec<_> = ["log", "mdbx", "log", "log"]
+            .into_iter()
+            .map(|layout| {
+                let f = &f;
+                s.spawn(move || {
+                    let args = ["--base-stems", "30000", "--base-db", keep_s];
+                    exec_json(f, &[&args[..], &["--layout", layout]].concat())
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let built: Vec<_> = runs
+        .iter()
+        .filter(|j| j["base"]["reused_from"].is_null())
+        .collect();
+    assert_eq!(
+        built.len(),
+        1,
+        "one built the base, the others reused it: {runs:?}"
+    );
+    for j in &runs {
+        assert_eq!(j["valid"], true, "{j}");
+        assert_eq!(j["root"], runs[0]["root"], "{j}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Malformed and tampered fixtures
 
