@@ -79,8 +79,8 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Where databases are built, one at a time (default: OUT/databases). One study at a time
-    /// per directory: a second one started on it fails at once (`bench.lock` there is held
-    /// while a study runs), as it would delete the first one's databases.
+    /// per directory: a second one started on it fails at once (a study holds the directory
+    /// locked while it runs), as it would delete the first one's databases.
     #[arg(long)]
     db_dir: Option<PathBuf>,
     /// Keep each database instead of deleting it when its group depth is done.

@@ -343,8 +343,7 @@ fn a_second_study_on_the_same_database_directory_is_refused_and_deletes_nothing(
     std::fs::create_dir_all(&stale).unwrap();
     std::fs::write(stale.join("marker"), b"").unwrap();
     // The first study, as another process holds it.
-    let lock = std::fs::File::create(dbs.join(bintrie_bench::runner::DB_DIR_LOCK)).unwrap();
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let lock = bintrie_bench::runner::lock_db_dir(&dbs).unwrap();
     let err = run_study(&opts).unwrap_err();
     assert!(
         format!("{err:#}").contains("another `bintrie bench` is using"),

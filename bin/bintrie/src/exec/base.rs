@@ -74,7 +74,7 @@ pub(crate) fn prepare(
 }
 
 /// A base found or built by [`locate`]: what it is, where it is, and, for a --base-db, that
-/// directory held for this process until this is dropped ([`BASE_LOCK`]).
+/// directory held for this process until this is dropped ([`lock_base`]).
 pub(crate) struct Located {
     /// The base.
     pub(crate) base: Base,
@@ -85,11 +85,15 @@ pub(crate) struct Located {
 }
 
 /// The file in a --base-db that an `exec` holds locked while it builds, checks or copies the
-/// base there: another `exec` on the same --base-db waits for it instead of finding a base
-/// half built (and being told to remove it) or rebuilding the kept log copy under it.
+/// base there ([`lock_base`]). A file of its own, not the directory: the store locks the
+/// directory while it opens a database in it.
 const BASE_LOCK: &str = "base.lock";
 
-/// Takes [`BASE_LOCK`] in `keep`, waiting (with a message) while another process holds it.
+/// Locks the --base-db `keep` for this process (an exclusive `flock` on [`BASE_LOCK`] in it,
+/// released when the handle is dropped or the process ends), waiting, with a message, while
+/// another process holds it. An `exec` holds it while it builds, checks or copies the base, so
+/// another one on the same --base-db waits instead of finding the base half built (and being
+/// told to remove it) or rebuilding the kept log copy under another's copy.
 fn lock_base(keep: &Path) -> Result<std::fs::File> {
     let path = keep.join(BASE_LOCK);
     let file = std::fs::OpenOptions::new()
@@ -116,7 +120,7 @@ fn lock_base(keep: &Path) -> Result<std::fs::File> {
 /// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
 /// (built there first if it holds no database), or `build_into` (empty) when there is no
 /// --base-db. `None` when no base is asked for. `dir` is the block's database directory. A
-/// --base-db is held ([`BASE_LOCK`]) from before it is looked at until the result is dropped:
+/// --base-db is held ([`lock_base`]) from before it is looked at until the result is dropped:
 /// keep it while copying from it.
 pub(crate) fn locate(
     args: &BaseArgs,

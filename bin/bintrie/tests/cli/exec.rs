@@ -267,8 +267,9 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
 }
 
 /// Several `exec`s started together on one new --base-db: one builds the base while the others
-/// wait for it (`base.lock` there), then copy it; none finds it half built (which it would take
-/// for an interrupted build, and refuse) or rebuilds the kept log copy under another's copy.
+/// wait for it (each holds `base.lock` there), then copy it; none finds it half built (which it
+/// would take for an interrupted build, and refuse) or rebuilds the kept log copy under
+/// another's copy.
 #[test]
 fn execs_started_together_on_a_new_base_wait_for_the_one_building_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -168,8 +168,8 @@ pub fn machine(hash64_ns: f64, disk: Option<crate::device::Disk>) -> Machine {
 
 /// Runs the whole study and returns its results (statistics not yet computed: see
 /// [`crate::stats`]). Errors stop the study; databases built so far are deleted unless kept.
-/// The study holds [`DB_DIR_LOCK`] in `db_dir` from start to end: a second study on the same
-/// directory fails at once, before it builds, copies or deletes anything there.
+/// The study holds `db_dir` locked from start to end ([`lock_db_dir`]): a second study on the
+/// same directory fails at once, before it builds, copies or deletes anything there.
 pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     let config = &opts.config;
     config.validate()?;
@@ -248,32 +248,25 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     })
 }
 
-/// The file in a study's `--db-dir` that the running study holds locked ([`run_study`]).
-pub const DB_DIR_LOCK: &str = "bench.lock";
-
-/// Takes [`DB_DIR_LOCK`] in `dir` (an exclusive `flock`, released when the returned file is
-/// dropped or the process ends, however it ends). Another study holding it is an error: its
-/// databases are rebuilt, copied and deleted in that directory, so two studies there would
-/// delete each other's state or measure each other's blocks.
-fn lock_db_dir(dir: &Path) -> Result<std::fs::File> {
-    let path = dir.join(DB_DIR_LOCK);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(file),
+/// Takes the study's lock on `dir`, its `--db-dir`: an exclusive `flock` on the directory
+/// itself (no file is left behind), released when the returned handle is dropped or the
+/// process ends, however it ends. Another study holding it is an error: its databases are
+/// rebuilt, copied and deleted in that directory, so two studies there would delete each
+/// other's state or measure each other's blocks.
+pub fn lock_db_dir(dir: &Path) -> Result<std::fs::File> {
+    let handle = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    match rustix::fs::flock(
+        &handle,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    ) {
+        Ok(()) => Ok(handle),
         Err(rustix::io::Errno::WOULDBLOCK) => bail!(
-            "another `bintrie bench` is using {} (it holds {}): wait for it to end, or give \
-             this one another --db-dir",
-            dir.display(),
-            path.display()
+            "another `bintrie bench` is using {}: wait for it to end, or give this one another \
+             --db-dir",
+            dir.display()
         ),
         Err(e) => {
-            Err(std::io::Error::from(e)).with_context(|| format!("locking {}", path.display()))
+            Err(std::io::Error::from(e)).with_context(|| format!("locking {}", dir.display()))
         }
     }
 }
