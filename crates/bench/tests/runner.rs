@@ -238,14 +238,13 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
     assert!(err.contains("--read-paths flat"), "{err}");
 }
 
-/// With databases kept and reused, the log layout's copy is cut back to the state it was
-/// copied at (the blocks the previous invocation ran on it dropped) instead of copied again,
-/// and runs exactly the blocks a fresh copy runs; a record of that state that does not hold
-/// is not trusted: the database is copied again.
-#[test]
-fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
-    use bintrie_bench::model::Layout;
-    let dir = tempfile::tempdir().unwrap();
+/// A study of two runs of `blocks_per_run` approve blocks on a 2,000-stem state at GD-4, in
+/// `layout`, with its databases in `dbs`: no progress bars, no probe of the drive.
+fn tiny_approve_study(
+    dbs: std::path::PathBuf,
+    blocks_per_run: u32,
+    layout: bintrie_bench::model::Layout,
+) -> StudyOptions {
     let config = StudyConfig {
         stems: 2_000,
         holders: 200,
@@ -254,14 +253,26 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
         read_paths: vec![ReadPath::Flat],
         prefetch: vec![true],
         runs: 2,
-        blocks_per_run: 3,
+        blocks_per_run,
         witness: false,
-        layouts: vec![Layout::Log],
+        layouts: vec![layout],
         ..StudyConfig::for_scale(Scale::Smoke)
     };
-    let mut opts = StudyOptions::new(config, dir.path().join("dbs"));
+    let mut opts = StudyOptions::new(config, dbs);
     opts.progress = false;
     opts.probe_disk = false;
+    opts
+}
+
+/// With databases kept and reused, the log layout's copy is cut back to the state it was
+/// copied at (the blocks the previous invocation ran on it dropped) instead of copied again,
+/// and runs exactly the blocks a fresh copy runs; a record of that state that does not hold
+/// is not trusted: the database is copied again.
+#[test]
+fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
+    use bintrie_bench::model::Layout;
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = tiny_approve_study(dir.path().join("dbs"), 3, Layout::Log);
     opts.keep_databases = true;
     opts.reuse_databases = true;
     let log_dir = dir.path().join("dbs/db-p4096-g4-log");
@@ -322,22 +333,8 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
 #[test]
 fn a_second_study_on_the_same_database_directory_is_refused_and_deletes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let config = StudyConfig {
-        stems: 2_000,
-        holders: 200,
-        group_depths: vec![4],
-        workloads: vec![Workload::Erc20Approve],
-        read_paths: vec![ReadPath::Flat],
-        prefetch: vec![true],
-        runs: 2,
-        blocks_per_run: 1,
-        witness: false,
-        ..StudyConfig::for_scale(Scale::Smoke)
-    };
     let dbs = dir.path().join("dbs");
-    let mut opts = StudyOptions::new(config, dbs.clone());
-    opts.progress = false;
-    opts.probe_disk = false;
+    let opts = tiny_approve_study(dbs.clone(), 1, bintrie_bench::model::Layout::Mdbx);
     // What the second study would delete first: a database it takes for stale.
     let stale = dbs.join("db-p4096-g4");
     std::fs::create_dir_all(&stale).unwrap();

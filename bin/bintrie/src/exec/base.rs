@@ -93,7 +93,9 @@ const BASE_LOCK: &str = "base.lock";
 /// released when the handle is dropped or the process ends), waiting, with a message, while
 /// another process holds it. An `exec` holds it while it builds, checks or copies the base, so
 /// another one on the same --base-db waits instead of finding the base half built (and being
-/// told to remove it) or rebuilding the kept log copy under another's copy.
+/// told to remove it) or rebuilding the kept log copy under another's copy. Best effort, as
+/// the store's own lock: where the filesystem has no `flock`, the run goes on unlocked, with a
+/// warning.
 fn lock_base(keep: &Path) -> Result<std::fs::File> {
     let path = keep.join(BASE_LOCK);
     let file = std::fs::OpenOptions::new()
@@ -109,11 +111,13 @@ fn lock_base(keep: &Path) -> Result<std::fs::File> {
             tracing::warn!(base = %keep.display(), "another process is building or copying this base: waiting for it");
         }
         Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("locking {}", path.display()));
+            tracing::warn!(path = %path.display(), error = %e, "cannot lock the base: going on unlocked (one run at a time on it)");
+            return Ok(file);
         }
     }
-    file.lock()
-        .with_context(|| format!("locking {}", path.display()))?;
+    if let Err(e) = file.lock() {
+        tracing::warn!(path = %path.display(), error = %e, "cannot lock the base: going on unlocked (one run at a time on it)");
+    }
     Ok(file)
 }
 

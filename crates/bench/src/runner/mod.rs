@@ -252,23 +252,26 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
 /// itself (no file is left behind), released when the returned handle is dropped or the
 /// process ends, however it ends. Another study holding it is an error: its databases are
 /// rebuilt, copied and deleted in that directory, so two studies there would delete each
-/// other's state or measure each other's blocks.
+/// other's state or measure each other's blocks. Best effort, as the store's own lock: where
+/// the filesystem has no `flock` (some network filesystems), the study runs unlocked, with a
+/// warning.
 pub fn lock_db_dir(dir: &Path) -> Result<std::fs::File> {
     let handle = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     match rustix::fs::flock(
         &handle,
         rustix::fs::FlockOperation::NonBlockingLockExclusive,
     ) {
-        Ok(()) => Ok(handle),
+        Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => bail!(
             "another `bintrie bench` is using {}: wait for it to end, or give this one another \
              --db-dir",
             dir.display()
         ),
         Err(e) => {
-            Err(std::io::Error::from(e)).with_context(|| format!("locking {}", dir.display()))
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot lock the database directory: running unlocked (one study at a time there)");
         }
     }
+    Ok(handle)
 }
 
 /// The drive under `dir` (`None`, with a warning, when the probe fails).
