@@ -94,31 +94,45 @@ const BASE_LOCK: &str = "base.lock";
 /// another process holds it. An `exec` holds it while it builds, checks or copies the base, so
 /// another one on the same --base-db waits instead of finding the base half built (and being
 /// told to remove it) or rebuilding the kept log copy under another's copy. Best effort, as
-/// the store's own lock: where the filesystem has no `flock`, the run goes on unlocked, with a
-/// warning.
-fn lock_base(keep: &Path) -> Result<std::fs::File> {
+/// the store's own lock: where the file cannot be made (a read-only base) or the filesystem
+/// has no `flock`, the run goes on unlocked, with a warning (`None`).
+fn lock_base(keep: &Path) -> Option<std::fs::File> {
     let path = keep.join(BASE_LOCK);
-    let file = std::fs::OpenOptions::new()
+    let unlocked = |e: &dyn std::fmt::Display| {
+        tracing::warn!(path = %path.display(), error = %e, "cannot lock the base: going on unlocked (one run at a time on it)");
+    };
+    // A read-only base can still be locked through a lock file that is there already.
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
+        .or_else(|e| std::fs::File::open(&path).map_err(|_| e));
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            unlocked(&e);
+            return None;
+        }
+    };
     match file.try_lock() {
-        Ok(()) => return Ok(file),
+        Ok(()) => return Some(file),
         Err(std::fs::TryLockError::WouldBlock) => {
             tracing::warn!(base = %keep.display(), "another process is building or copying this base: waiting for it");
         }
         Err(std::fs::TryLockError::Error(e)) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot lock the base: going on unlocked (one run at a time on it)");
-            return Ok(file);
+            unlocked(&e);
+            return None;
         }
     }
-    if let Err(e) = file.lock() {
-        tracing::warn!(path = %path.display(), error = %e, "cannot lock the base: going on unlocked (one run at a time on it)");
+    match file.lock() {
+        Ok(()) => Some(file),
+        Err(e) => {
+            unlocked(&e);
+            None
+        }
     }
-    Ok(file)
 }
 
 /// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
@@ -153,7 +167,7 @@ pub(crate) fn locate(
             resolve(keep)? != resolve(dir)?,
             "--base-db and --db must be different directories"
         );
-        lock = Some(lock_base(keep)?);
+        lock = lock_base(keep);
     }
     ensure!(
         !dir.join("mdbx.dat").exists() && !dir.join("log.000001").exists(),
