@@ -316,10 +316,16 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
     // whose end cuts the copy short (the log then opens at another state, or not at all):
     // copied again, and still the same blocks.
     let record = log_dir.join("bench-base.json");
-    for (field, value) in [("block", 7u64), ("offset", 100)] {
+    // Hostile records too: a root that is not hex, a negative offset.
+    for (field, value) in [
+        ("block", serde_json::json!(7)),
+        ("offset", serde_json::json!(100)),
+        ("root", serde_json::json!("0xé")),
+        ("offset", serde_json::json!(-1)),
+    ] {
         let mut base: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
-        base[field] = value.into();
+        base[field] = value;
         std::fs::write(&record, base.to_string()).unwrap();
         std::fs::write(&marker, b"").unwrap();
         assert_eq!(blocks(&opts), fresh, "{field}");

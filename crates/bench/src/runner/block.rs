@@ -633,7 +633,7 @@ struct Base {
     segment: u32,
     offset: u64,
     block: u64,
-    root: String,
+    root: B256,
     group_depth: u8,
 }
 
@@ -649,7 +649,7 @@ fn write_base(dir: &Path, end: Option<&bintrie_logstore::LogEnd>) -> Result<()> 
         segment: end.segment,
         offset: end.offset,
         block: end.meta.block,
-        root: B256::from(end.meta.root).to_string(),
+        root: B256::from(end.meta.root),
         group_depth: end.meta.group_depth,
     };
     let tmp = dir.join(format!("{BASE_FILE}.tmp"));
@@ -675,7 +675,7 @@ fn rewind_to_base(dir: &Path, expected: &bintrie_logstore::Meta) -> Result<bool>
         return Ok(false);
     };
     if base.block != expected.block
-        || base.root != B256::from(expected.root).to_string()
+        || base.root != B256::from(expected.root)
         || base.group_depth != expected.group_depth
     {
         return Ok(false);
