@@ -16,7 +16,8 @@
 //!
 //! What it costs: the index lives in memory (about 140 bytes per stem, see [`LogInfo`]), the open
 //! scans the whole log, and superseded records stay in the log (garbage, reported by
-//! [`LogInfo::garbage_bytes`]) until a compaction, which this crate does not have yet.
+//! [`LogInfo::garbage_bytes`]) until [`LogStore::compact`] drops the segments that are mostly
+//! garbage, copying what is live in them to the log's end first.
 //!
 //! Crash safety: records carry a CRC-32; a commit record closes each block with the count and
 //! CRC of the block's own bytes. The open applies a block only when its commit record checks
@@ -27,8 +28,11 @@
 // One module reads through io_uring (`uring`), which needs `unsafe` for its buffers.
 #![deny(unsafe_code)]
 
+mod compact;
 mod record;
 mod scan;
+
+pub use compact::Compaction;
 mod uring;
 
 use bintrie_keys::Stem;
@@ -135,7 +139,7 @@ pub enum LogError {
     #[error("{}: another process is writing this state (its LOCK is held)", .0.display())]
     Locked(PathBuf),
     /// There is no log in the directory and `create` was not set.
-    #[error("{}: no state log here (log.000001 missing)", .0.display())]
+    #[error("{}: no state log here (no log.NNNNNN segment files)", .0.display())]
     NotFound(PathBuf),
     /// A write on a read-only handle.
     #[error("the state log is open read-only")]
@@ -189,6 +193,9 @@ pub enum LogError {
     /// A value too large for a record.
     #[error("a {0}-byte value does not fit a log record")]
     TooLarge(usize),
+    /// An argument outside what the operation accepts: what and why.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 fn io_err(path: &FsPath) -> impl FnOnce(std::io::Error) -> LogError + '_ {
@@ -410,6 +417,11 @@ struct Index {
     log_bytes: u64,
     /// Bytes of the records the index points at (nodes and code).
     live_bytes: u64,
+    /// [`Index::live_bytes`] by segment number (the garbage a compaction of each would drop).
+    seg_live: Vec<u64>,
+    /// Segments a compaction removed, as the log's drop records name them: the only segments
+    /// that may be missing from the directory.
+    dropped: std::collections::BTreeSet<u32>,
 }
 
 /// A change a block makes to the index, applied only once its commit record is in.
@@ -430,6 +442,7 @@ struct Undo {
     /// Each code hash changed, with the location it had, in change order.
     code: Vec<([u8; 32], Option<Loc>)>,
     live_bytes: u64,
+    seg_live: Vec<u64>,
 }
 
 /// Room [`Index::reserve_room`] makes in each table beyond an eighth of its entries.
@@ -466,6 +479,7 @@ impl Index {
         let mut undo = Undo {
             nodes: Vec::with_capacity(changes.len()),
             live_bytes: self.live_bytes,
+            seg_live: self.seg_live.clone(),
             ..Undo::default()
         };
         self.apply_inner(changes, Some(&mut undo));
@@ -494,6 +508,7 @@ impl Index {
             };
         }
         self.live_bytes = undo.live_bytes;
+        self.seg_live = undo.seg_live;
     }
 
     /// Applies `changes`: the path and code tables on this thread and, for a batch of at
@@ -505,6 +520,7 @@ impl Index {
             stems,
             code,
             live_bytes,
+            seg_live,
             ..
         } = self;
         let (undo_nodes, undo_stems, undo_code) = match undo {
@@ -512,7 +528,11 @@ impl Index {
             None => (None, None, None),
         };
         let changes = &changes;
-        let paths = move || apply_paths(nodes, code, live_bytes, changes, undo_nodes, undo_code);
+        let live = Live {
+            total: live_bytes,
+            by_segment: seg_live,
+        };
+        let paths = move || apply_paths(nodes, code, live, changes, undo_nodes, undo_code);
         let stem_entries = move || apply_stems(stems, changes, undo_stems);
         if changes.len() >= PARALLEL_APPLY {
             std::thread::scope(|s| {
@@ -533,24 +553,50 @@ impl Index {
 /// ([`Index::apply_inner`]); an approve block makes about 4,900.
 const PARALLEL_APPLY: usize = 1024;
 
+/// The live bytes [`apply_paths`] keeps: in all and by segment.
+struct Live<'a> {
+    total: &'a mut u64,
+    by_segment: &'a mut Vec<u64>,
+}
+
+impl Live<'_> {
+    /// A record at `loc`, `len` bytes, is now live.
+    fn add(&mut self, loc: Loc, len: usize) {
+        *self.total += len as u64;
+        if self.by_segment.len() <= loc.seg() {
+            self.by_segment.resize(loc.seg() + 1, 0);
+        }
+        self.by_segment[loc.seg()] += len as u64;
+    }
+
+    /// The record at `loc` is superseded (its length from the index: a record longer than
+    /// the length field counts as [`u16::MAX`] bytes, so these sums are estimates).
+    fn free(&mut self, loc: Loc) {
+        let len = loc.len().unwrap_or(u16::MAX as usize) as u64;
+        *self.total = self.total.saturating_sub(len);
+        if let Some(b) = self.by_segment.get_mut(loc.seg()) {
+            *b = b.saturating_sub(len);
+        }
+    }
+}
+
 /// The path and code tables' part of [`Index::apply_inner`], with the live bytes.
 fn apply_paths(
     nodes: &mut NodeMap,
     code: &mut Map<[u8; 32]>,
-    live_bytes: &mut u64,
+    mut live: Live<'_>,
     changes: &[Change],
     mut undo_nodes: Option<&mut Vec<(PathKey, Option<Loc>)>>,
     mut undo_code: Option<&mut Vec<([u8; 32], Option<Loc>)>>,
 ) {
-    let freed = |old: Loc| old.len().unwrap_or(u16::MAX as usize) as u64;
     for c in changes {
         match *c {
             Change::Node(key, loc, len, _) => {
                 let old = nodes.insert(key, loc);
                 if let Some(old) = old {
-                    *live_bytes = live_bytes.saturating_sub(freed(old));
+                    live.free(old);
                 }
-                *live_bytes += len as u64;
+                live.add(loc, len);
                 if let Some(u) = undo_nodes.as_deref_mut() {
                     u.push((key, old));
                 }
@@ -558,17 +604,19 @@ fn apply_paths(
             Change::Remove(key) => {
                 let old = nodes.remove(&key);
                 if let Some(old) = old {
-                    *live_bytes = live_bytes.saturating_sub(freed(old));
+                    live.free(old);
                 }
                 if let Some(u) = undo_nodes.as_deref_mut() {
                     u.push((key, old));
                 }
             }
             Change::Code(hash, loc, len) => {
+                // The same code again (a compaction's copy): the new record replaces the old.
                 let old = code.insert(hash, loc);
-                if old.is_none() {
-                    *live_bytes += len as u64;
+                if let Some(old) = old {
+                    live.free(old);
                 }
+                live.add(loc, len);
                 if let Some(u) = undo_code.as_deref_mut() {
                     u.push((hash, old));
                 }
@@ -783,7 +831,12 @@ struct Inner {
     dir: PathBuf,
     options: LogOptions,
     index: RwLock<Index>,
-    segments: RwLock<Vec<Arc<File>>>,
+    /// Read handles of the segments by number - 1; `None` where a compaction removed one.
+    segments: RwLock<Vec<Option<Arc<File>>>>,
+    /// The handles of the segments the last compaction removed, kept open until the next
+    /// one so that a read that found its record's place just before that compaction still
+    /// reads it (the file's space is freed when the handle closes).
+    retired: Mutex<Vec<Arc<File>>>,
     writer: Mutex<Option<Writer>>,
     warm: Mutex<WarmSet>,
     recent: Mutex<Recent>,
@@ -909,7 +962,8 @@ pub struct LogEnd {
 /// runs each invocation's blocks from the same copied state), never for a state anyone relies
 /// on. Takes the writer lock ([`LogError::Locked`] while a writer has the log open). Errors
 /// ([`LogError::Corrupt`]) without changing anything when `to.segment` is missing or shorter
-/// than `to.offset`. It does not check that `to` is a commit's end in this log: the caller
+/// than `to.offset`, or when a compaction ([`LogStore::compact`]) after `to` removed
+/// segments. It does not check that `to` is a commit's end in this log: the caller
 /// opens the log afterwards and compares [`LogStore::stored_meta`] with `to.meta` (a cut
 /// inside a block is a torn tail, which the open cuts back to the block before, so the
 /// state is then an earlier one, never a damaged one).
@@ -930,6 +984,29 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
             path.display(),
             to.offset
         )));
+    }
+    // A compaction after `to` removed segments the blocks before it need: cutting its drop
+    // record away would leave a log with missing segments. Refused, nothing changed.
+    for (n, later) in files.iter().filter(|(n, _)| *n >= to.segment) {
+        let file = File::open(later).map_err(io_err(later))?;
+        let end = file.metadata().map_err(io_err(later))?.len();
+        let from = if *n == to.segment { to.offset } else { 0 };
+        let mut compacted = false;
+        let scanned = scan::for_each_record(&file, later, from, end, |_, rec| {
+            compacted |= rec.kind == Kind::Drop;
+            Ok(())
+        });
+        match scanned {
+            // Damage (a torn tail) ends what could be committed there.
+            Ok(()) | Err(LogError::Corrupt(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if compacted {
+            return Err(LogError::Corrupt(format!(
+                "{}: a compaction after the end to rewind to removed segments; the log cannot go back there",
+                dir.display()
+            )));
+        }
     }
     for (n, later) in files.iter().rev() {
         if *n > to.segment {
@@ -1039,10 +1116,31 @@ impl LogStore {
         let pin_depth = (!fresh && options.pinned_bytes > 0)
             .then(|| pin_depth(&index, meta.group_depth, options.pinned_bytes))
             .flatten();
-        let mut segments = Vec::with_capacity(files.len() + 1);
-        // Segment numbers are contiguous from 1 (checked by the scan): index = number - 1.
-        for (_, path) in &files {
-            segments.push(Arc::new(open_for_reads(path)?));
+        if writing {
+            // Segments a compaction removed in the log but not yet from the directory (a crash
+            // between the two): removed now, the oldest first, as the compaction does.
+            let leftover: Vec<(u32, PathBuf)> = files
+                .iter()
+                .filter(|(n, _)| index.dropped.contains(n))
+                .cloned()
+                .collect();
+            for (n, path) in &leftover {
+                let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+                std::fs::remove_file(path).map_err(io_err(path))?;
+                sync_dir(&dir)?;
+                index.log_bytes = index.log_bytes.saturating_sub(len);
+                if let Some(b) = index.seg_live.get_mut(*n as usize) {
+                    *b = 0;
+                }
+                tracing::info!(segment = %path.display(), "removed a segment an interrupted compaction had dropped");
+            }
+            files.retain(|(n, _)| !index.dropped.contains(n));
+        }
+        // Read handles by segment number - 1, `None` where a compaction removed one.
+        let last = files.last().map_or(0, |(n, _)| *n as usize);
+        let mut segments: Vec<Option<Arc<File>>> = vec![None; last];
+        for (n, path) in &files {
+            segments[*n as usize - 1] = Some(Arc::new(open_for_reads(path)?));
         }
         let writer = if writing {
             let (seg, path) = files.last().expect("at least one segment");
@@ -1069,6 +1167,7 @@ impl LogStore {
                 options: options.clone(),
                 index: RwLock::new(index),
                 segments: RwLock::new(segments),
+                retired: Mutex::new(Vec::new()),
                 writer: Mutex::new(writer),
                 warm: Mutex::new(WarmSet::default()),
                 recent: Mutex::new(Recent::default()),
@@ -1155,7 +1254,7 @@ impl LogStore {
 
     /// Sizes of the log and its index.
     pub fn info(&self) -> LogInfo {
-        let segments = self.segments().len();
+        let segments = self.segments().iter().flatten().count();
         let index = self.index();
         let entry = |k: usize, cap: usize| ((k + std::mem::size_of::<Loc>() + 1) * cap) as u64;
         LogInfo {
@@ -1188,7 +1287,7 @@ impl LogStore {
         self.inner.index.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn segments(&self) -> RwLockReadGuard<'_, Vec<Arc<File>>> {
+    fn segments(&self) -> RwLockReadGuard<'_, Vec<Option<Arc<File>>>> {
         self.inner
             .segments
             .read()
@@ -1234,7 +1333,13 @@ impl LogStore {
         self.segments()
             .get(loc.seg().wrapping_sub(1))
             .cloned()
-            .ok_or_else(|| LogError::Corrupt(format!("no segment {}", loc.seg())))
+            .flatten()
+            .ok_or_else(|| {
+                LogError::Corrupt(format!(
+                    "no segment {} (a read that outlived two compactions?)",
+                    loc.seg()
+                ))
+            })
     }
 
     /// The path of the segment that holds `loc` (for errors).
@@ -2241,7 +2346,7 @@ impl LogStore {
             .segments
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .push(reader);
+            .push(Some(reader));
         *w = Writer {
             seg,
             file,

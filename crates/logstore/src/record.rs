@@ -7,7 +7,8 @@
 //!
 //! Kinds: [`Kind::Node`] (path key → group or stem blob), [`Kind::Remove`] (a path key that no
 //! longer holds a node), [`Kind::Code`] (code hash → bytecode), [`Kind::Pad`] (zeros, so the
-//! next record does not straddle a 4 KB page) and [`Kind::Commit`] (ends a block: see
+//! next record does not straddle a 4 KB page), [`Kind::Drop`] (the segments a compaction
+//! removed: see `LogStore::compact`) and [`Kind::Commit`] (ends a block: see
 //! [`CommitRecord`]). When fewer than [`HEADER`] bytes remain before a page boundary, the gap is
 //! zeros with no header and a reader skips to the boundary.
 
@@ -28,6 +29,9 @@ pub(crate) enum Kind {
     Code = 3,
     Pad = 4,
     Commit = 5,
+    /// Segment numbers (u32 LE each) a compaction removed: a segment missing from the
+    /// directory is damage unless a committed block names it here.
+    Drop = 6,
 }
 
 impl Kind {
@@ -38,6 +42,7 @@ impl Kind {
             3 => Kind::Code,
             4 => Kind::Pad,
             5 => Kind::Commit,
+            6 => Kind::Drop,
             _ => return None,
         })
     }
@@ -175,6 +180,13 @@ pub(crate) enum Parsed<'a> {
     Bad(&'static str),
 }
 
+/// The segment numbers a [`Kind::Drop`] record's value lists.
+pub(crate) fn dropped(value: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    value
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+}
+
 /// Parses the record at log offset `pos`, whose bytes start at `buf[0]`.
 pub(crate) fn parse(buf: &[u8], pos: u64) -> Parsed<'_> {
     let room = (PAGE - pos % PAGE) as usize;
@@ -220,6 +232,9 @@ fn parse_record(buf: &[u8]) -> Parsed<'_> {
     let (key, value) = buf[HEADER..len].split_at(key_len);
     if kind == Kind::Commit && CommitRecord::decode(value).is_none() {
         return Parsed::Bad("malformed commit record");
+    }
+    if kind == Kind::Drop && (!key.is_empty() || value.len() % 4 != 0) {
+        return Parsed::Bad("malformed drop record");
     }
     Parsed::Record(Record { kind, key, value }, len)
 }

@@ -39,16 +39,11 @@ pub(crate) struct Scanned {
 
 /// Scans `files` in order. A torn tail of the last segment is cut off when `writing` (ignored
 /// otherwise); damage anywhere else, or followed by a valid commit, is an error.
+///
+/// Segments are numbered from 1; one may be missing only where a committed drop record names
+/// it (a compaction removed it), any other gap is an error (a lost file would otherwise drop
+/// its records silently).
 pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, LogError> {
-    for (i, (n, path)) in files.iter().enumerate() {
-        if *n as usize != i + 1 {
-            return Err(LogError::Corrupt(format!(
-                "segment {} is missing before {}",
-                segment_name(i as u32 + 1),
-                path.display()
-            )));
-        }
-    }
     let mut index = Index::default();
     let mut building = false;
     let mut end = 0;
@@ -97,6 +92,25 @@ pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, L
         }
         end = seg.good_end;
     }
+    let mut next = 1u32;
+    for (n, path) in files {
+        if let Some(gap) = (next..*n).find(|m| !index.dropped.contains(m)) {
+            return Err(LogError::Corrupt(format!(
+                "segment {} is missing before {} (no compaction dropped it)",
+                segment_name(gap),
+                path.display()
+            )));
+        }
+        next = n + 1;
+    }
+    if let Some((n, path)) = files.last()
+        && index.dropped.contains(n)
+    {
+        return Err(LogError::Corrupt(format!(
+            "{} is the last segment, yet a drop record names it",
+            path.display()
+        )));
+    }
     if building {
         return Err(LogError::Building);
     }
@@ -132,6 +146,7 @@ impl Segment {
         let mut body = crc32fast::Hasher::new();
         let mut count = 0u32;
         let mut pending: Vec<Change> = Vec::new();
+        let mut drops: Vec<u32> = Vec::new();
         let damage = loop {
             let pos = buf_pos + i as u64;
             let parsed = record::parse(&buf[i..], pos);
@@ -144,7 +159,7 @@ impl Segment {
                 }
                 Parsed::Short(need) => {
                     if eof {
-                        if i == buf.len() && pending.is_empty() && pos == good_end {
+                        if i == buf.len() && count == 0 && pos == good_end {
                             break None;
                         }
                         break Some(Damage {
@@ -182,7 +197,7 @@ impl Segment {
             let key_ok = match rec.kind {
                 Kind::Node | Kind::Remove => PathKey::from_bytes(rec.key).is_some(),
                 Kind::Code => rec.key.len() == 32,
-                Kind::Pad | Kind::Commit => rec.key.is_empty(),
+                Kind::Pad | Kind::Commit | Kind::Drop => rec.key.is_empty(),
             };
             if !key_ok {
                 break Some(Damage {
@@ -222,6 +237,7 @@ impl Segment {
                         });
                     }
                     index.apply(std::mem::take(&mut pending));
+                    index.dropped.extend(drops.drain(..));
                     index.log_bytes += pos + rec_len as u64 - good_end;
                     *building = c.building;
                     if !c.building {
@@ -265,6 +281,10 @@ impl Segment {
                                 rec_len,
                             ));
                         }
+                        Kind::Drop => {
+                            count += 1;
+                            drops.extend(record::dropped(rec.value));
+                        }
                         Kind::Pad | Kind::Commit => {}
                     }
                 }
@@ -306,4 +326,61 @@ fn later_commit(path: &Path, from: u64) -> std::io::Result<Option<u64>> {
         at = m + 1;
     }
     Ok(None)
+}
+
+/// Calls `f` with the position and record of every record of `file` (the segment at `path`)
+/// in `[from, to)`, which must hold whole records (a sealed segment's committed bytes, or what
+/// follows a commit record): padding and gaps skipped, commit records included. Damage or a
+/// record cut short at `to` is [`LogError::Corrupt`].
+pub(crate) fn for_each_record(
+    file: &std::fs::File,
+    path: &Path,
+    from: u64,
+    to: u64,
+    mut f: impl FnMut(u64, &record::Record<'_>) -> Result<(), LogError>,
+) -> Result<(), LogError> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 16 << 20;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_pos = from;
+    let mut i = 0usize;
+    loop {
+        let pos = buf_pos + i as u64;
+        if pos >= to {
+            return Ok(());
+        }
+        match record::parse(&buf[i..], pos) {
+            Parsed::Record(r, len) => {
+                if r.kind != Kind::Pad {
+                    f(pos, &r)?;
+                }
+                i += len;
+            }
+            Parsed::Skip(k) => i += k,
+            Parsed::Short(need) => {
+                buf.drain(..i);
+                buf_pos += i as u64;
+                i = 0;
+                let have = buf.len();
+                let avail = to - (buf_pos + have as u64);
+                let more = need.saturating_sub(have).max(CHUNK) as u64;
+                if (have as u64) + avail < need as u64 {
+                    return Err(LogError::Corrupt(format!(
+                        "{} at offset {pos}: a record cut short",
+                        path.display()
+                    )));
+                }
+                let take = more.min(avail) as usize;
+                buf.resize(have + take, 0);
+                file.read_exact_at(&mut buf[have..], buf_pos + have as u64)
+                    .map_err(io_err(path))?;
+            }
+            Parsed::Bad(why) => {
+                return Err(LogError::Corrupt(format!(
+                    "{} at offset {pos}: {why}",
+                    path.display()
+                )));
+            }
+        }
+    }
 }

@@ -2,11 +2,11 @@ use super::*;
 use bintrie_keys::TreeKey;
 use bintrie_trie::MemoryStore;
 
-type Trie<S> = bintrie_trie::Trie<S, bintrie_node::Sha256Hasher>;
+pub(crate) type Trie<S> = bintrie_trie::Trie<S, bintrie_node::Sha256Hasher>;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
+pub(crate) fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
     (0..n)
         .map(|_| {
             let mut stem = [0u8; 31];
@@ -20,7 +20,7 @@ fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
         .collect()
 }
 
-fn opts(g: u8) -> LogOptions {
+pub(crate) fn opts(g: u8) -> LogOptions {
     LogOptions {
         group_depth: Some(g),
         ..Default::default()
@@ -28,7 +28,11 @@ fn opts(g: u8) -> LogOptions {
 }
 
 /// Commits `writes` as block `block` through a trie over the log.
-fn commit(trie: &mut Trie<LogStore>, writes: Vec<(TreeKey, [u8; 32])>, block: u64) -> Hash32 {
+pub(crate) fn commit(
+    trie: &mut Trie<LogStore>,
+    writes: Vec<(TreeKey, [u8; 32])>,
+    block: u64,
+) -> Hash32 {
     trie.update(writes).unwrap();
     let root = trie.root();
     trie.commit_with(|s, set| s.write_block(set, block, &[]))
@@ -564,7 +568,7 @@ fn a_log_rewound_to_a_reported_end_is_that_block_again() {
 }
 
 /// Every entry of the index, sorted, with its byte counts and meta.
-type IndexSnapshot = (
+pub(crate) type IndexSnapshot = (
     Vec<(PathKey, Loc)>,
     Vec<(Stem, Loc)>,
     Vec<([u8; 32], Loc)>,
@@ -580,7 +584,7 @@ fn sorted<'a, K: Ord + Copy + 'a>(
     v
 }
 
-fn index_snapshot(store: &LogStore) -> IndexSnapshot {
+pub(crate) fn index_snapshot(store: &LogStore) -> IndexSnapshot {
     let index = store.index();
     (
         sorted(index.nodes.iter()),

@@ -1,0 +1,689 @@
+//! Compaction: the sealed segments that are mostly superseded records are dropped, their live
+//! records copied to the log's end first.
+//!
+//! A compaction appends the copies as blocks of their own that keep the state's block and
+//! root (a reader sees the same state throughout), the last of them naming every segment ever
+//! dropped in a [`Kind::Drop`] record; it syncs, points the index at the copies, and only then
+//! removes the files, the oldest first, syncing the directory after each. So a crash at any
+//! instant leaves a log that opens at the same state: before the last block is on the device
+//! the old segments are whole and the copies are either a torn tail (cut) or harmless
+//! duplicates; after it, a dropped segment still in the directory is removed by the next
+//! writer's open, and one already gone is named by the drop record (the scan refuses any other
+//! missing segment).
+//!
+//! A removal record (a path that no longer holds a node) is copied only while an older
+//! segment that may still hold the path's earlier blob stays; since files are removed oldest
+//! first, a newer dropped segment never disappears while an older one it shadows remains.
+
+use crate::record::{self, CommitRecord, Kind};
+use crate::{
+    Change, FastSet, Loc, LogError, LogStore, Writer, io_err, scan, segment_name, stem_of_blob,
+    sync_dir,
+};
+use bintrie_node::PathKey;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::sync::Arc;
+
+/// The copies a compaction appends are committed in blocks of about this many bytes, so its
+/// memory stays bounded whatever the segments' size.
+const PIECE_BYTES: usize = 64 << 20;
+
+/// What [`LogStore::compact`] did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Compaction {
+    /// The segments removed (their numbers, `log.NNNNNN`), oldest first.
+    pub dropped: Vec<u32>,
+    /// Their bytes (what the log no longer holds once their files are gone).
+    pub dropped_bytes: u64,
+    /// Live records (node blobs and code) copied to the log's end.
+    pub copied_records: u64,
+    /// Bytes of the records copied (padding included).
+    pub copied_bytes: u64,
+    /// Removal records copied, because an older segment that remains may hold the path.
+    pub removals: u64,
+    /// Segments whose files could not be removed (the error is logged): the log names them
+    /// dropped, and the next writer's open removes them.
+    pub left_in_place: Vec<u32>,
+    /// Wall time, seconds.
+    pub seconds: f64,
+}
+
+/// The copies being gathered into one block, written at the writer's position when started.
+struct Piece {
+    seg: u32,
+    base: u64,
+    buf: Vec<u8>,
+    changes: Vec<Change>,
+}
+
+impl Piece {
+    fn new(w: &Writer) -> Piece {
+        Piece {
+            seg: w.seg,
+            base: w.pos,
+            buf: Vec::new(),
+            changes: Vec::new(),
+        }
+    }
+
+    /// Appends a record; its place in the log.
+    fn push(&mut self, kind: Kind, key: &[u8], value: &[u8]) -> Result<(Loc, usize), LogError> {
+        let (at, len) = record::push(&mut self.buf, self.base, kind, key, value);
+        let loc = Loc::new(self.seg, self.base + at as u64, len).ok_or_else(|| {
+            LogError::Corrupt(format!("segment {} past the addressable size", self.seg))
+        })?;
+        Ok((loc, len))
+    }
+}
+
+impl LogStore {
+    /// Removes every sealed segment (not the one being written) whose garbage — bytes of
+    /// records superseded since, by the index's count — is at least `min_garbage` of its size
+    /// (0.0..=1.0; 1.0 drops only segments with nothing live), after copying its live records
+    /// to the log's end. The state (root, block) does not change and stays readable
+    /// throughout; the copies are synced before any file is removed, whatever the
+    /// [`crate::Durability`]. Crash-safe at every instant (see the module's notes).
+    ///
+    /// Errors: [`LogError::ReadOnly`], [`LogError::Poisoned`], [`LogError::Conflict`] as for
+    /// [`LogStore::write_block`]; [`LogError::Invalid`] for a `min_garbage` outside 0..=1;
+    /// a damaged record in a segment it reads is [`LogError::Corrupt`] (nothing is removed);
+    /// a failed write leaves the log as it was (the copies already committed are harmless
+    /// duplicates). A file that cannot be removed is reported in
+    /// [`Compaction::left_in_place`], not as an error.
+    ///
+    /// A read that found a record's place before a compaction and reads it after the next one
+    /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
+    /// segments stay open until the next.
+    pub fn compact(&mut self, min_garbage: f64) -> Result<Compaction, LogError> {
+        if !(0.0..=1.0).contains(&min_garbage) {
+            return Err(LogError::Invalid(format!(
+                "the garbage share a segment must reach to be compacted is {min_garbage}: it must be within 0..=1"
+            )));
+        }
+        let t = std::time::Instant::now();
+        let this = &*self;
+        let mut guard = this.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let w = guard.as_mut().ok_or(LogError::ReadOnly)?;
+        if w.poisoned {
+            return Err(LogError::Poisoned);
+        }
+        let stored = this.stored_meta();
+        if stored != this.meta {
+            return Err(this.conflict(stored));
+        }
+        let present: Vec<(u32, Arc<File>)> = this
+            .segments()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.as_ref().map(|f| (i as u32 + 1, Arc::clone(f))))
+            .collect();
+        let mut victims = Vec::new();
+        {
+            let index = this.index();
+            for (n, file) in &present {
+                if *n >= w.seg {
+                    continue;
+                }
+                let path = this.inner.dir.join(segment_name(*n));
+                let len = file.metadata().map_err(io_err(&path))?.len();
+                let live = index.seg_live.get(*n as usize).copied().unwrap_or(0);
+                let garbage = len.saturating_sub(live) as f64 / len.max(1) as f64;
+                if garbage >= min_garbage {
+                    victims.push((*n, Arc::clone(file), len));
+                }
+            }
+        }
+        let mut out = Compaction::default();
+        if victims.is_empty() {
+            out.seconds = t.elapsed().as_secs_f64();
+            return Ok(out);
+        }
+        let chosen: BTreeSet<u32> = victims.iter().map(|(n, _, _)| *n).collect();
+        // The oldest segment that stays: removals in a newer dropped segment must be kept.
+        let first_kept = present
+            .iter()
+            .map(|(n, _)| *n)
+            .find(|n| !chosen.contains(n))
+            .expect("the segment being written stays");
+        let mut piece = Piece::new(w);
+        let mut removals_seen: FastSet<PathKey> = FastSet::default();
+        for (n, file, len) in &victims {
+            let path = this.inner.dir.join(segment_name(*n));
+            scan::for_each_record(file, &path, 0, *len, |pos, rec| {
+                let live_here = |loc: Option<&Loc>| {
+                    loc.is_some_and(|l| l.seg() == *n as usize && l.off() == pos)
+                };
+                match rec.kind {
+                    Kind::Node => {
+                        let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
+                            LogError::Corrupt(format!(
+                                "{} at offset {pos}: a record key of the wrong size",
+                                path.display()
+                            ))
+                        })?;
+                        if live_here(this.index().nodes.get(&key)) {
+                            let (loc, len) = piece.push(Kind::Node, rec.key, rec.value)?;
+                            piece.changes.push(Change::Node(
+                                key,
+                                loc,
+                                len,
+                                stem_of_blob(rec.value),
+                            ));
+                            out.copied_records += 1;
+                        }
+                    }
+                    Kind::Code => {
+                        let hash: [u8; 32] = rec.key.try_into().map_err(|_| {
+                            LogError::Corrupt(format!(
+                                "{} at offset {pos}: a code record key of the wrong size",
+                                path.display()
+                            ))
+                        })?;
+                        if live_here(this.index().code.get(&hash)) {
+                            let (loc, len) = piece.push(Kind::Code, rec.key, rec.value)?;
+                            piece.changes.push(Change::Code(hash, loc, len));
+                            out.copied_records += 1;
+                        }
+                    }
+                    Kind::Remove => {
+                        let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
+                            LogError::Corrupt(format!(
+                                "{} at offset {pos}: a record key of the wrong size",
+                                path.display()
+                            ))
+                        })?;
+                        if first_kept < *n
+                            && this.index().nodes.get(&key).is_none()
+                            && removals_seen.insert(key)
+                        {
+                            piece.push(Kind::Remove, rec.key, &[])?;
+                            piece.changes.push(Change::Remove(key));
+                            out.removals += 1;
+                        }
+                    }
+                    Kind::Drop | Kind::Commit | Kind::Pad => {}
+                }
+                if piece.buf.len() >= PIECE_BYTES {
+                    out.copied_bytes += piece.buf.len() as u64;
+                    let full = std::mem::take(&mut piece.changes);
+                    let buf = std::mem::take(&mut piece.buf);
+                    let (seg, base) = (piece.seg, piece.base);
+                    this.commit_piece(
+                        w,
+                        Piece {
+                            seg,
+                            base,
+                            buf,
+                            changes: full,
+                        },
+                        None,
+                    )?;
+                    piece = Piece::new(w);
+                }
+                Ok(())
+            })?;
+        }
+        let dropped: Vec<u32> = {
+            let index = this.index();
+            index.dropped.union(&chosen).copied().collect()
+        };
+        out.copied_bytes += piece.buf.len() as u64;
+        this.commit_piece(w, piece, Some(&dropped))?;
+        if this.inner.options.durability != crate::Durability::Durable {
+            let path = this.inner.dir.join(segment_name(w.seg));
+            w.file.sync_data().map_err(io_err(&path))?;
+            w.synced_block = stored.block;
+        }
+        {
+            let mut index = this.index_mut();
+            for (n, _, len) in &victims {
+                index.dropped.insert(*n);
+                index.log_bytes = index.log_bytes.saturating_sub(*len);
+                if let Some(b) = index.seg_live.get_mut(*n as usize) {
+                    *b = 0;
+                }
+            }
+        }
+        let mut retired = Vec::with_capacity(victims.len());
+        {
+            let mut segments = this
+                .inner
+                .segments
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            for (n, _, _) in &victims {
+                if let Some(f) = segments.get_mut(*n as usize - 1).and_then(Option::take) {
+                    retired.push(f);
+                }
+            }
+        }
+        // The previous compaction's handles close here.
+        *this.inner.retired.lock().unwrap_or_else(|e| e.into_inner()) = retired;
+        let mut failed = false;
+        for (n, _, len) in &victims {
+            if failed {
+                out.left_in_place.push(*n);
+                continue;
+            }
+            let path = this.inner.dir.join(segment_name(*n));
+            match std::fs::remove_file(&path)
+                .map_err(io_err(&path))
+                .and_then(|()| sync_dir(&this.inner.dir))
+            {
+                Ok(()) => {
+                    out.dropped.push(*n);
+                    out.dropped_bytes += *len;
+                }
+                Err(e) => {
+                    // The later ones stay too: a newer segment must never go before an older
+                    // one it may shadow (removals).
+                    tracing::warn!(error = %e, "a compacted segment could not be removed: the next open removes it");
+                    failed = true;
+                    out.left_in_place.push(*n);
+                }
+            }
+        }
+        out.seconds = t.elapsed().as_secs_f64();
+        tracing::info!(
+            dropped = out.dropped.len(),
+            dropped_bytes = out.dropped_bytes,
+            copied_records = out.copied_records,
+            copied_bytes = out.copied_bytes,
+            removals = out.removals,
+            ms = out.seconds * 1e3,
+            "log compacted"
+        );
+        Ok(out)
+    }
+
+    /// Commits `piece` as a block keeping the state's block and root (with the drop record
+    /// naming `dropped`, for the last piece), then points the index at its copies.
+    fn commit_piece(
+        &self,
+        w: &mut Writer,
+        mut piece: Piece,
+        dropped: Option<&[u32]>,
+    ) -> Result<(), LogError> {
+        let stored = self.stored_meta();
+        let mut records = piece.changes.len();
+        if let Some(d) = dropped {
+            let value: Vec<u8> = d.iter().flat_map(|n| n.to_le_bytes()).collect();
+            piece.push(Kind::Drop, &[], &value)?;
+            records += 1;
+        }
+        let records = u32::try_from(records).map_err(|_| LogError::TooLarge(records))?;
+        record::pad_for_commit(&mut piece.buf, piece.base);
+        let commit = CommitRecord {
+            block: stored.block,
+            root: stored.root,
+            group_depth: stored.group_depth,
+            records,
+            body_crc: crc32fast::hash(&piece.buf),
+            body_start: piece.base,
+            building: false,
+        };
+        record::push(
+            &mut piece.buf,
+            piece.base,
+            Kind::Commit,
+            &[],
+            &commit.encode(),
+        );
+        self.append(w, &piece.buf, stored.block)?;
+        {
+            let mut index = self.index_mut();
+            index.apply(piece.changes);
+            index.log_bytes += piece.buf.len() as u64;
+        }
+        if let Err(e) = self.maybe_roll(w) {
+            tracing::warn!(error = %e, "starting a new log segment failed; the current one grows");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{Trie, opts, random_writes};
+    use crate::{LogOptions, rewind};
+    use bintrie_keys::TreeKey;
+    use bintrie_node::Hash32;
+    use bintrie_trie::MemoryStore;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::path::Path;
+
+    /// Every node blob and code entry the index names, read through the store, by key.
+    type Contents = (Vec<(PathKey, Vec<u8>)>, Vec<([u8; 32], Vec<u8>)>);
+
+    fn contents(store: &LogStore) -> Contents {
+        let (keys, code): (Vec<PathKey>, Vec<[u8; 32]>) = {
+            let index = store.index();
+            (
+                index.nodes.iter().map(|(k, _)| *k).collect(),
+                index.code.keys().copied().collect(),
+            )
+        };
+        let mut nodes: Vec<_> = keys
+            .into_iter()
+            .map(|k| (k, store.get_node(&k).unwrap().unwrap()))
+            .collect();
+        nodes.sort_unstable_by_key(|e| e.0);
+        let mut codes: Vec<_> = code
+            .into_iter()
+            .map(|h| (h, store.get_code(&h, None).unwrap().unwrap()))
+            .collect();
+        codes.sort_unstable_by_key(|e| e.0);
+        (nodes, codes)
+    }
+
+    /// Asserts `a == b`, naming how many entries differ and the first one instead of
+    /// printing both.
+    fn assert_same(a: &Contents, b: &Contents, what: &str) {
+        if a == b {
+            return;
+        }
+        let diff = |x: &[(PathKey, Vec<u8>)], y: &[(PathKey, Vec<u8>)]| {
+            x.iter()
+                .filter(|e| !y.contains(e))
+                .map(|e| e.0)
+                .collect::<Vec<_>>()
+        };
+        let (extra, missing) = (diff(&a.0, &b.0), diff(&b.0, &a.0));
+        panic!(
+            "{what}: {} node entries only in the first ({:?}...), {} only in the second ({:?}...); code equal: {}",
+            extra.len(),
+            extra.first(),
+            missing.len(),
+            missing.first(),
+            a.1 == b.1
+        );
+    }
+
+    fn small_segments(g: u8) -> LogOptions {
+        LogOptions {
+            segment_bytes: 16_000,
+            ..opts(g)
+        }
+    }
+
+    /// Blocks of new stems and new values for earlier ones (so that every block supersedes
+    /// blobs of the blocks before), each with a code entry; the memory trie follows.
+    fn blocks(
+        trie: &mut Trie<LogStore>,
+        reference: &mut Trie<MemoryStore>,
+        rng: &mut StdRng,
+        written: &mut Vec<TreeKey>,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Hash32 {
+        for block in range {
+            let mut w = random_writes(rng, 40);
+            for _ in 0..20.min(written.len()) {
+                let k = written[rng.random_range(0..written.len())];
+                w.push((k, rng.random()));
+            }
+            written.extend(w.iter().map(|(k, _)| *k));
+            reference.update(w.clone()).unwrap();
+            trie.update(w).unwrap();
+            let code = vec![([block as u8; 32], vec![block as u8; 100 + block as usize])];
+            trie.commit_with(|s, set| s.write_block(set, block, &code))
+                .unwrap();
+            assert_eq!(trie.root(), reference.root(), "block {block}");
+        }
+        reference.root()
+    }
+
+    fn segment_numbers(dir: &Path) -> Vec<u32> {
+        scan::segment_files(dir)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    /// A compaction drops the segments that are mostly garbage and nothing else changes: the
+    /// same state, every blob and code entry read back alike from the copies, fewer bytes;
+    /// blocks go on, the log reopens at the same state with exactly the same entries (no path
+    /// a removal had emptied comes back from an older segment), and compacting again (a
+    /// segment holding an earlier compaction's drop record among those dropped) keeps all
+    /// that. Removals are carried forward while an older segment stays, which these rounds
+    /// exercise (checked).
+    #[test]
+    fn a_compaction_drops_superseded_segments_and_keeps_the_state() {
+        for g in [3u8, 5] {
+            let dir = tempfile::tempdir().unwrap();
+            let options = small_segments(g);
+            let mut rng = StdRng::seed_from_u64(40 + u64::from(g));
+            let mut reference = Trie::new(MemoryStore::new(), g).unwrap();
+            let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), g).unwrap();
+            let mut written = Vec::new();
+            let mut block = 0u64;
+            let mut removals = 0;
+            let mut kept_older = false;
+            for min_garbage in [0.9, 0.6, 0.3, 0.6] {
+                let root = blocks(
+                    &mut trie,
+                    &mut reference,
+                    &mut rng,
+                    &mut written,
+                    block + 1..=block + 12,
+                );
+                block += 12;
+                let before = contents(trie.store());
+                let info = trie.store().info();
+                let meta = trie.store().stored_meta();
+                let files = segment_numbers(dir.path());
+                let c = trie.store_mut().compact(min_garbage).unwrap();
+                assert!(!c.dropped.is_empty(), "g={g} {min_garbage}: {c:?}");
+                assert!(c.left_in_place.is_empty());
+                removals += c.removals;
+                kept_older |= c
+                    .dropped
+                    .iter()
+                    .any(|&n| files.iter().any(|&m| m < n && !c.dropped.contains(&m)));
+                let after = segment_numbers(dir.path());
+                for n in &c.dropped {
+                    assert!(files.contains(n) && !after.contains(n), "{n}");
+                }
+                assert_eq!(trie.store().stored_meta(), meta);
+                assert_same(
+                    &contents(trie.store()),
+                    &before,
+                    &format!("g={g} {min_garbage}"),
+                );
+                let now = trie.store().info();
+                assert!(now.log_bytes < info.log_bytes, "{info:?} -> {now:?}");
+                assert!(now.garbage_bytes() < info.garbage_bytes());
+                assert_eq!(now.live_bytes, info.live_bytes);
+                // Blocks go on over the copies, and the log reopens at the same state.
+                let root2 = blocks(
+                    &mut trie,
+                    &mut reference,
+                    &mut rng,
+                    &mut written,
+                    block + 1..=block + 3,
+                );
+                block += 3;
+                assert_ne!(root2, root);
+                let live = contents(trie.store());
+                let snapshot = crate::tests::index_snapshot(trie.store());
+                drop(trie);
+                let store = LogStore::open(dir.path(), &options).unwrap();
+                assert_eq!(store.stored_meta().root, root2);
+                assert_same(
+                    &contents(&store),
+                    &live,
+                    &format!("g={g} {min_garbage}: reopened"),
+                );
+                assert_eq!(crate::tests::index_snapshot(&store).0, snapshot.0);
+                trie = Trie::open(store, g, root2).unwrap();
+                assert_eq!(trie.verify().unwrap(), root2);
+            }
+            assert!(removals > 0, "g={g}: no removal was carried forward");
+            assert!(
+                kept_older,
+                "g={g}: no compaction kept a segment older than one it dropped"
+            );
+        }
+    }
+
+    /// Copies every segment file of `from` into `to` (created), except those numbered in
+    /// `skip`.
+    fn copy_segments(from: &Path, to: &Path, skip: &[u32]) {
+        std::fs::create_dir_all(to).unwrap();
+        for (n, path) in scan::segment_files(from).unwrap() {
+            if !skip.contains(&n) {
+                std::fs::copy(&path, to.join(segment_name(n))).unwrap();
+            }
+        }
+    }
+
+    /// A crash at any instant of a compaction leaves a log that opens at the same state with
+    /// the same blobs: cut anywhere in what it appended (the old segments then all still
+    /// there), or after its last block with any number of the dropped segments not yet
+    /// removed (the oldest go first); the next writer removes what is left. A segment missing
+    /// that no compaction dropped is refused.
+    #[test]
+    fn a_compaction_cut_short_at_any_point_opens_at_the_same_state() {
+        let work = tempfile::tempdir().unwrap();
+        let (dir, before_dir) = (work.path().join("log"), work.path().join("before"));
+        let options = small_segments(4);
+        let mut rng = StdRng::seed_from_u64(77);
+        let mut reference = Trie::new(MemoryStore::new(), 4).unwrap();
+        let mut trie = Trie::new(LogStore::open(&dir, &options).unwrap(), 4).unwrap();
+        let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=20);
+        let expected = contents(trie.store());
+        let start = trie.store().end().unwrap();
+        copy_segments(&dir, &before_dir, &[]);
+        let c = trie.store_mut().compact(0.4).unwrap();
+        assert!(c.dropped.len() >= 2, "{c:?}");
+        let end = trie.store().end().unwrap();
+        assert_eq!(end.meta, start.meta);
+        drop(trie);
+        let check = |image: &Path, what: &str| {
+            let store = LogStore::open(image, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(store.stored_meta(), start.meta, "{what}");
+            assert_same(&contents(&store), &expected, what);
+            let mut trie = Trie::open(store, 4, root).unwrap();
+            assert_eq!(trie.verify().unwrap(), root, "{what}");
+        };
+        // Cut in what the compaction appended, with every old segment still in place.
+        let appended: Vec<u32> = (start.segment..=end.segment).collect();
+        let mut cuts = 0;
+        for &seg in &appended {
+            let full = std::fs::metadata(dir.join(segment_name(seg)))
+                .unwrap()
+                .len();
+            let from = if seg == start.segment {
+                start.offset
+            } else {
+                0
+            };
+            let step = ((full - from) / 9).max(1);
+            let last_byte = (full > from).then(|| full - 1);
+            for cut in (from..=full).step_by(step as usize).chain(last_byte) {
+                let image = work.path().join(format!("cut-{seg}-{cut}"));
+                copy_segments(&before_dir, &image, &[]);
+                for &later in appended.iter().filter(|&&s| s <= seg) {
+                    std::fs::copy(
+                        dir.join(segment_name(later)),
+                        image.join(segment_name(later)),
+                    )
+                    .unwrap();
+                }
+                crate::cut_file(&image.join(segment_name(seg)), cut).unwrap();
+                check(&image, &format!("cut at {seg}:{cut}"));
+                std::fs::remove_dir_all(&image).unwrap();
+                cuts += 1;
+            }
+        }
+        assert!(cuts >= 10);
+        // Whole, with the newest dropped segments still in the directory (removed oldest first).
+        for left in 1..=c.dropped.len() {
+            let image = work.path().join(format!("left-{left}"));
+            copy_segments(&dir, &image, &[]);
+            for &n in &c.dropped[c.dropped.len() - left..] {
+                std::fs::copy(
+                    before_dir.join(segment_name(n)),
+                    image.join(segment_name(n)),
+                )
+                .unwrap();
+            }
+            check(&image, &format!("{left} dropped segments left"));
+            // The open removed them.
+            for &n in &c.dropped {
+                assert!(!image.join(segment_name(n)).exists(), "{n} left");
+            }
+            check(&image, &format!("{left} dropped segments left, reopened"));
+        }
+        // A segment missing that no compaction dropped is damage.
+        let kept = segment_numbers(&dir);
+        let image = work.path().join("lost");
+        copy_segments(&dir, &image, &[kept[0]]);
+        let err = LogStore::open(&image, &options).unwrap_err();
+        assert!(
+            matches!(err, LogError::Corrupt(_))
+                && err.to_string().contains("no compaction dropped it"),
+            "{err}"
+        );
+    }
+
+    /// A compaction refuses what it cannot do and changes nothing then: a read-only handle, a
+    /// share outside 0..=1, a handle another commit left behind, a damaged record in a
+    /// segment it copies from (every file stays); nothing to drop is not an error; and a log
+    /// cannot be rewound past a compaction.
+    #[test]
+    fn a_compaction_refuses_damage_and_stale_handles_and_blocks_a_rewind_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_segments(3);
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
+        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+        blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=10);
+        for bad in [-0.1, 1.5, f64::NAN] {
+            let err = trie.store_mut().compact(bad).unwrap_err();
+            assert!(matches!(err, LogError::Invalid(_)), "{err}");
+        }
+        let mut ro = LogStore::open_read_only(dir.path()).unwrap();
+        assert!(matches!(ro.compact(0.5), Err(LogError::ReadOnly)));
+        let mut stale = trie.store().clone();
+        blocks(
+            &mut trie,
+            &mut reference,
+            &mut rng,
+            &mut Vec::new(),
+            11..=11,
+        );
+        assert!(matches!(stale.compact(0.5), Err(LogError::Conflict { .. })));
+        // Only segments with nothing live at 1.0: none here.
+        let files = segment_numbers(dir.path());
+        let none = trie.store_mut().compact(1.0).unwrap();
+        assert!(none.dropped.is_empty(), "{none:?}");
+        // A flipped byte in the first segment, under the open handle.
+        let first = dir.path().join(segment_name(files[0]));
+        let mut bytes = std::fs::read(&first).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x40;
+        std::fs::write(&first, &bytes).unwrap();
+        let err = trie.store_mut().compact(0.0).unwrap_err();
+        assert!(matches!(err, LogError::Corrupt(_)), "{err}");
+        assert_eq!(segment_numbers(dir.path()), files);
+        bytes[at] ^= 0x40;
+        std::fs::write(&first, &bytes).unwrap();
+        // An end in the segment being written, which the compaction keeps.
+        let end = trie.store().end().unwrap();
+        let c = trie.store_mut().compact(0.0).unwrap();
+        assert!(!c.dropped.contains(&end.segment));
+        assert!(!c.dropped.is_empty());
+        drop((trie, stale, ro));
+        let err = rewind(dir.path(), &end).unwrap_err();
+        assert!(
+            matches!(err, LogError::Corrupt(_)) && err.to_string().contains("compaction"),
+            "{err}"
+        );
+        let store = LogStore::open(dir.path(), &options).unwrap();
+        assert_eq!(store.stored_meta().root, reference.root());
+    }
+}
