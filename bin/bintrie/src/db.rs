@@ -400,6 +400,107 @@ fn info_log(args: &InfoArgs) -> Result<()> {
 }
 
 #[derive(clap::Args, Debug)]
+pub(crate) struct CompactArgs {
+    /// Directory of a state in the log layout (`--layout log` of `import` and `exec`).
+    #[arg(long)]
+    db: PathBuf,
+    /// Compact a sealed segment when at least this share of its bytes (0 to 1) is superseded
+    /// records; 0 compacts every sealed segment, 1 only those with nothing live.
+    #[arg(long, value_name = "SHARE", default_value_t = bintrie_logstore::DEFAULT_COMPACT_GARBAGE, value_parser = parse_share, allow_negative_numbers = true)]
+    min_garbage: f64,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A share within 0..=1, for `--min-garbage`.
+fn parse_share(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is outside 0..=1"))
+    }
+}
+
+pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
+    if args.db.join("mdbx.dat").exists() {
+        bail!(
+            "{} holds an MDBX database, which reuses the pages it frees: only the log layout is \
+             compacted",
+            args.db.display()
+        );
+    }
+    if !bintrie_logstore::holds_log(&args.db) {
+        bail!("{} holds no state in the log layout", args.db.display());
+    }
+    let options = bintrie_logstore::LogOptions {
+        create: false,
+        compact_garbage: None,
+        ..Default::default()
+    };
+    let mut store = bintrie_logstore::LogStore::open(&args.db, &options)
+        .with_context(|| format!("opening {}", args.db.display()))?;
+    let before = store.info();
+    let done = store
+        .compact(args.min_garbage)
+        .with_context(|| format!("compacting {}", args.db.display()))?;
+    let (meta, after) = (store.meta(), store.info());
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let j = serde_json::json!({
+            "root": hex0x(meta.root),
+            "block": meta.block,
+            "min_garbage": args.min_garbage,
+            "dropped": done.dropped,
+            "dropped_bytes": done.dropped_bytes,
+            "copied_records": done.copied_records,
+            "copied_bytes": done.copied_bytes,
+            "removals": done.removals,
+            "left_in_place": done.left_in_place,
+            "seconds": done.seconds,
+            "log_bytes_before": before.log_bytes,
+            "log_bytes": after.log_bytes,
+            "live_bytes": after.live_bytes,
+            "segments": after.segments,
+        });
+        writeln!(out, "{j}")
+    } else {
+        writeln!(
+            out,
+            "dropped      {} segments ({} bytes){}\ncopied       {} records ({} bytes), {} removals\n\
+             log size     {} -> {} bytes ({} live) in {} segments\ntook         {:.3} s\n\
+             state        block {} root {} (unchanged)",
+            done.dropped.len(),
+            done.dropped_bytes,
+            if done.left_in_place.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} could not be removed, the next open removes them",
+                    done.left_in_place.len()
+                )
+            },
+            done.copied_records,
+            done.copied_bytes,
+            done.removals,
+            before.log_bytes,
+            after.log_bytes,
+            after.live_bytes,
+            after.segments,
+            done.seconds,
+            meta.block,
+            hex0x(meta.root),
+        )
+    }
+    .and_then(|()| out.flush())
+    .context("writing output")
+}
+
+#[derive(clap::Args, Debug)]
 pub(crate) struct InfoArgs {
     /// Database directory.
     #[arg(long)]
@@ -412,7 +513,7 @@ pub(crate) struct InfoArgs {
 /// Opens an existing database read-only (never creates, formats or writes anything), at its
 /// own group depth.
 fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
-    if dir.join("log.000001").exists() && !dir.join("mdbx.dat").exists() {
+    if bintrie_logstore::holds_log(dir) && !dir.join("mdbx.dat").exists() {
         bail!(
             "{} holds a state in the log layout: this command reads MDBX databases (`info` and \
              `verify` read both)",
@@ -423,7 +524,7 @@ fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
 }
 
 pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
-    if args.db.join("log.000001").exists() && !args.db.join("mdbx.dat").exists() {
+    if bintrie_logstore::holds_log(&args.db) && !args.db.join("mdbx.dat").exists() {
         return info_log(&args);
     }
     let store = open_existing(&args.db)?;
@@ -615,7 +716,7 @@ fn verify_log(args: &VerifyArgs) -> Result<()> {
 }
 
 pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
-    if args.db.join("log.000001").exists() && !args.db.join("mdbx.dat").exists() {
+    if bintrie_logstore::holds_log(&args.db) && !args.db.join("mdbx.dat").exists() {
         return verify_log(&args);
     }
     let store = open_existing(&args.db)?;

@@ -99,7 +99,7 @@ pub(crate) fn check_layout(
     use bintrie_bench::model::Layout;
     let (mdbx, log) = (
         dir.join("mdbx.dat").exists(),
-        dir.join("log.000001").exists(),
+        bintrie_logstore::holds_log(dir),
     );
     match layout {
         Layout::Mdbx if log => anyhow::bail!(

@@ -80,6 +80,16 @@ enum Command {
     /// Show a database's root, block, group depth, page size, counts and stem depths. Opens
     /// the database read-only.
     Info(db::InfoArgs),
+    /// Compact a state in the log layout: drop the sealed segments whose superseded records
+    /// are at least --min-garbage of their bytes, after copying what is live in them to the
+    /// log's end.
+    ///
+    /// The state (root, block) does not change, and a crash at any instant leaves it whole:
+    /// the copies are synced before any segment file is removed, the oldest first. `import`
+    /// and `exec` on the log layout already compact this way each time a block fills a
+    /// segment (1 GiB); this does it now. MDBX databases reuse the pages they free and need
+    /// none. Needs the writer's lock (fails while another process writes the state).
+    Compact(db::CompactArgs),
     /// Print the value at a tree key (nothing when absent). Opens the database read-only.
     Get(db::GetArgs),
     /// Check a whole database: every node blob re-hashed against its parent up to the root,
@@ -178,6 +188,7 @@ fn main() {
         Command::Root(args) => cmd_root(args),
         Command::Import(args) => db::cmd_import(args),
         Command::Info(args) => db::cmd_info(args),
+        Command::Compact(args) => db::cmd_compact(args),
         Command::Get(args) => db::cmd_get(args),
         Command::Verify(args) => db::cmd_verify(args),
         Command::Prove(args) => proof::cmd_prove(args),

@@ -29,6 +29,17 @@ use std::sync::Arc;
 /// memory stays bounded whatever the segments' size.
 const PIECE_BYTES: usize = 64 << 20;
 
+/// Refuses a garbage share outside 0..=1 (NaN included).
+pub(crate) fn check_share(min_garbage: f64) -> Result<(), LogError> {
+    if (0.0..=1.0).contains(&min_garbage) {
+        Ok(())
+    } else {
+        Err(LogError::Invalid(format!(
+            "the garbage share a segment must reach to be compacted is {min_garbage}: it must be within 0..=1"
+        )))
+    }
+}
+
 /// What [`LogStore::compact`] did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Compaction {
@@ -96,22 +107,28 @@ impl LogStore {
     /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
     /// segments stay open until the next.
     pub fn compact(&mut self, min_garbage: f64) -> Result<Compaction, LogError> {
-        if !(0.0..=1.0).contains(&min_garbage) {
-            return Err(LogError::Invalid(format!(
-                "the garbage share a segment must reach to be compacted is {min_garbage}: it must be within 0..=1"
-            )));
-        }
-        let t = std::time::Instant::now();
-        let this = &*self;
-        let mut guard = this.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        check_share(min_garbage)?;
+        let mut guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
         let w = guard.as_mut().ok_or(LogError::ReadOnly)?;
         if w.poisoned {
             return Err(LogError::Poisoned);
         }
-        let stored = this.stored_meta();
-        if stored != this.meta {
-            return Err(this.conflict(stored));
+        let stored = self.stored_meta();
+        if stored != self.meta {
+            return Err(self.conflict(stored));
         }
+        self.compact_locked(w, min_garbage)
+    }
+
+    /// [`LogStore::compact`] with the writer held and checked (poisoned, conflict).
+    pub(crate) fn compact_locked(
+        &self,
+        w: &mut Writer,
+        min_garbage: f64,
+    ) -> Result<Compaction, LogError> {
+        let t = std::time::Instant::now();
+        let this = self;
+        let stored = this.stored_meta();
         let present: Vec<(u32, Arc<File>)> = this
             .segments()
             .iter()
@@ -405,6 +422,7 @@ mod tests {
     fn small_segments(g: u8) -> LogOptions {
         LogOptions {
             segment_bytes: 16_000,
+            compact_garbage: None,
             ..opts(g)
         }
     }
@@ -526,6 +544,56 @@ mod tests {
                 kept_older,
                 "g={g}: no compaction kept a segment older than one it dropped"
             );
+        }
+    }
+
+    /// With [`LogOptions::compact_garbage`], every block that fills a segment compacts: over
+    /// many blocks that supersede most of what they find, the log stays within a bound of its
+    /// live bytes (it grows without one when nothing compacts), at the same roots, and
+    /// reopens whole. A share outside 0..=1 is refused at open.
+    #[test]
+    fn blocks_that_fill_segments_compact_and_the_log_stays_bounded() {
+        let mut sizes = Vec::new();
+        for share in [None, Some(0.5)] {
+            let dir = tempfile::tempdir().unwrap();
+            let options = LogOptions {
+                compact_garbage: share,
+                ..small_segments(3)
+            };
+            let mut rng = StdRng::seed_from_u64(9);
+            let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
+            let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+            let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=60);
+            let info = trie.store().info();
+            drop(trie);
+            let store = LogStore::open(dir.path(), &options).unwrap();
+            assert_eq!(store.stored_meta().root, root);
+            assert_eq!(store.info().live_bytes, info.live_bytes);
+            let mut trie = Trie::open(store, 3, root).unwrap();
+            assert_eq!(trie.verify().unwrap(), root);
+            let on_disk: u64 = scan::segment_files(dir.path())
+                .unwrap()
+                .iter()
+                .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+                .sum();
+            assert_eq!(on_disk, info.log_bytes, "{share:?}");
+            sizes.push((info.log_bytes, info.live_bytes));
+        }
+        let (grown, live) = sizes[0];
+        let (bounded, live2) = sizes[1];
+        assert_eq!(live, live2);
+        assert!(grown > 4 * live, "{sizes:?}");
+        // At most twice the live bytes in the sealed segments, plus the one being written and
+        // the copies of the last compaction.
+        assert!(bounded <= 2 * live + 3 * 16_000, "{sizes:?}");
+        for bad in [-1.0, 2.0, f64::NAN] {
+            let dir = tempfile::tempdir().unwrap();
+            let options = LogOptions {
+                compact_garbage: Some(bad),
+                ..small_segments(3)
+            };
+            let err = LogStore::open(dir.path(), &options).unwrap_err();
+            assert!(matches!(err, LogError::Invalid(_)), "{err}");
         }
     }
 

@@ -257,6 +257,13 @@ pub struct LogOptions {
     /// about 37 MB, one of the two device reads a newly written stem needs). A commit that
     /// fails drops the set (the next open reads it again). 0: none.
     pub pinned_bytes: u64,
+    /// Each time a block fills a segment (the writer starts a new one), the sealed segments
+    /// whose garbage is at least this share of their bytes are compacted inside that block's
+    /// write ([`LogStore::compact`]): the log then holds about `1 / (1 - share)` times its
+    /// live bytes at most, plus the segment being written. A failed compaction does not fail
+    /// the committed block (it is logged). `None`: only [`LogStore::compact`] compacts. Checked
+    /// at open (0..=1).
+    pub compact_garbage: Option<f64>,
 }
 
 impl Default for LogOptions {
@@ -270,9 +277,14 @@ impl Default for LogOptions {
             io_uring: true,
             recent_blocks: DEFAULT_RECENT_BLOCKS,
             pinned_bytes: 0,
+            compact_garbage: Some(DEFAULT_COMPACT_GARBAGE),
         }
     }
 }
+
+/// [`LogOptions::compact_garbage`] by default: a sealed segment is compacted once half of it
+/// is superseded.
+pub const DEFAULT_COMPACT_GARBAGE: f64 = 0.5;
 
 /// [`LogOptions::recent_blocks`] by default: as many blocks as the study's MDBX write buffer.
 pub const DEFAULT_RECENT_BLOCKS: usize = 8;
@@ -1017,6 +1029,12 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
     sync_dir(dir)
 }
 
+/// Whether `dir` holds a state log: at least one segment file (`log.NNNNNN`; after a
+/// compaction the first ones may be gone). A missing or unreadable directory holds none.
+pub fn holds_log(dir: &FsPath) -> bool {
+    scan::segment_files(dir).is_ok_and(|files| !files.is_empty())
+}
+
 /// Asks the kernel to drop the cached pages of every segment in `dir` (`posix_fadvise`
 /// `DONTNEED`; dirty pages must be synced first to go). Returns the bytes of the segments.
 pub fn evict_page_cache(dir: &FsPath) -> std::io::Result<u64> {
@@ -1068,6 +1086,9 @@ impl LogStore {
             return Err(LogError::Corrupt(format!(
                 "group depth {g} is outside 1..8"
             )));
+        }
+        if let Some(share) = options.compact_garbage {
+            compact::check_share(share)?;
         }
         let writing = !options.read_only;
         if writing && options.create {
@@ -2271,8 +2292,16 @@ impl LogStore {
         }
         // The block is committed: a failure to start the next segment must not report it as
         // failed. The current segment grows past its size, and the next commit tries again.
+        let seg = w.seg;
         if let Err(e) = self.maybe_roll(w) {
             tracing::warn!(error = %e, "starting a new log segment failed; the current one grows");
+        }
+        let t3 = std::time::Instant::now();
+        if w.seg != seg
+            && let Some(share) = self.inner.options.compact_garbage
+            && let Err(e) = self.compact_locked(w, share)
+        {
+            tracing::warn!(error = %e, "compacting the log after a full segment failed; the block is committed");
         }
         tracing::debug!(
             block,
@@ -2283,7 +2312,8 @@ impl LogStore {
             write_sync_ms = write_time.as_secs_f64() * 1e3,
             index_ms = index_time.as_secs_f64() * 1e3,
             stage_ms = stage_time.as_secs_f64() * 1e3,
-            after_ms = t2.elapsed().as_secs_f64() * 1e3,
+            after_ms = (t3 - t2).as_secs_f64() * 1e3,
+            compact_ms = t3.elapsed().as_secs_f64() * 1e3,
             "block appended"
         );
         Ok(())

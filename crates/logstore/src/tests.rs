@@ -463,6 +463,7 @@ fn segments_roll_over_and_reopen_whole() {
     let dir = tempfile::tempdir().unwrap();
     let options = LogOptions {
         segment_bytes: 20_000,
+        compact_garbage: None,
         ..opts(3)
     };
     let mut rng = StdRng::seed_from_u64(12);
@@ -499,6 +500,7 @@ fn a_log_rewound_to_a_reported_end_is_that_block_again() {
     let dir = tempfile::tempdir().unwrap();
     let options = LogOptions {
         segment_bytes: 20_000,
+        compact_garbage: None,
         ..opts(4)
     };
     let mut rng = StdRng::seed_from_u64(31);
@@ -1058,6 +1060,7 @@ fn a_segment_that_cannot_be_started_does_not_fail_the_committed_block() {
     let dir = tempfile::tempdir().unwrap();
     let options = LogOptions {
         segment_bytes: 20_000,
+        compact_garbage: None,
         ..opts(4)
     };
     let mut rng = StdRng::seed_from_u64(18);

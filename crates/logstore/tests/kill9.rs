@@ -1,6 +1,7 @@
 //! kill -9 of a writer at 20 random instants: the log always reopens at a block whose root the
 //! writer printed (or the one whose commit had returned just before the kill), and writing on
-//! from there converges to the root of the uninterrupted run.
+//! from there converges to the root of the uninterrupted run. The writer's segments are small
+//! and compacted as they fill, so compactions run throughout and a kill can land in one.
 //!
 //! The writer is this test binary run again with `BINTRIE_LOG_KILL9_CHILD` set: it opens the
 //! log, commits blocks from the stored one onward and prints `committed BLOCK ROOT` after each.
@@ -42,7 +43,10 @@ fn child(dir: &str) {
         dir,
         &LogOptions {
             group_depth: Some(GROUP_DEPTH),
-            segment_bytes: 4 << 20,
+            // Small segments, so that blocks fill them often and compact (the kills land
+            // in compactions too).
+            segment_bytes: 1 << 20,
+            compact_garbage: Some(0.5),
             ..Default::default()
         },
     )
@@ -148,5 +152,9 @@ fn kill_9_at_random_instants_reopens_at_a_printed_block_and_converges() {
         (meta.block, meta.root),
         (BLOCKS, roots[BLOCKS as usize]),
         "converged to the uninterrupted root"
+    );
+    assert!(
+        !dir.path().join("log.000001").exists(),
+        "no compaction dropped the first segment"
     );
 }

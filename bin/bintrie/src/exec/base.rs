@@ -170,7 +170,7 @@ pub(crate) fn locate(
         lock = lock_base(keep);
     }
     ensure!(
-        !dir.join("mdbx.dat").exists() && !dir.join("log.000001").exists(),
+        !dir.join("mdbx.dat").exists() && !bintrie_logstore::holds_log(dir),
         "{} already holds a database: a base goes into an empty one",
         dir.display()
     );
@@ -317,7 +317,7 @@ pub(crate) fn copy_into_log(
         return from_mdbx(dir);
     }
     let kept = source.join("log");
-    let matches = kept.join("log.000001").exists()
+    let matches = bintrie_logstore::holds_log(&kept)
         && bintrie_logstore::LogStore::open_read_only(&kept)
             .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
     if !matches {

@@ -374,3 +374,116 @@ fn import_into_the_log_layout_matches_mdbx() {
     let info = run_ok(bin().args(["info", "--db", b.to_str().unwrap(), "--json"]));
     assert!(info.contains("\"block\":1"), "{info}");
 }
+
+/// `compact` on a log whose early segments are mostly superseded: it drops segments and
+/// prints what it did, the state (root, block) is the same and verifies whole, `info` still
+/// finds the log (its first segment gone) and `import` goes on over it; bad shares, an MDBX
+/// database, a directory without a log and a log another process writes are refused by name.
+#[test]
+fn compact_drops_superseded_segments_and_the_state_goes_on() {
+    use bintrie_logstore::{LogOptions, LogStore};
+    type Trie = bintrie_trie::Trie<LogStore, bintrie_node::Sha256Hasher>;
+    let dir = tempfile::tempdir().unwrap();
+    let l = dir.path().join("log");
+    let d = l.to_str().unwrap();
+    {
+        // Small segments, no compaction of its own, blocks that rewrite earlier keys.
+        let options = LogOptions {
+            group_depth: Some(5),
+            segment_bytes: 32 << 10,
+            compact_garbage: None,
+            ..Default::default()
+        };
+        let mut trie = Trie::new(LogStore::open(&l, &options).unwrap(), 5).unwrap();
+        let mut rng = StdRng::seed_from_u64(3);
+        let keys: Vec<bintrie_keys::TreeKey> = (0..300)
+            .map(|_| bintrie_keys::TreeKey::from_bytes(rng.random()))
+            .collect();
+        for block in 1..=40u64 {
+            let writes: Vec<_> = (0..60)
+                .map(|_| (keys[rng.random_range(0..keys.len())], rng.random()))
+                .collect();
+            trie.update(writes).unwrap();
+            trie.commit_with(|s, set| s.write_block(set, block, &[]))
+                .unwrap();
+        }
+    }
+    let info = |d: &str| -> serde_json::Value {
+        serde_json::from_str(run_ok(bin().args(["info", "--db", d, "--json"])).trim()).unwrap()
+    };
+    let before = info(d);
+    let out = run_ok(bin().args(["compact", "--db", d, "--json"]));
+    let c: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(!c["dropped"].as_array().unwrap().is_empty(), "{c}");
+    assert_eq!(
+        (&c["root"], &c["block"]),
+        (&before["root"], &before["block"])
+    );
+    assert!(
+        c["log_bytes"].as_u64() < before["log_bytes"].as_u64(),
+        "{c}"
+    );
+    assert!(!l.join("log.000001").exists());
+    let after = info(d);
+    assert_eq!(after["layout"], "log");
+    assert_eq!(
+        (&after["root"], &after["block"]),
+        (&before["root"], &before["block"])
+    );
+    assert_eq!(after["live_bytes"], before["live_bytes"]);
+    assert!(after["garbage_bytes"].as_u64() < before["garbage_bytes"].as_u64());
+    let v = run_ok(bin().args(["verify", "--db", d, "--json", "--no-progress"]));
+    let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    // The text form says the state did not change.
+    let text = run_ok(bin().args(["compact", "--db", d, "--min-garbage", "0"]));
+    assert!(
+        text.contains("(unchanged)") && text.contains("dropped"),
+        "{text}"
+    );
+    // The state goes on: an import of new lines commits blocks after it.
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(500, 9)).unwrap();
+    let imported = run_ok(bin().args([
+        "import",
+        "--db",
+        d,
+        "--layout",
+        "log",
+        "-i",
+        file.to_str().unwrap(),
+        "--batch",
+        "250",
+    ]));
+    assert!(imported.contains("committed block 42"), "{imported}");
+    let v = run_ok(bin().args(["verify", "--db", d, "--json", "--no-progress"]));
+    assert!(v.contains("\"ok\":true"), "{v}");
+    // Refused, by name.
+    let fails = |args: &[&str]| {
+        let out = bin().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        stderr(&out)
+    };
+    for bad in ["1.5", "-0.1", "NaN", "half", "０.5"] {
+        let e = fails(&["compact", "--db", d, "--min-garbage", bad]);
+        assert!(e.contains("--min-garbage"), "{bad}: {e}");
+    }
+    let m = dir.path().join("mdbx");
+    run_ok(bin().args([
+        "import",
+        "--db",
+        m.to_str().unwrap(),
+        "-i",
+        file.to_str().unwrap(),
+    ]));
+    let e = fails(&["compact", "--db", m.to_str().unwrap()]);
+    assert!(e.contains("MDBX"), "{e}");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = fails(&["compact", "--db", empty.to_str().unwrap()]);
+    assert!(e.contains("no state in the log layout"), "{e}");
+    let writer = LogStore::open(&l, &LogOptions::default()).unwrap();
+    let e = fails(&["compact", "--db", d]);
+    assert!(e.contains("LOCK is held"), "{e}");
+    drop(writer);
+}
