@@ -60,6 +60,42 @@ pub struct Compaction {
     pub seconds: f64,
 }
 
+/// What the index holds at a live record's place.
+enum LiveKey {
+    Node(PathKey),
+    Code([u8; 32]),
+}
+
+/// The live records (node and code entries of the index) in the segments `chosen`, each
+/// segment's by offset: one pass over the index, which costs less than looking up every
+/// record of the segments (most of them superseded) one by one.
+fn live_in(
+    index: &crate::Index,
+    chosen: &BTreeSet<u32>,
+) -> std::collections::BTreeMap<u32, Vec<(u64, LiveKey)>> {
+    let last = chosen.last().copied().unwrap_or(0) as usize;
+    let mut wanted = vec![false; last + 1];
+    for n in chosen {
+        wanted[*n as usize] = true;
+    }
+    let is = |loc: &Loc| wanted.get(loc.seg()).copied().unwrap_or(false);
+    let mut out: std::collections::BTreeMap<u32, Vec<(u64, LiveKey)>> = Default::default();
+    for (key, loc) in index.nodes.iter().filter(|(_, l)| is(l)) {
+        out.entry(loc.seg() as u32)
+            .or_default()
+            .push((loc.off(), LiveKey::Node(*key)));
+    }
+    for (hash, loc) in index.code.iter().filter(|(_, l)| is(l)) {
+        out.entry(loc.seg() as u32)
+            .or_default()
+            .push((loc.off(), LiveKey::Code(*hash)));
+    }
+    for records in out.values_mut() {
+        records.sort_unstable_by_key(|(off, _)| *off);
+    }
+    out
+}
+
 /// The copies being gathered into one block, written at the writer's position when started.
 struct Piece {
     seg: u32,
@@ -163,83 +199,67 @@ impl LogStore {
             .map(|(n, _)| *n)
             .find(|n| !chosen.contains(n))
             .expect("the segment being written stays");
+        let live = live_in(&this.index(), &chosen);
         let mut piece = Piece::new(w);
         let mut removals_seen: FastSet<PathKey> = FastSet::default();
         for (n, file, len) in &victims {
             let path = this.inner.dir.join(segment_name(*n));
+            // The live records the index places in this segment, by offset: the scan must meet
+            // each at a record's start, with its kind and key.
+            let mine = live.get(n).map_or(&[][..], Vec::as_slice);
+            let mut next = 0usize;
+            let disagree = |why: String| {
+                LogError::Corrupt(format!("{}: {why}; not compacted", path.display()))
+            };
             scan::for_each_record(file, &path, 0, *len, |pos, rec| {
-                let live_here = |loc: Option<&Loc>| {
-                    loc.is_some_and(|l| l.seg() == *n as usize && l.off() == pos)
-                };
-                match rec.kind {
-                    Kind::Node => {
-                        let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
-                            LogError::Corrupt(format!(
-                                "{} at offset {pos}: a record key of the wrong size",
-                                path.display()
-                            ))
-                        })?;
-                        if live_here(this.index().nodes.get(&key)) {
-                            let (loc, len) = piece.push(Kind::Node, rec.key, rec.value)?;
-                            piece.changes.push(Change::Node(
-                                key,
-                                loc,
-                                len,
-                                stem_of_blob(rec.value),
-                            ));
-                            out.copied_records += 1;
-                        }
+                if let Some((off, want)) = mine.get(next)
+                    && *off <= pos
+                {
+                    if *off < pos {
+                        return Err(disagree(format!(
+                            "the index places a record at offset {off}, inside another record"
+                        )));
                     }
-                    Kind::Code => {
-                        let hash: [u8; 32] = rec.key.try_into().map_err(|_| {
-                            LogError::Corrupt(format!(
-                                "{} at offset {pos}: a code record key of the wrong size",
-                                path.display()
-                            ))
-                        })?;
-                        if live_here(this.index().code.get(&hash)) {
-                            let (loc, len) = piece.push(Kind::Code, rec.key, rec.value)?;
-                            piece.changes.push(Change::Code(hash, loc, len));
-                            out.copied_records += 1;
-                        }
+                    next += 1;
+                    let (kind, key): (Kind, &[u8]) = match want {
+                        LiveKey::Node(k) => (Kind::Node, k.as_bytes()),
+                        LiveKey::Code(h) => (Kind::Code, h),
+                    };
+                    if rec.kind != kind || rec.key != key {
+                        return Err(disagree(format!(
+                            "the record at offset {pos} is not the one the index places there"
+                        )));
                     }
-                    Kind::Remove => {
-                        let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
-                            LogError::Corrupt(format!(
-                                "{} at offset {pos}: a record key of the wrong size",
-                                path.display()
-                            ))
-                        })?;
-                        if first_kept < *n
-                            && this.index().nodes.get(&key).is_none()
-                            && removals_seen.insert(key)
-                        {
-                            piece.push(Kind::Remove, rec.key, &[])?;
-                            piece.changes.push(Change::Remove(key));
-                            out.removals += 1;
-                        }
+                    let (loc, len) = piece.push(kind, rec.key, rec.value)?;
+                    piece.changes.push(match want {
+                        LiveKey::Node(k) => Change::Node(*k, loc, len, stem_of_blob(rec.value)),
+                        LiveKey::Code(h) => Change::Code(*h, loc, len),
+                    });
+                    out.copied_records += 1;
+                } else if rec.kind == Kind::Remove && first_kept < *n {
+                    let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
+                        disagree(format!("a removal key of the wrong size at {pos}"))
+                    })?;
+                    if this.index().nodes.get(&key).is_none() && removals_seen.insert(key) {
+                        piece.push(Kind::Remove, rec.key, &[])?;
+                        piece.changes.push(Change::Remove(key));
+                        out.removals += 1;
                     }
-                    Kind::Drop | Kind::Commit | Kind::Pad => {}
                 }
                 if piece.buf.len() >= PIECE_BYTES {
                     out.copied_bytes += piece.buf.len() as u64;
-                    let full = std::mem::take(&mut piece.changes);
-                    let buf = std::mem::take(&mut piece.buf);
-                    let (seg, base) = (piece.seg, piece.base);
-                    this.commit_piece(
-                        w,
-                        Piece {
-                            seg,
-                            base,
-                            buf,
-                            changes: full,
-                        },
-                        None,
-                    )?;
+                    let full = std::mem::replace(&mut piece, Piece::new(w));
+                    this.commit_piece(w, full, None)?;
                     piece = Piece::new(w);
                 }
                 Ok(())
             })?;
+            if let Some((off, _)) = mine.get(next) {
+                return Err(disagree(format!(
+                    "the index places {} live records from offset {off} on that its records do not hold",
+                    mine.len() - next
+                )));
+            }
         }
         let dropped: Vec<u32> = {
             let index = this.index();
@@ -595,6 +615,55 @@ mod tests {
             let err = LogStore::open(dir.path(), &options).unwrap_err();
             assert!(matches!(err, LogError::Invalid(_)), "{err}");
         }
+    }
+
+    /// A segment whose records disagree with the index (a live record replaced on disk by a
+    /// valid record of another path: the CRCs hold, the index's entry is not found) is not
+    /// compacted: nothing is dropped, and the index still points where it did.
+    #[test]
+    fn a_segment_whose_records_disagree_with_the_index_is_not_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_segments(3);
+        let mut rng = StdRng::seed_from_u64(8);
+        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
+        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+        blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=12);
+        let first = segment_numbers(dir.path())[0];
+        // A live node record in the first segment, and another path of the same length.
+        let (key, loc, other) = {
+            let index = trie.store().index();
+            let (key, loc) = index
+                .nodes
+                .iter()
+                .find(|(_, l)| l.seg() == first as usize && l.len().is_some())
+                .map(|(k, l)| (*k, *l))
+                .expect("a live record in the first segment");
+            let other = *index
+                .nodes
+                .iter()
+                .map(|(k, _)| k)
+                .find(|k| **k != key && k.as_bytes().len() == key.as_bytes().len())
+                .expect("another path of the same length");
+            (key, loc, other)
+        };
+        let path = dir.path().join(segment_name(first));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = loc.off() as usize;
+        let len = loc.len().unwrap();
+        let value = bytes[at + record::HEADER + key.as_bytes().len()..at + len].to_vec();
+        let mut forged = Vec::new();
+        record::push(&mut forged, loc.off(), Kind::Node, other.as_bytes(), &value);
+        assert_eq!(forged.len(), len);
+        bytes[at..at + len].copy_from_slice(&forged);
+        std::fs::write(&path, &bytes).unwrap();
+        let files = segment_numbers(dir.path());
+        let err = trie.store_mut().compact(0.0).unwrap_err();
+        assert!(
+            matches!(err, LogError::Corrupt(_)) && err.to_string().contains("not compacted"),
+            "{err}"
+        );
+        assert_eq!(segment_numbers(dir.path()), files);
+        assert_eq!(trie.store().index().nodes.get(&key), Some(&loc));
     }
 
     /// Copies every segment file of `from` into `to` (created), except those numbered in

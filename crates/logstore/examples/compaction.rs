@@ -1,0 +1,134 @@
+//! What compaction costs a long run of approve-like blocks on the log layout.
+//!
+//! `cargo run --release -p bintrie-logstore --example compaction -- [BASE_STEMS] [BLOCKS]
+//! [SEGMENT_MIB] [SHARE] [DIR]` (defaults 2000000, 1500, 64, 0.5, target/compaction-example)
+//! builds a log of BASE_STEMS random stems at group depth 5 (blocks of 100,000), then commits
+//! BLOCKS blocks of 641 new random stems each (an approve block's new slots), each through a
+//! trie opened on the log's root (nothing kept across blocks). Whenever a block fills a
+//! segment, the log is compacted at SHARE exactly as `LogOptions::compact_garbage` does it
+//! inside the block, but called here so that its time and counts are reported apart; the
+//! segments' pages are evicted from the page cache first, so the compaction reads them from
+//! the device as a node's would. Prints one line per compaction and a summary: compaction
+//! milliseconds per block and per written slot (amortized over every block), bytes copied per
+//! block beside the bytes a block writes, and the log's bytes against its live bytes at the end.
+
+use bintrie_keys::TreeKey;
+use bintrie_logstore::{Durability, LogOptions, LogStore};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Instant;
+
+type Trie = bintrie_trie::Trie<LogStore, bintrie_node::Sha256Hasher>;
+
+const GROUP_DEPTH: u8 = 5;
+const SLOTS: usize = 641;
+
+fn stems(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
+    (0..n)
+        .map(|_| {
+            let mut stem = [0u8; 31];
+            rng.fill(&mut stem[..]);
+            (TreeKey::new(stem, 0), rng.random())
+        })
+        .collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or(default.to_string());
+    let base: usize = arg(0, "2000000").parse().expect("BASE_STEMS");
+    let blocks: u64 = arg(1, "1500").parse().expect("BLOCKS");
+    let segment_mib: u64 = arg(2, "64").parse().expect("SEGMENT_MIB");
+    let share: f64 = arg(3, "0.5").parse().expect("SHARE");
+    let dir = std::path::PathBuf::from(arg(4, "target/compaction-example"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = LogOptions {
+        group_depth: Some(GROUP_DEPTH),
+        segment_bytes: segment_mib << 20,
+        compact_garbage: None,
+        durability: Durability::Durable,
+        ..Default::default()
+    };
+    let mut rng = StdRng::seed_from_u64(17);
+    let t = Instant::now();
+    let mut store = LogStore::open(&dir, &options).expect("open");
+    let mut block = 0u64;
+    let mut left = base;
+    while left > 0 {
+        let n = left.min(100_000);
+        left -= n;
+        block += 1;
+        let meta = store.meta();
+        let mut trie = Trie::open(store, GROUP_DEPTH, meta.root).expect("trie");
+        trie.update(stems(&mut rng, n)).expect("update");
+        trie.commit_with(|s, set| s.write_block(set, block, &[]))
+            .expect("commit");
+        store = trie.store().clone();
+    }
+    let start = store.info();
+    println!(
+        "base: {base} stems in {block} blocks, {:.1} s; log {} MB, live {} MB, {} segments",
+        t.elapsed().as_secs_f64(),
+        start.log_bytes >> 20,
+        start.live_bytes >> 20,
+        start.segments
+    );
+    let (mut compact_ms, mut copied, mut dropped, mut written) = (0.0, 0u64, 0u64, 0u64);
+    let mut compactions = 0;
+    let mut block_ms = Vec::with_capacity(blocks as usize);
+    for _ in 0..blocks {
+        block += 1;
+        let before = store.info();
+        let meta = store.meta();
+        let t = Instant::now();
+        let mut trie = Trie::open(store, GROUP_DEPTH, meta.root).expect("trie");
+        trie.update(stems(&mut rng, SLOTS)).expect("update");
+        trie.commit_with(|s, set| s.write_block(set, block, &[]))
+            .expect("commit");
+        block_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        store = trie.store().clone();
+        drop(trie);
+        let after = store.info();
+        written += after.log_bytes - before.log_bytes;
+        if after.segments > before.segments {
+            bintrie_logstore::evict_page_cache(&dir).expect("evict");
+            let c = store.compact(share).expect("compact");
+            compact_ms += c.seconds * 1e3;
+            copied += c.copied_bytes;
+            dropped += c.dropped_bytes;
+            if !c.dropped.is_empty() {
+                compactions += 1;
+            }
+            println!(
+                "block {block}: compaction dropped {} segments ({} MB), copied {} records ({} MB) in {:.1} ms; log {} MB, live {} MB",
+                c.dropped.len(),
+                c.dropped_bytes >> 20,
+                c.copied_records,
+                c.copied_bytes >> 20,
+                c.seconds * 1e3,
+                store.info().log_bytes >> 20,
+                store.info().live_bytes >> 20
+            );
+        }
+    }
+    block_ms.sort_by(|a, b| a.total_cmp(b));
+    let end = store.info();
+    let n = blocks as f64;
+    println!(
+        "{blocks} blocks of {SLOTS} new stems, segments {segment_mib} MiB, share {share}: \
+         block median {:.2} ms; {compactions} compactions, {:.1} ms in all = {:.3} ms per block, \
+         {:.5} ms per written slot; copied {:.2} MB per block beside {:.2} MB written by the \
+         blocks; dropped {} MB; log {} MB for {} MB live ({:.2}x), {} segments",
+        block_ms[block_ms.len() / 2],
+        compact_ms,
+        compact_ms / n,
+        compact_ms / (n * SLOTS as f64),
+        copied as f64 / n / 1e6,
+        written as f64 / n / 1e6,
+        dropped >> 20,
+        end.log_bytes >> 20,
+        end.live_bytes >> 20,
+        end.log_bytes as f64 / end.live_bytes.max(1) as f64,
+        end.segments
+    );
+}
