@@ -2,8 +2,10 @@
 //!
 //! `cargo run --release -p bintrie-logstore --example compaction -- [BASE_STEMS] [BLOCKS]
 //! [SEGMENT_MIB] [SHARE] [DIR]` (defaults 2000000, 1500, 64, 0.5, target/compaction-example)
-//! builds a log of BASE_STEMS random stems at group depth 5 (blocks of 100,000), then commits
-//! BLOCKS blocks of 641 new random stems each (an approve block's new slots), each through a
+//! builds a log of BASE_STEMS random stems at group depth 5 (blocks of 100,000; 0: the log
+//! already in DIR, to run two versions from copies of one log), then commits
+//! BLOCKS blocks of 641 new random stems each (an approve block's new slots; the base's own
+//! garbage compacted first, apart), each through a
 //! trie opened on the log's root (nothing kept across blocks). Whenever a block fills a
 //! segment, the log is compacted at SHARE exactly as `LogOptions::compact_garbage` does it
 //! inside the block, but called here so that its time and counts are reported apart; the
@@ -41,7 +43,11 @@ fn main() {
     let segment_mib: u64 = arg(2, "64").parse().expect("SEGMENT_MIB");
     let share: f64 = arg(3, "0.5").parse().expect("SHARE");
     let dir = std::path::PathBuf::from(arg(4, "target/compaction-example"));
-    let _ = std::fs::remove_dir_all(&dir);
+    // BASE_STEMS 0: go on from the log already in DIR (to run two versions from copies of
+    // one log).
+    if base > 0 {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let options = LogOptions {
         group_depth: Some(GROUP_DEPTH),
         segment_bytes: segment_mib << 20,
@@ -49,10 +55,11 @@ fn main() {
         durability: Durability::Durable,
         ..Default::default()
     };
-    let mut rng = StdRng::seed_from_u64(17);
     let t = Instant::now();
     let mut store = LogStore::open(&dir, &options).expect("open");
-    let mut block = 0u64;
+    let mut block = store.meta().block;
+    // Stems a log in DIR does not hold yet (a new log: seed 17).
+    let mut rng = StdRng::seed_from_u64(17 + block);
     let mut left = base;
     while left > 0 {
         let n = left.min(100_000);
@@ -65,12 +72,19 @@ fn main() {
             .expect("commit");
         store = trie.store().clone();
     }
+    let built = store.info();
+    // The base's own garbage (its blocks rewrote the upper groups) is compacted first, apart:
+    // the blocks below then start from a compacted log, as a node that has been compacting.
+    let first = store.compact(share).expect("compact the base");
     let start = store.info();
     println!(
-        "base: {base} stems in {block} blocks, {:.1} s; log {} MB, live {} MB, {} segments",
+        "base: {base} stems in {block} blocks, {:.1} s; log {} MB, live {} MB; compacted to \
+         {} MB in {:.1} s; {} segments",
         t.elapsed().as_secs_f64(),
-        start.log_bytes >> 20,
+        built.log_bytes >> 20,
         start.live_bytes >> 20,
+        start.log_bytes >> 20,
+        first.seconds,
         start.segments
     );
     let (mut compact_ms, mut copied, mut dropped, mut written) = (0.0, 0u64, 0u64, 0u64);

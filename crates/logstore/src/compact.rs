@@ -60,40 +60,10 @@ pub struct Compaction {
     pub seconds: f64,
 }
 
-/// What the index holds at a live record's place.
-enum LiveKey {
+/// A live record a compaction found: what the index holds at its place.
+enum Live {
     Node(PathKey),
     Code([u8; 32]),
-}
-
-/// The live records (node and code entries of the index) in the segments `chosen`, each
-/// segment's by offset: one pass over the index, which costs less than looking up every
-/// record of the segments (most of them superseded) one by one.
-fn live_in(
-    index: &crate::Index,
-    chosen: &BTreeSet<u32>,
-) -> std::collections::BTreeMap<u32, Vec<(u64, LiveKey)>> {
-    let last = chosen.last().copied().unwrap_or(0) as usize;
-    let mut wanted = vec![false; last + 1];
-    for n in chosen {
-        wanted[*n as usize] = true;
-    }
-    let is = |loc: &Loc| wanted.get(loc.seg()).copied().unwrap_or(false);
-    let mut out: std::collections::BTreeMap<u32, Vec<(u64, LiveKey)>> = Default::default();
-    for (key, loc) in index.nodes.iter().filter(|(_, l)| is(l)) {
-        out.entry(loc.seg() as u32)
-            .or_default()
-            .push((loc.off(), LiveKey::Node(*key)));
-    }
-    for (hash, loc) in index.code.iter().filter(|(_, l)| is(l)) {
-        out.entry(loc.seg() as u32)
-            .or_default()
-            .push((loc.off(), LiveKey::Code(*hash)));
-    }
-    for records in out.values_mut() {
-        records.sort_unstable_by_key(|(off, _)| *off);
-    }
-    out
 }
 
 /// The copies being gathered into one block, written at the writer's position when started.
@@ -172,6 +142,8 @@ impl LogStore {
             .filter_map(|(i, f)| f.as_ref().map(|f| (i as u32 + 1, Arc::clone(f))))
             .collect();
         let mut victims = Vec::new();
+        // Live records in each victim, which its scan must find.
+        let mut expected: std::collections::BTreeMap<u32, u64> = Default::default();
         {
             let index = this.index();
             for (n, file) in &present {
@@ -184,6 +156,7 @@ impl LogStore {
                 let garbage = len.saturating_sub(live) as f64 / len.max(1) as f64;
                 if garbage >= min_garbage {
                     victims.push((*n, Arc::clone(file), len));
+                    expected.insert(*n, index.seg_records.get(*n as usize).copied().unwrap_or(0));
                 }
             }
         }
@@ -199,43 +172,41 @@ impl LogStore {
             .map(|(n, _)| *n)
             .find(|n| !chosen.contains(n))
             .expect("the segment being written stays");
-        let live = live_in(&this.index(), &chosen);
         let mut piece = Piece::new(w);
         let mut removals_seen: FastSet<PathKey> = FastSet::default();
         for (n, file, len) in &victims {
             let path = this.inner.dir.join(segment_name(*n));
-            // The live records the index places in this segment, by offset: the scan must meet
-            // each at a record's start, with its kind and key.
-            let mine = live.get(n).map_or(&[][..], Vec::as_slice);
-            let mut next = 0usize;
+            // A record is live when the index places its key at its offset; the scan must find
+            // as many as the index counts in the segment.
+            let mut found = 0u64;
             let disagree = |why: String| {
                 LogError::Corrupt(format!("{}: {why}; not compacted", path.display()))
             };
             scan::for_each_record(file, &path, 0, *len, |pos, rec| {
-                if let Some((off, want)) = mine.get(next)
-                    && *off <= pos
-                {
-                    if *off < pos {
-                        return Err(disagree(format!(
-                            "the index places a record at offset {off}, inside another record"
-                        )));
-                    }
-                    next += 1;
-                    let (kind, key): (Kind, &[u8]) = match want {
-                        LiveKey::Node(k) => (Kind::Node, k.as_bytes()),
-                        LiveKey::Code(h) => (Kind::Code, h),
+                if matches!(rec.kind, Kind::Node | Kind::Code) {
+                    let here = |l: Option<&Loc>| {
+                        l.is_some_and(|l| l.seg() == *n as usize && l.off() == pos)
                     };
-                    if rec.kind != kind || rec.key != key {
-                        return Err(disagree(format!(
-                            "the record at offset {pos} is not the one the index places there"
-                        )));
+                    let live = if rec.kind == Kind::Node {
+                        let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
+                            disagree(format!("a node key of the wrong size at {pos}"))
+                        })?;
+                        here(this.index().nodes.get(&key)).then_some(Live::Node(key))
+                    } else {
+                        let hash: [u8; 32] = rec.key.try_into().map_err(|_| {
+                            disagree(format!("a code key of the wrong size at {pos}"))
+                        })?;
+                        here(this.index().code.get(&hash)).then_some(Live::Code(hash))
+                    };
+                    if let Some(live) = live {
+                        let (loc, len) = piece.push(rec.kind, rec.key, rec.value)?;
+                        piece.changes.push(match live {
+                            Live::Node(k) => Change::Node(k, loc, len, stem_of_blob(rec.value)),
+                            Live::Code(h) => Change::Code(h, loc, len),
+                        });
+                        out.copied_records += 1;
+                        found += 1;
                     }
-                    let (loc, len) = piece.push(kind, rec.key, rec.value)?;
-                    piece.changes.push(match want {
-                        LiveKey::Node(k) => Change::Node(*k, loc, len, stem_of_blob(rec.value)),
-                        LiveKey::Code(h) => Change::Code(*h, loc, len),
-                    });
-                    out.copied_records += 1;
                 } else if rec.kind == Kind::Remove && first_kept < *n {
                     let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
                         disagree(format!("a removal key of the wrong size at {pos}"))
@@ -254,10 +225,10 @@ impl LogStore {
                 }
                 Ok(())
             })?;
-            if let Some((off, _)) = mine.get(next) {
+            let want = expected.get(n).copied().unwrap_or(0);
+            if found != want {
                 return Err(disagree(format!(
-                    "the index places {} live records from offset {off} on that its records do not hold",
-                    mine.len() - next
+                    "the index places {want} live records in it, its records hold {found}"
                 )));
             }
         }

@@ -118,6 +118,9 @@ struct RingCounts {
 pub const DEFAULT_GROUP_DEPTH: u8 = 5;
 /// Default size at which the writer starts a new segment file.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
+/// The largest [`LogOptions::segment_bytes`]: a segment holds at most 4 GiB (a block may take
+/// it past its size before the writer starts the next one).
+pub const MAX_SEGMENT_BYTES: u64 = 2 << 30;
 
 /// Why a log operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -237,7 +240,8 @@ pub struct LogOptions {
     pub group_depth: Option<u8>,
     /// When blocks reach the device.
     pub durability: Durability,
-    /// A new segment is started after a block that takes the current one past this size.
+    /// A new segment is started after a block that takes the current one past this size
+    /// (1 to [`MAX_SEGMENT_BYTES`], checked at open).
     pub segment_bytes: u64,
     /// Read prefetch batches from one io_uring with many reads in flight (falling back to
     /// blocking threads where io_uring is unavailable); `false`: always blocking threads.
@@ -300,14 +304,16 @@ pub struct Meta {
     pub group_depth: u8,
 }
 
-/// Where a record is: segment (12 bits), offset (36 bits), length (16 bits, 0 = longer: read
-/// the header first).
+/// Where a record is: segment (16 bits), offset (32 bits), length (16 bits, 0 = longer: read
+/// the header first). Held in memory only (the index is rebuilt at every open), so the split
+/// can change: segment numbers grow for good (a compaction's copies go to new segments and a
+/// number is never reused), and 65,535 of [`MAX_SEGMENT_BYTES`] outlast any run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Loc(u64);
 
 impl Loc {
-    const MAX_SEG: u32 = (1 << 12) - 1;
-    const MAX_OFF: u64 = (1 << 36) - 1;
+    const MAX_SEG: u32 = (1 << 16) - 1;
+    const MAX_OFF: u64 = (1 << 32) - 1;
 
     fn new(seg: u32, off: u64, len: usize) -> Option<Loc> {
         if seg > Self::MAX_SEG || off > Self::MAX_OFF {
@@ -318,10 +324,10 @@ impl Loc {
         } else {
             0
         };
-        Some(Loc((u64::from(seg) << 52) | (off << 16) | len))
+        Some(Loc((u64::from(seg) << 48) | (off << 16) | len))
     }
     fn seg(self) -> usize {
-        (self.0 >> 52) as usize
+        (self.0 >> 48) as usize
     }
     fn off(self) -> u64 {
         (self.0 >> 16) & Self::MAX_OFF
@@ -431,6 +437,9 @@ struct Index {
     live_bytes: u64,
     /// [`Index::live_bytes`] by segment number (the garbage a compaction of each would drop).
     seg_live: Vec<u64>,
+    /// Live records (nodes and code) by segment number: exact, so that a compaction knows how
+    /// many it must find in a segment before it drops it.
+    seg_records: Vec<u64>,
     /// Segments a compaction removed, as the log's drop records name them: the only segments
     /// that may be missing from the directory.
     dropped: std::collections::BTreeSet<u32>,
@@ -455,6 +464,7 @@ struct Undo {
     code: Vec<([u8; 32], Option<Loc>)>,
     live_bytes: u64,
     seg_live: Vec<u64>,
+    seg_records: Vec<u64>,
 }
 
 /// Room [`Index::reserve_room`] makes in each table beyond an eighth of its entries.
@@ -492,6 +502,7 @@ impl Index {
             nodes: Vec::with_capacity(changes.len()),
             live_bytes: self.live_bytes,
             seg_live: self.seg_live.clone(),
+            seg_records: self.seg_records.clone(),
             ..Undo::default()
         };
         self.apply_inner(changes, Some(&mut undo));
@@ -521,6 +532,7 @@ impl Index {
         }
         self.live_bytes = undo.live_bytes;
         self.seg_live = undo.seg_live;
+        self.seg_records = undo.seg_records;
     }
 
     /// Applies `changes`: the path and code tables on this thread and, for a batch of at
@@ -533,6 +545,7 @@ impl Index {
             code,
             live_bytes,
             seg_live,
+            seg_records,
             ..
         } = self;
         let (undo_nodes, undo_stems, undo_code) = match undo {
@@ -543,6 +556,7 @@ impl Index {
         let live = Live {
             total: live_bytes,
             by_segment: seg_live,
+            records: seg_records,
         };
         let paths = move || apply_paths(nodes, code, live, changes, undo_nodes, undo_code);
         let stem_entries = move || apply_stems(stems, changes, undo_stems);
@@ -569,6 +583,7 @@ const PARALLEL_APPLY: usize = 1024;
 struct Live<'a> {
     total: &'a mut u64,
     by_segment: &'a mut Vec<u64>,
+    records: &'a mut Vec<u64>,
 }
 
 impl Live<'_> {
@@ -577,8 +592,10 @@ impl Live<'_> {
         *self.total += len as u64;
         if self.by_segment.len() <= loc.seg() {
             self.by_segment.resize(loc.seg() + 1, 0);
+            self.records.resize(loc.seg() + 1, 0);
         }
         self.by_segment[loc.seg()] += len as u64;
+        self.records[loc.seg()] += 1;
     }
 
     /// The record at `loc` is superseded (its length from the index: a record longer than
@@ -588,6 +605,9 @@ impl Live<'_> {
         *self.total = self.total.saturating_sub(len);
         if let Some(b) = self.by_segment.get_mut(loc.seg()) {
             *b = b.saturating_sub(len);
+        }
+        if let Some(r) = self.records.get_mut(loc.seg()) {
+            *r = r.saturating_sub(1);
         }
     }
 }
@@ -1089,6 +1109,12 @@ impl LogStore {
         }
         if let Some(share) = options.compact_garbage {
             compact::check_share(share)?;
+        }
+        if !(1..=MAX_SEGMENT_BYTES).contains(&options.segment_bytes) {
+            return Err(LogError::Invalid(format!(
+                "a segment of {} bytes: it must be 1 to {MAX_SEGMENT_BYTES}",
+                options.segment_bytes
+            )));
         }
         let writing = !options.read_only;
         if writing && options.create {

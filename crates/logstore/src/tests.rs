@@ -1431,3 +1431,35 @@ fn the_kept_levels_stay_in_memory_beside_the_recent_blocks() {
     assert!(from_memory > 0 && from_device > 0);
     assert_eq!(Trie::open(store, g, root).unwrap().verify().unwrap(), root);
 }
+
+/// A location keeps segment, offset and length apart up to their largest values, and refuses
+/// what does not fit; a segment size the locations cannot address is refused at open.
+#[test]
+fn locations_hold_the_largest_segment_and_offset_and_sizes_beyond_are_refused() {
+    for (seg, off, len) in [
+        (1u32, 0u64, 10usize),
+        (Loc::MAX_SEG, Loc::MAX_OFF, u16::MAX as usize),
+        (Loc::MAX_SEG, 1, 1),
+        (4096, 1 << 31, 4096),
+    ] {
+        let loc = Loc::new(seg, off, len).unwrap();
+        assert_eq!(
+            (loc.seg(), loc.off(), loc.len()),
+            (seg as usize, off, Some(len))
+        );
+    }
+    assert_eq!(Loc::new(3, 8, 70_000).unwrap().len(), None);
+    assert!(Loc::new(Loc::MAX_SEG + 1, 0, 1).is_none());
+    assert!(Loc::new(1, Loc::MAX_OFF + 1, 1).is_none());
+    // A segment may pass its size by a block: the largest size leaves room for that.
+    const { assert!(2 * MAX_SEGMENT_BYTES <= Loc::MAX_OFF + 1) };
+    for bad in [0, MAX_SEGMENT_BYTES + 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LogOptions {
+            segment_bytes: bad,
+            ..opts(5)
+        };
+        let err = LogStore::open(dir.path(), &options).unwrap_err();
+        assert!(matches!(err, LogError::Invalid(_)), "{bad}: {err}");
+    }
+}
