@@ -1,14 +1,16 @@
 //! What compaction costs a long run of approve-like blocks on the log layout.
 //!
 //! `cargo run --release -p bintrie-logstore --example compaction -- [BASE_STEMS] [BLOCKS]
-//! [SEGMENT_MIB] [SHARE] [DIR]` (defaults 2000000, 1500, 64, 0.5, target/compaction-example)
+//! [SEGMENT_MIB] [SHARE] [DIR]` (defaults 2000000, 1500, 64, log:0.5, target/compaction-example)
 //! builds a log of BASE_STEMS random stems at group depth 5 (blocks of 100,000; 0: the log
 //! already in DIR, to run two versions from copies of one log), then commits
 //! BLOCKS blocks of 641 new random stems each (an approve block's new slots; the base's own
 //! garbage compacted first, apart), each through a
-//! trie opened on the log's root (nothing kept across blocks). Whenever a block fills a
-//! segment, the log is compacted at SHARE exactly as `LogOptions::compact_garbage` does it
-//! inside the block, but called here so that its time and counts are reported apart; the
+//! trie opened on the log's root (nothing kept across blocks). The log is compacted as
+//! `LogOptions::compact_garbage` does it inside the block (SHARE `log:S`: after every block
+//! that leaves more than S of the log garbage, `LogStore::compact_to(S)`; a plain `S`: each
+//! time a block fills a segment, `LogStore::compact(S)`), but called here so that its time
+//! and counts are reported apart; the
 //! segments' pages are evicted from the page cache first, so the compaction reads them from
 //! the device as a node's would. Prints one line per compaction and a summary: compaction
 //! milliseconds per block and per written slot (amortized over every block), bytes copied per
@@ -41,7 +43,21 @@ fn main() {
     let base: usize = arg(0, "2000000").parse().expect("BASE_STEMS");
     let blocks: u64 = arg(1, "1500").parse().expect("BLOCKS");
     let segment_mib: u64 = arg(2, "64").parse().expect("SEGMENT_MIB");
-    let share: f64 = arg(3, "0.5").parse().expect("SHARE");
+    // `0.5`: each sealed segment with at least that share of garbage (`LogStore::compact`);
+    // `log:0.5`: the emptiest segments first while the log's garbage is above that share
+    // (`LogStore::compact_to`, what `LogOptions::compact_garbage` runs).
+    let share_arg = arg(3, "log:0.5");
+    let (greedy, share) = match share_arg.strip_prefix("log:") {
+        Some(v) => (true, v.parse::<f64>().expect("SHARE")),
+        None => (false, share_arg.parse::<f64>().expect("SHARE")),
+    };
+    let compact = |store: &mut LogStore| {
+        if greedy {
+            store.compact_to(share)
+        } else {
+            store.compact(share)
+        }
+    };
     let dir = std::path::PathBuf::from(arg(4, "target/compaction-example"));
     // BASE_STEMS 0: go on from the log already in DIR (to run two versions from copies of
     // one log).
@@ -75,7 +91,7 @@ fn main() {
     let built = store.info();
     // The base's own garbage (its blocks rewrote the upper groups) is compacted first, apart:
     // the blocks below then start from a compacted log, as a node that has been compacting.
-    let first = store.compact(share).expect("compact the base");
+    let first = compact(&mut store).expect("compact the base");
     let start = store.info();
     println!(
         "base: {base} stems in {block} blocks, {:.1} s; log {} MB, live {} MB; compacted to \
@@ -104,14 +120,20 @@ fn main() {
         drop(trie);
         let after = store.info();
         written += after.log_bytes - before.log_bytes;
-        if after.segments > before.segments {
+        // As the option does: after every block whose log is more than the share garbage
+        // (`log:`), or each time a block fills a segment (a plain share).
+        let over = after.garbage_bytes() as f64 > share * after.log_bytes as f64;
+        if (greedy && over) || (!greedy && after.segments > before.segments) {
             bintrie_logstore::evict_page_cache(&dir).expect("evict");
-            let c = store.compact(share).expect("compact");
+            let c = compact(&mut store).expect("compact");
             compact_ms += c.seconds * 1e3;
             copied += c.copied_bytes;
             dropped += c.dropped_bytes;
             if !c.dropped.is_empty() {
                 compactions += 1;
+            }
+            if c.dropped.is_empty() {
+                continue;
             }
             println!(
                 "block {block}: compaction dropped {} segments ({} MB), copied {} records ({} MB) in {:.1} ms; log {} MB, live {} MB",
@@ -129,7 +151,7 @@ fn main() {
     let end = store.info();
     let n = blocks as f64;
     println!(
-        "{blocks} blocks of {SLOTS} new stems, segments {segment_mib} MiB, share {share}: \
+        "{blocks} blocks of {SLOTS} new stems, segments {segment_mib} MiB, share {share_arg}: \
          block median {:.2} ms; {compactions} compactions, {:.1} ms in all = {:.3} ms per block, \
          {:.5} ms per written slot; copied {:.2} MB per block beside {:.2} MB written by the \
          blocks; dropped {} MB; log {} MB for {} MB live ({:.2}x), {} segments",

@@ -29,6 +29,16 @@ use std::sync::Arc;
 /// memory stays bounded whatever the segments' size.
 const PIECE_BYTES: usize = 64 << 20;
 
+/// Which sealed segments a compaction takes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pick {
+    /// Each whose garbage is at least this share of its bytes ([`LogStore::compact`]).
+    EachAtLeast(f64),
+    /// The ones with the most garbage, while the log's garbage is more than this share of its
+    /// bytes ([`LogStore::compact_to`]).
+    LogAtMost(f64),
+}
+
 /// Refuses a garbage share outside 0..=1 (NaN included).
 pub(crate) fn check_share(min_garbage: f64) -> Result<(), LogError> {
     if (0.0..=1.0).contains(&min_garbage) {
@@ -114,6 +124,26 @@ impl LogStore {
     /// segments stay open until the next.
     pub fn compact(&mut self, min_garbage: f64) -> Result<Compaction, LogError> {
         check_share(min_garbage)?;
+        self.compact_with(Pick::EachAtLeast(min_garbage))
+    }
+
+    /// Keeps the log's garbage at most `max_garbage` of its bytes (0.0..=1.0, so the log holds
+    /// at most about `1 / (1 - max_garbage)` times its live bytes plus the segment being
+    /// written): when it is more, compacts the sealed segments with the most garbage first
+    /// until it is at most that (copying from the emptiest segments first copies the least
+    /// for the bytes it frees), taking none with less than `max_garbage` garbage of its own
+    /// (so a compaction never copies more than it frees; the garbage of the segment being
+    /// written waits until it is sealed). What [`LogOptions::compact_garbage`] runs after
+    /// every block.
+    /// Errors and guarantees as [`LogStore::compact`]; nothing to do is not an error.
+    ///
+    /// [`LogOptions::compact_garbage`]: crate::LogOptions::compact_garbage
+    pub fn compact_to(&mut self, max_garbage: f64) -> Result<Compaction, LogError> {
+        check_share(max_garbage)?;
+        self.compact_with(Pick::LogAtMost(max_garbage))
+    }
+
+    fn compact_with(&mut self, pick: Pick) -> Result<Compaction, LogError> {
         let mut guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
         let w = guard.as_mut().ok_or(LogError::ReadOnly)?;
         if w.poisoned {
@@ -123,14 +153,14 @@ impl LogStore {
         if stored != self.meta {
             return Err(self.conflict(stored));
         }
-        self.compact_locked(w, min_garbage)
+        self.compact_locked(w, pick)
     }
 
-    /// [`LogStore::compact`] with the writer held and checked (poisoned, conflict).
+    /// A compaction with the writer held and checked (poisoned, conflict).
     pub(crate) fn compact_locked(
         &self,
         w: &mut Writer,
-        min_garbage: f64,
+        pick: Pick,
     ) -> Result<Compaction, LogError> {
         let t = std::time::Instant::now();
         let this = self;
@@ -141,11 +171,13 @@ impl LogStore {
             .enumerate()
             .filter_map(|(i, f)| f.as_ref().map(|f| (i as u32 + 1, Arc::clone(f))))
             .collect();
-        let mut victims = Vec::new();
         // Live records in each victim, which its scan must find.
         let mut expected: std::collections::BTreeMap<u32, u64> = Default::default();
+        let mut victims = Vec::new();
         {
             let index = this.index();
+            // Sealed segments with their bytes and garbage bytes.
+            let mut sealed = Vec::new();
             for (n, file) in &present {
                 if *n >= w.seg {
                     continue;
@@ -153,11 +185,38 @@ impl LogStore {
                 let path = this.inner.dir.join(segment_name(*n));
                 let len = file.metadata().map_err(io_err(&path))?.len();
                 let live = index.seg_live.get(*n as usize).copied().unwrap_or(0);
-                let garbage = len.saturating_sub(live) as f64 / len.max(1) as f64;
-                if garbage >= min_garbage {
-                    victims.push((*n, Arc::clone(file), len));
-                    expected.insert(*n, index.seg_records.get(*n as usize).copied().unwrap_or(0));
+                sealed.push((*n, Arc::clone(file), len, len.saturating_sub(live)));
+            }
+            let share = |garbage: u64, len: u64| garbage as f64 / len.max(1) as f64;
+            match pick {
+                Pick::EachAtLeast(min) => {
+                    sealed.retain(|(_, _, len, garbage)| share(*garbage, *len) >= min);
                 }
+                Pick::LogAtMost(max) => {
+                    let (mut log, live) = (index.log_bytes, index.live_bytes);
+                    if share(log.saturating_sub(live), log) <= max {
+                        sealed.clear();
+                    }
+                    // Only segments at least as superseded as the log may be: each frees at
+                    // least what it copies (the garbage of the segment being written waits).
+                    sealed.retain(|(_, _, len, garbage)| share(*garbage, *len) >= max);
+                    sealed.sort_by(|a, b| share(b.3, b.2).total_cmp(&share(a.3, a.2)));
+                    let mut keep = 0;
+                    for (.., garbage) in &sealed {
+                        if share(log.saturating_sub(live), log) <= max {
+                            break;
+                        }
+                        // Its live bytes move to the end: the log loses its garbage.
+                        log = log.saturating_sub(*garbage).max(live);
+                        keep += 1;
+                    }
+                    sealed.truncate(keep);
+                    sealed.sort_by_key(|(n, ..)| *n);
+                }
+            }
+            for (n, file, len, _) in sealed {
+                expected.insert(n, index.seg_records.get(n as usize).copied().unwrap_or(0));
+                victims.push((n, file, len));
             }
         }
         let mut out = Compaction::default();
@@ -538,12 +597,12 @@ mod tests {
         }
     }
 
-    /// With [`LogOptions::compact_garbage`], every block that fills a segment compacts: over
-    /// many blocks that supersede most of what they find, the log stays within a bound of its
-    /// live bytes (it grows without one when nothing compacts), at the same roots, and
-    /// reopens whole. A share outside 0..=1 is refused at open.
+    /// With [`LogOptions::compact_garbage`], a block that leaves the log more than that share
+    /// garbage compacts: over many blocks that supersede most of what they find, the log
+    /// stays within a bound of its live bytes (it grows without one when nothing compacts),
+    /// at the same roots, and reopens whole. A share outside 0..=1 is refused at open.
     #[test]
-    fn blocks_that_fill_segments_compact_and_the_log_stays_bounded() {
+    fn blocks_compact_as_they_go_and_the_log_stays_bounded() {
         let mut sizes = Vec::new();
         for share in [None, Some(0.5)] {
             let dir = tempfile::tempdir().unwrap();
@@ -635,6 +694,66 @@ mod tests {
         );
         assert_eq!(segment_numbers(dir.path()), files);
         assert_eq!(trie.store().index().nodes.get(&key), Some(&loc));
+    }
+
+    /// `compact_to` takes the sealed segments with the most garbage first (each dropped one
+    /// had at least the garbage share of every sealed one it kept) until the log's garbage is
+    /// at most the share, and does nothing while it is below.
+    #[test]
+    fn compact_to_takes_the_emptiest_segments_first_down_to_the_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_segments(3);
+        let mut rng = StdRng::seed_from_u64(21);
+        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
+        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+        let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=30);
+        let garbage_share = |store: &LogStore| {
+            let i = store.info();
+            i.garbage_bytes() as f64 / i.log_bytes as f64
+        };
+        let before = garbage_share(trie.store());
+        let last = *segment_numbers(dir.path()).last().unwrap();
+        let shares: Vec<(u32, f64)> = {
+            let index = trie.store().index();
+            segment_numbers(dir.path())
+                .into_iter()
+                .filter(|n| *n != last)
+                .map(|n| {
+                    let len = std::fs::metadata(dir.path().join(segment_name(n)))
+                        .unwrap()
+                        .len();
+                    let live = index.seg_live[n as usize];
+                    (n, len.saturating_sub(live) as f64 / len as f64)
+                })
+                .collect()
+        };
+        let none = trie.store_mut().compact_to(before + 0.01).unwrap();
+        assert!(none.dropped.is_empty(), "{none:?}");
+        let max = before * 0.7;
+        let c = trie.store_mut().compact_to(max).unwrap();
+        assert!(!c.dropped.is_empty());
+        let after = garbage_share(trie.store());
+        assert!(after <= max + 0.02, "{before} -> {after}, max {max}");
+        let share_of = |n: &u32| shares.iter().find(|(m, _)| m == n).unwrap().1;
+        let least_dropped = c.dropped.iter().map(share_of).fold(f64::MAX, f64::min);
+        let most_kept = shares
+            .iter()
+            .filter(|(n, _)| !c.dropped.contains(n))
+            .map(|(_, s)| *s)
+            .fold(0.0, f64::max);
+        assert!(
+            least_dropped >= most_kept,
+            "{shares:?} dropped {:?}",
+            c.dropped
+        );
+        assert_eq!(trie.store().stored_meta().root, root);
+        assert_eq!(trie.verify().unwrap(), root);
+        for bad in [-0.5, 1.01, f64::NAN] {
+            assert!(matches!(
+                trie.store_mut().compact_to(bad),
+                Err(LogError::Invalid(_))
+            ));
+        }
     }
 
     /// Copies every segment file of `from` into `to` (created), except those numbered in

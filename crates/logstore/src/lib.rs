@@ -261,12 +261,15 @@ pub struct LogOptions {
     /// about 37 MB, one of the two device reads a newly written stem needs). A commit that
     /// fails drops the set (the next open reads it again). 0: none.
     pub pinned_bytes: u64,
-    /// Each time a block fills a segment (the writer starts a new one), the sealed segments
-    /// whose garbage is at least this share of their bytes are compacted inside that block's
-    /// write ([`LogStore::compact`]): the log then holds about `1 / (1 - share)` times its
-    /// live bytes at most, plus the segment being written. A failed compaction does not fail
-    /// the committed block (it is logged). `None`: only [`LogStore::compact`] compacts. Checked
-    /// at open (0..=1).
+    /// The largest share of the log's bytes that may be garbage: a block that leaves more
+    /// compacts, inside its write, the sealed segments with the most garbage until it is at
+    /// most this ([`LogStore::compact_to`]). The log then holds at most about
+    /// `1 / (1 - share)` times its live bytes, plus the segment being written (only sealed
+    /// segments are compacted, so the garbage of that one waits until it is sealed). Such a
+    /// block takes as long as reading back the segments it drops, a whole segment at least
+    /// (see docs/study/writes.md, twenty-fifth session). A failed compaction does not fail the
+    /// committed block (it is logged). `None`: only [`LogStore::compact`] and
+    /// [`LogStore::compact_to`] compact. Checked at open (0..=1).
     pub compact_garbage: Option<f64>,
 }
 
@@ -490,6 +493,11 @@ impl Index {
         if let Some(Err(e)) = reserved.into_iter().find(Result::is_err) {
             tracing::warn!(error = %e, "no memory for the index's room to grow; a table will grow inside the commit that fills it");
         }
+    }
+
+    /// The share of the log's bytes that is superseded (0 for an empty log).
+    fn garbage_share(&self) -> f64 {
+        self.log_bytes.saturating_sub(self.live_bytes) as f64 / self.log_bytes.max(1) as f64
     }
 
     fn apply(&mut self, changes: Vec<Change>) {
@@ -2318,16 +2326,15 @@ impl LogStore {
         }
         // The block is committed: a failure to start the next segment must not report it as
         // failed. The current segment grows past its size, and the next commit tries again.
-        let seg = w.seg;
         if let Err(e) = self.maybe_roll(w) {
             tracing::warn!(error = %e, "starting a new log segment failed; the current one grows");
         }
         let t3 = std::time::Instant::now();
-        if w.seg != seg
-            && let Some(share) = self.inner.options.compact_garbage
-            && let Err(e) = self.compact_locked(w, share)
+        if let Some(share) = self.inner.options.compact_garbage
+            && self.index().garbage_share() > share
+            && let Err(e) = self.compact_locked(w, compact::Pick::LogAtMost(share))
         {
-            tracing::warn!(error = %e, "compacting the log after a full segment failed; the block is committed");
+            tracing::warn!(error = %e, "compacting the log failed; the block is committed");
         }
         tracing::debug!(
             block,
