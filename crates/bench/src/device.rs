@@ -166,15 +166,49 @@ fn open_direct(path: &Path, create: bool) -> Result<File> {
         .with_context(|| format!("opening {} with O_DIRECT", path.display()))
 }
 
-/// Measures the drive under `dir` (see the module doc); the scratch file is written there.
-/// Errors name the step: a filesystem without `O_DIRECT` (tmpfs), too little free space, an
-/// I/O error.
+/// The scratch file of a probe by process `pid`.
+const SCRATCH_PREFIX: &str = ".bintrie-disk-probe-";
+
+/// Removes the scratch files that probes killed before they could delete them left in `dir`:
+/// those whose process no longer runs (no `/proc/PID`). A file of a running process, or whose
+/// name does not end in a process number, stays.
+fn remove_stale_scratch(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let path = entry.path();
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "removed the scratch file of a probe that did not finish")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "could not remove the scratch file of a probe that did not finish")
+                }
+            }
+        }
+    }
+}
+
+/// Measures the drive under `dir` (see the module doc); the scratch file is written there
+/// (and those that killed probes left there are removed first). Errors name the step: a
+/// filesystem without `O_DIRECT` (tmpfs), too little free space, an I/O error.
 pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
     ensure!(
         options.file_bytes >= SEQ_CHUNK as u64
             && options.file_bytes.is_multiple_of(SEQ_CHUNK as u64),
         "the probe file must be a positive multiple of 1 MiB"
     );
+    remove_stale_scratch(dir);
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
             free > options.file_bytes.saturating_mul(2),
@@ -184,7 +218,7 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
             free / 1_000_000
         );
     }
-    let path = dir.join(format!(".bintrie-disk-probe-{}", std::process::id()));
+    let path = dir.join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
     let scratch = Scratch(path.clone());
     let file = open_direct(&path, true)?;
 
@@ -412,10 +446,14 @@ mod tests {
     use super::*;
 
     /// A tiny probe of the temporary directory gives a consistent, plausible record and leaves
-    /// no file behind. (Where the filesystem refuses O_DIRECT, the error must say so.)
+    /// no file behind, also none that a killed probe had left (a process number that cannot
+    /// run). (Where the filesystem refuses O_DIRECT, the error must say so.)
     #[test]
     fn a_small_probe_is_consistent_and_cleans_up() {
         let dir = tempfile::tempdir().unwrap();
+        // Above any pid_max (at most 2^22).
+        let stale = dir.path().join(format!("{SCRATCH_PREFIX}4000000000"));
+        std::fs::write(&stale, [7; 4096]).unwrap();
         let options = ProbeOptions {
             file_bytes: 4 << 20,
             point: Duration::from_millis(20),
@@ -426,6 +464,7 @@ mod tests {
             Err(e) => {
                 let msg = format!("{e:#}");
                 assert!(msg.contains("O_DIRECT"), "{msg}");
+                assert!(!stale.exists());
                 return;
             }
         };
@@ -441,6 +480,23 @@ mod tests {
         assert!(disk.seq_write_mb_s > 0.0 && disk.write_iops_qd16 > 0.0 && disk.fsync_us > 0.0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(disk.filesystem.is_some());
+    }
+
+    /// A scratch file of a process that runs (this one) is not taken for a stale one, nor a
+    /// name that only looks like one.
+    #[test]
+    fn scratch_files_of_running_processes_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir
+            .path()
+            .join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
+        let odd = dir.path().join(format!("{SCRATCH_PREFIX}12ab"));
+        let dead = dir.path().join(format!("{SCRATCH_PREFIX}4000000001"));
+        for f in [&mine, &odd, &dead] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        remove_stale_scratch(dir.path());
+        assert!(mine.exists() && odd.exists() && !dead.exists());
     }
 
     #[test]
