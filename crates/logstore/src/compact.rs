@@ -144,15 +144,8 @@ impl LogStore {
     }
 
     fn compact_with(&mut self, pick: Pick) -> Result<Compaction, LogError> {
-        let mut guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let w = guard.as_mut().ok_or(LogError::ReadOnly)?;
-        if w.poisoned {
-            return Err(LogError::Poisoned);
-        }
-        let stored = self.stored_meta();
-        if stored != self.meta {
-            return Err(self.conflict(stored));
-        }
+        let (mut guard, _) = Self::lock_writer(&self.inner, &self.meta)?;
+        let w = guard.as_mut().expect("checked by lock_writer");
         self.compact_locked(w, pick)
     }
 

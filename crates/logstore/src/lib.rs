@@ -217,6 +217,15 @@ fn hex(b: &[u8]) -> String {
     s
 }
 
+/// [`LogError::Conflict`]: the log is at `stored`, a handle expected block `expected_block`.
+fn conflict(stored: Meta, expected_block: u64) -> LogError {
+    LogError::Conflict {
+        stored_block: stored.block,
+        stored_root: hex(&stored.root),
+        expected_block,
+    }
+}
+
 /// When a committed block reaches the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
@@ -1376,11 +1385,7 @@ impl LogStore {
     }
 
     fn conflict(&self, stored: Meta) -> LogError {
-        LogError::Conflict {
-            stored_block: stored.block,
-            stored_root: hex(&stored.root),
-            expected_block: self.meta.block,
-        }
+        conflict(stored, self.meta.block)
     }
 
     /// The segment file a location points into.
@@ -2189,15 +2194,8 @@ impl LogStore {
         code: &[([u8; 32], Vec<u8>)],
     ) -> Result<(), LogError> {
         let t0 = std::time::Instant::now();
-        let mut guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let w = guard.as_mut().ok_or(LogError::ReadOnly)?;
-        if w.poisoned {
-            return Err(LogError::Poisoned);
-        }
-        let stored = self.stored_meta();
-        if stored != self.meta {
-            return Err(self.conflict(stored));
-        }
+        let (mut guard, stored) = Self::lock_writer(&self.inner, &self.meta)?;
+        let w = guard.as_mut().expect("checked by lock_writer");
         if block < stored.block {
             return Err(LogError::BlockOrder {
                 block,
@@ -2350,6 +2348,34 @@ impl LogStore {
             "block appended"
         );
         Ok(())
+    }
+
+    /// The writer, locked, after the checks every write makes: a writable handle
+    /// ([`LogError::ReadOnly`]), no failed write left it unusable ([`LogError::Poisoned`]), and
+    /// this handle at the stored state ([`LogError::Conflict`]). The guard holds a writer; the
+    /// meta is the stored one.
+    /// (An associated function of the shared state, so that the guard borrows only that, not
+    /// the handle, whose meta the caller then updates.)
+    fn lock_writer<'a>(
+        inner: &'a Inner,
+        expected: &Meta,
+    ) -> Result<(MutexGuard<'a, Option<Writer>>, Meta), LogError> {
+        let guard = inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref() {
+            None => return Err(LogError::ReadOnly),
+            Some(w) if w.poisoned => return Err(LogError::Poisoned),
+            Some(_) => {}
+        }
+        let stored = inner
+            .index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .meta
+            .expect("set at open");
+        if stored != *expected {
+            return Err(conflict(stored, expected.block));
+        }
+        Ok((guard, stored))
     }
 
     /// Writes `buf` at the writer's position and syncs as the durability says; on failure cuts
