@@ -11,9 +11,10 @@
 //! writer's open, and one already gone is named by the drop record (the scan refuses any other
 //! missing segment).
 //!
-//! A removal record (a path that no longer holds a node) is copied only while an older
-//! segment that may still hold the path's earlier blob stays; since files are removed oldest
-//! first, a newer dropped segment never disappears while an older one it shadows remains.
+//! A removal record (a path that no longer holds a node) is copied only while a segment older
+//! than its own stays (one that may hold the path's earlier blob); since the dropped files are
+//! removed oldest first, a newer dropped segment never disappears while an older one it
+//! shadows remains in the directory.
 
 use crate::record::{self, CommitRecord, Kind};
 use crate::{
@@ -50,7 +51,7 @@ pub(crate) fn check_share(min_garbage: f64) -> Result<(), LogError> {
     }
 }
 
-/// What [`LogStore::compact`] did.
+/// What a compaction ([`LogStore::compact`], [`LogStore::compact_to`]) did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Compaction {
     /// The segments removed (their numbers, `log.NNNNNN`), oldest first.
@@ -132,9 +133,9 @@ impl LogStore {
     /// written): when it is more, compacts the sealed segments with the most garbage first
     /// until it is at most that (copying from the emptiest segments first copies the least
     /// for the bytes it frees), taking none with less than `max_garbage` garbage of its own
-    /// (so a compaction never copies more than it frees; the garbage of the segment being
-    /// written waits until it is sealed). What [`LogOptions::compact_garbage`] runs after
-    /// every block.
+    /// (so each frees at least that share of what it reads back; the garbage of the segment
+    /// being written waits until it is sealed). What [`LogOptions::compact_garbage`] runs
+    /// after every block that leaves the log over it.
     /// Errors and guarantees as [`LogStore::compact`]; nothing to do is not an error.
     ///
     /// [`LogOptions::compact_garbage`]: crate::LogOptions::compact_garbage
