@@ -476,7 +476,13 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
              state        block {} root {} (unchanged)",
             done.dropped.len(),
             done.dropped_bytes,
-            if done.left_in_place.is_empty() {
+            if done.dropped.is_empty() && done.left_in_place.is_empty() {
+                format!(
+                    ": no sealed segment is {} superseded (the segment being written waits \
+                     until it is full)",
+                    args.min_garbage
+                )
+            } else if done.left_in_place.is_empty() {
                 String::new()
             } else {
                 format!(

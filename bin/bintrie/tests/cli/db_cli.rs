@@ -482,6 +482,22 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
     std::fs::create_dir(&empty).unwrap();
     let e = fails(&["compact", "--db", empty.to_str().unwrap()]);
     assert!(e.contains("no state in the log layout"), "{e}");
+    // A log with one segment has nothing sealed to compact, and says so.
+    let one = dir.path().join("one");
+    run_ok(bin().args([
+        "import",
+        "--db",
+        one.to_str().unwrap(),
+        "--layout",
+        "log",
+        "-i",
+        file.to_str().unwrap(),
+    ]));
+    let text = run_ok(bin().args(["compact", "--db", one.to_str().unwrap()]));
+    assert!(
+        text.contains("dropped      0 segments") && text.contains("waits until it is full"),
+        "{text}"
+    );
     let writer = LogStore::open(&l, &LogOptions::default()).unwrap();
     let e = fails(&["compact", "--db", d]);
     assert!(e.contains("LOCK is held"), "{e}");
