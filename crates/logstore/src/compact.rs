@@ -65,7 +65,8 @@ pub struct Compaction {
     /// Removal records copied, because an older segment that remains may hold the path.
     pub removals: u64,
     /// Segments whose files could not be removed (the error is logged): the log names them
-    /// dropped, and the next writer's open removes them.
+    /// dropped, and the next writer's open removes them; until then this handle compacts no
+    /// more.
     pub left_in_place: Vec<u32>,
     /// Wall time, seconds.
     pub seconds: f64,
@@ -118,7 +119,9 @@ impl LogStore {
     /// a damaged record in a segment it reads is [`LogError::Corrupt`] (nothing is removed);
     /// a failed write leaves the log as it was (the copies already committed are harmless
     /// duplicates). A file that cannot be removed is reported in
-    /// [`Compaction::left_in_place`], not as an error.
+    /// [`Compaction::left_in_place`], not as an error; this handle then compacts no more
+    /// ([`LogError::Invalid`], and the automatic compaction stops) until the log is reopened,
+    /// which removes it.
     ///
     /// A read that found a record's place before a compaction and reads it after the next one
     /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
@@ -156,6 +159,13 @@ impl LogStore {
         w: &mut Writer,
         pick: Pick,
     ) -> Result<Compaction, LogError> {
+        if w.leftover {
+            return Err(LogError::Invalid(format!(
+                "a segment an earlier compaction dropped could not be removed from {}: reopen \
+                 the log (which removes it) before compacting again",
+                self.inner.dir.display()
+            )));
+        }
         let t = std::time::Instant::now();
         let this = self;
         let stored = this.stored_meta();
@@ -341,6 +351,7 @@ impl LogStore {
                     // one it may shadow (removals).
                     tracing::warn!(error = %e, "a compacted segment could not be removed: the next open removes it");
                     failed = true;
+                    w.leftover = true;
                     out.left_in_place.push(*n);
                 }
             }

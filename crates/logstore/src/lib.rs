@@ -733,6 +733,9 @@ struct Writer {
     poisoned: bool,
     /// The last block known to be on the device (synced).
     synced_block: u64,
+    /// A segment a compaction dropped could not be removed: no compaction until a reopen
+    /// removes it (one that came later could drop a newer segment while it, older, stays).
+    leftover: bool,
 }
 
 /// Blobs preloaded by [`LogStore::warm_trie_paths`], valid for one root.
@@ -1221,6 +1224,7 @@ impl LogStore {
                 pos: scanned.end,
                 poisoned: false,
                 synced_block: meta.block,
+                leftover: false,
             })
         } else {
             None
@@ -2329,6 +2333,7 @@ impl LogStore {
         }
         let t3 = std::time::Instant::now();
         if let Some(share) = self.inner.options.compact_garbage
+            && !w.leftover
             && self.index().garbage_share() > share
             && let Err(e) = self.compact_locked(w, compact::Pick::LogAtMost(share))
         {
@@ -2442,6 +2447,7 @@ impl LogStore {
             pos: 0,
             poisoned: false,
             synced_block: self.meta.block,
+            leftover: w.leftover,
         };
         Ok(())
     }
