@@ -40,6 +40,11 @@ pub(crate) enum Pick {
     LogAtMost(f64),
 }
 
+/// [`LogError::Corrupt`] for a segment that is not compacted, and why.
+fn not_compacted(path: &std::path::Path, why: String) -> LogError {
+    LogError::Corrupt(format!("{}: {why}; not compacted", path.display()))
+}
+
 /// Refuses a garbage share outside 0..=1 (NaN included).
 pub(crate) fn check_share(min_garbage: f64) -> Result<(), LogError> {
     if (0.0..=1.0).contains(&min_garbage) {
@@ -84,6 +89,8 @@ struct Piece {
     base: u64,
     buf: Vec<u8>,
     changes: Vec<Change>,
+    /// Removal records among the changes.
+    removals: u64,
 }
 
 impl Piece {
@@ -93,6 +100,7 @@ impl Piece {
             base: w.pos,
             buf: Vec::new(),
             changes: Vec::new(),
+            removals: 0,
         }
     }
 
@@ -242,46 +250,14 @@ impl LogStore {
             // A record is live when the index places its key at its offset; the scan must find
             // as many as the index counts in the segment.
             let mut found = 0u64;
-            let disagree = |why: String| {
-                LogError::Corrupt(format!("{}: {why}; not compacted", path.display()))
-            };
             scan::for_each_record(file, &path, 0, *len, |pos, rec| {
-                if matches!(rec.kind, Kind::Node | Kind::Code) {
-                    let here = |l: Option<&Loc>| {
-                        l.is_some_and(|l| l.seg() == *n as usize && l.off() == pos)
-                    };
-                    let live = if rec.kind == Kind::Node {
-                        let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
-                            disagree(format!("a node key of the wrong size at {pos}"))
-                        })?;
-                        here(this.index().nodes.get(&key)).then_some(Live::Node(key))
-                    } else {
-                        let hash: [u8; 32] = rec.key.try_into().map_err(|_| {
-                            disagree(format!("a code key of the wrong size at {pos}"))
-                        })?;
-                        here(this.index().code.get(&hash)).then_some(Live::Code(hash))
-                    };
-                    if let Some(live) = live {
-                        let (loc, len) = piece.push(rec.kind, rec.key, rec.value)?;
-                        piece.changes.push(match live {
-                            Live::Node(k) => Change::Node(k, loc, len, stem_of_blob(rec.value)),
-                            Live::Code(h) => Change::Code(h, loc, len),
-                        });
-                        out.copied_records += 1;
-                        found += 1;
-                    }
-                } else if rec.kind == Kind::Remove && first_kept < *n {
-                    let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
-                        disagree(format!("a removal key of the wrong size at {pos}"))
-                    })?;
-                    if this.index().nodes.get(&key).is_none() && removals_seen.insert(key) {
-                        piece.push(Kind::Remove, rec.key, &[])?;
-                        piece.changes.push(Change::Remove(key));
-                        out.removals += 1;
-                    }
+                if this.copy_if_live(*n, pos, rec, first_kept, &mut piece, &mut removals_seen)? {
+                    out.copied_records += 1;
+                    found += 1;
                 }
                 if piece.buf.len() >= PIECE_BYTES {
                     out.copied_bytes += piece.buf.len() as u64;
+                    out.removals += piece.removals;
                     let full = std::mem::replace(&mut piece, Piece::new(w));
                     this.commit_piece(w, full, None)?;
                     piece = Piece::new(w);
@@ -290,9 +266,10 @@ impl LogStore {
             })?;
             let want = expected.get(n).copied().unwrap_or(0);
             if found != want {
-                return Err(disagree(format!(
-                    "the index places {want} live records in it, its records hold {found}"
-                )));
+                return Err(not_compacted(
+                    &path,
+                    format!("the index places {want} live records in it, its records hold {found}"),
+                ));
             }
         }
         let dropped: Vec<u32> = {
@@ -300,6 +277,7 @@ impl LogStore {
             index.dropped.union(&chosen).copied().collect()
         };
         out.copied_bytes += piece.buf.len() as u64;
+        out.removals += piece.removals;
         this.commit_piece(w, piece, Some(&dropped))?;
         if this.inner.options.durability != crate::Durability::Durable {
             let path = this.inner.dir.join(segment_name(w.seg));
@@ -367,6 +345,58 @@ impl LogStore {
             "log compacted"
         );
         Ok(out)
+    }
+
+    /// Copies the record at `pos` of segment `n` into `piece` when it is live (the index
+    /// places its key there; returns true), or when it is a removal that a segment older than
+    /// `n` (`first_kept`) may still need and the path is still empty (counted in the piece's
+    /// removals; once per path).
+    fn copy_if_live(
+        &self,
+        n: u32,
+        pos: u64,
+        rec: &record::Record<'_>,
+        first_kept: u32,
+        piece: &mut Piece,
+        removals_seen: &mut FastSet<PathKey>,
+    ) -> Result<bool, LogError> {
+        let path = || self.inner.dir.join(segment_name(n));
+        let here = |l: Option<&Loc>| l.is_some_and(|l| l.seg() == n as usize && l.off() == pos);
+        let live = match rec.kind {
+            Kind::Node => {
+                let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
+                    not_compacted(&path(), format!("a node key of the wrong size at {pos}"))
+                })?;
+                here(self.index().nodes.get(&key)).then_some(Live::Node(key))
+            }
+            Kind::Code => {
+                let hash: [u8; 32] = rec.key.try_into().map_err(|_| {
+                    not_compacted(&path(), format!("a code key of the wrong size at {pos}"))
+                })?;
+                here(self.index().code.get(&hash)).then_some(Live::Code(hash))
+            }
+            Kind::Remove if first_kept < n => {
+                let key = PathKey::from_bytes(rec.key).ok_or_else(|| {
+                    not_compacted(&path(), format!("a removal key of the wrong size at {pos}"))
+                })?;
+                if self.index().nodes.get(&key).is_none() && removals_seen.insert(key) {
+                    piece.push(Kind::Remove, rec.key, &[])?;
+                    piece.changes.push(Change::Remove(key));
+                    piece.removals += 1;
+                }
+                None
+            }
+            _ => None,
+        };
+        let Some(live) = live else {
+            return Ok(false);
+        };
+        let (loc, len) = piece.push(rec.kind, rec.key, rec.value)?;
+        piece.changes.push(match live {
+            Live::Node(k) => Change::Node(k, loc, len, stem_of_blob(rec.value)),
+            Live::Code(h) => Change::Code(h, loc, len),
+        });
+        Ok(true)
     }
 
     /// Commits `piece` as a block keeping the state's block and root (with the drop record
