@@ -270,16 +270,20 @@ pub struct LogOptions {
     /// about 37 MB, one of the two device reads a newly written stem needs). A commit that
     /// fails drops the set (the next open reads it again). 0: none.
     pub pinned_bytes: u64,
-    /// The largest share of the log's bytes that may be garbage: a block that leaves more
-    /// compacts, inside its write, the sealed segments with the most garbage until it is at
-    /// most this ([`LogStore::compact_to`]). The log then holds at most about
-    /// `1 / (1 - share)` times its live bytes, plus the segment being written (only sealed
-    /// segments are compacted, so the garbage of that one waits until it is sealed). Such a
-    /// block takes as long as reading back the segments it drops, a whole segment at least
-    /// (see docs/study/writes.md, twenty-fifth session). A failed compaction does not fail the
-    /// committed block (it is logged). `None`: only [`LogStore::compact`] and
-    /// [`LogStore::compact_to`] compact. Checked at open (0..=1).
+    /// The largest share of the log's bytes that may be garbage: once a block leaves more,
+    /// the sealed segment with the most garbage (at least this share of it) is compacted a
+    /// slice per block ([`LogOptions::compact_slice_bytes`] of it read back inside each
+    /// block's write), then the next, until the log is under the share again. A log more
+    /// than a tenth over the share has its segment finished in one block, so the log holds
+    /// at most about `1 / (1 - share - 0.1)` times its live bytes (about `1 / (1 - share)`
+    /// while the slices keep up), plus the segment being written, whose garbage waits until
+    /// it is sealed. A
+    /// failed step does not fail the committed block (it is logged). `None`: only
+    /// [`LogStore::compact`] and [`LogStore::compact_to`] compact. Checked at open (0..=1).
     pub compact_garbage: Option<f64>,
+    /// Bytes of a segment the automatic compaction reads back per block (see
+    /// [`LogOptions::compact_garbage`]; about 5 ms per MB at 16M stems here). At least 1.
+    pub compact_slice_bytes: u64,
 }
 
 impl Default for LogOptions {
@@ -294,6 +298,7 @@ impl Default for LogOptions {
             recent_blocks: DEFAULT_RECENT_BLOCKS,
             pinned_bytes: 0,
             compact_garbage: Some(DEFAULT_COMPACT_GARBAGE),
+            compact_slice_bytes: DEFAULT_COMPACT_SLICE_BYTES,
         }
     }
 }
@@ -301,6 +306,10 @@ impl Default for LogOptions {
 /// [`LogOptions::compact_garbage`] by default: a sealed segment is compacted once half of it
 /// is superseded.
 pub const DEFAULT_COMPACT_GARBAGE: f64 = 0.5;
+
+/// [`LogOptions::compact_slice_bytes`] by default: twice what an approve block at 16M stems
+/// asks of the compaction (about 2 MB dropped per block), about 20 ms of work in a block.
+pub const DEFAULT_COMPACT_SLICE_BYTES: u64 = 4 << 20;
 
 /// [`LogOptions::recent_blocks`] by default: as many blocks as the study's MDBX write buffer.
 pub const DEFAULT_RECENT_BLOCKS: usize = 8;
@@ -736,6 +745,8 @@ struct Writer {
     /// A segment a compaction dropped could not be removed: no compaction until a reopen
     /// removes it (one that came later could drop a newer segment while it, older, stays).
     leftover: bool,
+    /// The automatic compaction under way, a slice per block ([`LogOptions::compact_garbage`]).
+    cursor: Option<compact::Cursor>,
 }
 
 /// Blobs preloaded by [`LogStore::warm_trie_paths`], valid for one root.
@@ -1130,6 +1141,11 @@ impl LogStore {
         if let Some(share) = options.compact_garbage {
             compact::check_share(share)?;
         }
+        if options.compact_slice_bytes == 0 {
+            return Err(LogError::Invalid(
+                "a compaction slice of 0 bytes: it must be at least 1".into(),
+            ));
+        }
         if !(1..=MAX_SEGMENT_BYTES).contains(&options.segment_bytes) {
             return Err(LogError::Invalid(format!(
                 "a segment of {} bytes: it must be 1 to {MAX_SEGMENT_BYTES}",
@@ -1225,6 +1241,7 @@ impl LogStore {
                 poisoned: false,
                 synced_block: meta.block,
                 leftover: false,
+                cursor: None,
             })
         } else {
             None
@@ -2333,9 +2350,7 @@ impl LogStore {
         }
         let t3 = std::time::Instant::now();
         if let Some(share) = self.inner.options.compact_garbage
-            && !w.leftover
-            && self.index().garbage_share() > share
-            && let Err(e) = self.compact_locked(w, compact::Pick::LogAtMost(share))
+            && let Err(e) = self.compact_step(w, share)
         {
             tracing::warn!(error = %e, "compacting the log failed; the block is committed");
         }
@@ -2448,6 +2463,7 @@ impl LogStore {
             poisoned: false,
             synced_block: self.meta.block,
             leftover: w.leftover,
+            cursor: w.cursor.take(),
         };
         Ok(())
     }

@@ -337,8 +337,21 @@ pub(crate) fn for_each_record(
     path: &Path,
     from: u64,
     to: u64,
-    mut f: impl FnMut(u64, &record::Record<'_>) -> Result<(), LogError>,
+    f: impl FnMut(u64, &record::Record<'_>) -> Result<(), LogError>,
 ) -> Result<(), LogError> {
+    for_each_record_until(file, path, from, to, to, f).map(|_| ())
+}
+
+/// [`for_each_record`] that stops at the first record (or gap) starting at or after `stop`,
+/// and returns where it stopped (`to` once it got there): a later call goes on from there.
+pub(crate) fn for_each_record_until(
+    file: &std::fs::File,
+    path: &Path,
+    from: u64,
+    stop: u64,
+    to: u64,
+    mut f: impl FnMut(u64, &record::Record<'_>) -> Result<(), LogError>,
+) -> Result<u64, LogError> {
     use std::os::unix::fs::FileExt;
     const CHUNK: usize = 16 << 20;
     let mut buf: Vec<u8> = Vec::new();
@@ -346,8 +359,8 @@ pub(crate) fn for_each_record(
     let mut i = 0usize;
     loop {
         let pos = buf_pos + i as u64;
-        if pos >= to {
-            return Ok(());
+        if pos >= to || pos >= stop {
+            return Ok(pos.min(to));
         }
         match record::parse(&buf[i..], pos) {
             Parsed::Record(r, len) => {

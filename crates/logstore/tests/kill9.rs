@@ -47,6 +47,8 @@ fn child(dir: &str) {
             // in compactions too).
             segment_bytes: 1 << 20,
             compact_garbage: Some(0.5),
+            // A slice a block: a compaction spans blocks, and kills land inside them.
+            compact_slice_bytes: 64 << 10,
             ..Default::default()
         },
     )
