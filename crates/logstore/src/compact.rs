@@ -138,7 +138,8 @@ impl LogStore {
     /// duplicates). A file that cannot be removed is reported in
     /// [`Compaction::left_in_place`], not as an error; this handle then compacts no more
     /// ([`LogError::Invalid`], and the automatic compaction stops) until the log is reopened,
-    /// which removes it.
+    /// which removes it. The automatic compaction also stops at a segment that disagrees with
+    /// the index (logged once).
     ///
     /// A read that found a record's place before a compaction and reads it after the next one
     /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
@@ -176,10 +177,10 @@ impl LogStore {
         w: &mut Writer,
         pick: Pick,
     ) -> Result<Compaction, LogError> {
-        if w.leftover {
+        if w.halted {
             return Err(LogError::Invalid(format!(
-                "a segment an earlier compaction dropped could not be removed from {}: reopen \
-                 the log (which removes it) before compacting again",
+                "an earlier compaction of {} stopped (a dropped segment could not be removed, or \
+                 a segment disagreed with the index): reopen the log before compacting again",
                 self.inner.dir.display()
             )));
         }
@@ -371,7 +372,7 @@ impl LogStore {
                     // one it may shadow (removals).
                     tracing::warn!(error = %e, "a compacted segment could not be removed: the next open removes it");
                     failed = true;
-                    w.leftover = true;
+                    w.halted = true;
                     out.left_in_place.push(*n);
                 }
             }
@@ -386,7 +387,7 @@ impl LogStore {
     /// a tenth over `max`), copying its live records; at its end, drops it if nothing live is
     /// left in it (the index's count), or refuses to ([`LogError::Corrupt`]).
     pub(crate) fn compact_step(&self, w: &mut Writer, max: f64) -> Result<(), LogError> {
-        if w.leftover {
+        if w.halted {
             return Ok(());
         }
         let t = std::time::Instant::now();
@@ -459,6 +460,10 @@ impl LogStore {
             Ok(r) => r,
             Err(e) => {
                 w.cursor = None;
+                // Damage: reading it again every block would only say so again.
+                if matches!(e, LogError::Corrupt(_)) {
+                    w.halted = true;
+                }
                 return Err(e);
             }
         };
@@ -485,6 +490,7 @@ impl LogStore {
             .copied()
             .unwrap_or(0);
         if left != 0 {
+            w.halted = true;
             return Err(not_compacted(
                 &path,
                 format!("{left} live records the index places in it were not met in its records"),
@@ -885,6 +891,28 @@ mod tests {
         );
         assert_eq!(segment_numbers(dir.path()), files);
         assert_eq!(trie.store().index().nodes.get(&key), Some(&loc));
+        // The automatic compaction, a slice at a time, stops there for good (until a reopen):
+        // no segment dropped, and it does not read the segment again block after block.
+        let store = trie.store();
+        let mut guard = store.inner.writer.lock().unwrap();
+        let w = guard.as_mut().unwrap();
+        let mut err = None;
+        for _ in 0..10_000 {
+            if let Err(e) = store.compact_step(w, 0.0) {
+                err = Some(e);
+                break;
+            }
+        }
+        let err = err.expect("the damaged segment is met");
+        assert!(err.to_string().contains("not compacted"), "{err}");
+        assert!(w.halted && w.cursor.is_none());
+        assert_eq!(segment_numbers(dir.path()), files);
+        // Not halted, a step at share 0 would start on a segment again.
+        store.compact_step(w, 0.0).unwrap();
+        assert!(w.cursor.is_none());
+        drop(guard);
+        let err = trie.store_mut().compact(0.0).unwrap_err();
+        assert!(matches!(err, LogError::Invalid(_)), "{err}");
     }
 
     /// `compact_to` takes the sealed segments with the most garbage first (each dropped one

@@ -742,9 +742,10 @@ struct Writer {
     poisoned: bool,
     /// The last block known to be on the device (synced).
     synced_block: u64,
-    /// A segment a compaction dropped could not be removed: no compaction until a reopen
-    /// removes it (one that came later could drop a newer segment while it, older, stays).
-    leftover: bool,
+    /// Compaction stopped until a reopen: a segment a compaction dropped could not be removed
+    /// (one that came later could drop a newer segment while it, older, stays; the open
+    /// removes it), or a segment's records disagreed with the index (damage the open reports).
+    halted: bool,
     /// The automatic compaction under way, a slice per block ([`LogOptions::compact_garbage`]).
     cursor: Option<compact::Cursor>,
 }
@@ -1240,7 +1241,7 @@ impl LogStore {
                 pos: scanned.end,
                 poisoned: false,
                 synced_block: meta.block,
-                leftover: false,
+                halted: false,
                 cursor: None,
             })
         } else {
@@ -2462,7 +2463,7 @@ impl LogStore {
             pos: 0,
             poisoned: false,
             synced_block: self.meta.block,
-            leftover: w.leftover,
+            halted: w.halted,
             cursor: w.cursor.take(),
         };
         Ok(())
