@@ -697,6 +697,35 @@ mod tests {
         reference.root()
     }
 
+    /// A log in small segments at group depth 3 that does not compact on its own, after
+    /// blocks 1..=n of [`blocks`] from a seed, with the memory trie that followed it.
+    struct Logged {
+        dir: tempfile::TempDir,
+        options: LogOptions,
+        trie: Trie<LogStore>,
+        reference: Trie<MemoryStore>,
+        /// The generator, to go on with more blocks.
+        rng: StdRng,
+        root: Hash32,
+    }
+
+    fn logged(seed: u64, n: u64) -> Logged {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_segments(3);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
+        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+        let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=n);
+        Logged {
+            dir,
+            options,
+            trie,
+            reference,
+            rng,
+            root,
+        }
+    }
+
     fn segment_numbers(dir: &Path) -> Vec<u32> {
         scan::segment_files(dir)
             .unwrap()
@@ -849,12 +878,7 @@ mod tests {
     /// compacted: nothing is dropped, and the index still points where it did.
     #[test]
     fn a_segment_whose_records_disagree_with_the_index_is_not_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = small_segments(3);
-        let mut rng = StdRng::seed_from_u64(8);
-        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
-        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
-        blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=12);
+        let Logged { dir, mut trie, .. } = logged(8, 12);
         let first = segment_numbers(dir.path())[0];
         // A live node record in the first segment, and another path of the same length.
         let (key, loc, other) = {
@@ -920,12 +944,12 @@ mod tests {
     /// at most the share, and does nothing while it is below.
     #[test]
     fn compact_to_takes_the_emptiest_segments_first_down_to_the_share() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = small_segments(3);
-        let mut rng = StdRng::seed_from_u64(21);
-        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
-        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
-        let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=30);
+        let Logged {
+            dir,
+            mut trie,
+            root,
+            ..
+        } = logged(21, 30);
         let garbage_share = |store: &LogStore| {
             let i = store.info();
             i.garbage_bytes() as f64 / i.log_bytes as f64
@@ -1188,12 +1212,14 @@ mod tests {
     /// cannot be rewound past a compaction.
     #[test]
     fn a_compaction_refuses_damage_and_stale_handles_and_blocks_a_rewind_past_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = small_segments(3);
-        let mut rng = StdRng::seed_from_u64(5);
-        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
-        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
-        blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=10);
+        let Logged {
+            dir,
+            options,
+            mut trie,
+            mut reference,
+            mut rng,
+            ..
+        } = logged(5, 10);
         for bad in [-0.1, 1.5, f64::NAN] {
             let err = trie.store_mut().compact(bad).unwrap_err();
             assert!(matches!(err, LogError::Invalid(_)), "{err}");
