@@ -86,6 +86,26 @@ pub(crate) struct Cursor {
     pos: u64,
 }
 
+/// A sealed segment, its bytes and garbage bytes, as a compaction weighs it.
+struct Sealed {
+    n: u32,
+    file: Arc<File>,
+    len: u64,
+    garbage: u64,
+}
+
+impl Sealed {
+    /// Its garbage's share of its bytes.
+    fn share(&self) -> f64 {
+        share(self.garbage, self.len)
+    }
+}
+
+/// `garbage` over `len` (0 for an empty segment or log).
+fn share(garbage: u64, len: u64) -> f64 {
+    garbage as f64 / len.max(1) as f64
+}
+
 /// A live record a compaction found: what the index holds at its place.
 enum Live {
     Node(PathKey),
@@ -185,33 +205,16 @@ impl LogStore {
             )));
         }
         let t = std::time::Instant::now();
-        let this = self;
-        let present: Vec<(u32, Arc<File>)> = this
-            .segments()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| f.as_ref().map(|f| (i as u32 + 1, Arc::clone(f))))
-            .collect();
+        let present = self.present_segments();
         // Live records in each victim, which its scan must find.
         let mut expected: std::collections::BTreeMap<u32, u64> = Default::default();
         let mut victims = Vec::new();
         {
-            let index = this.index();
-            // Sealed segments with their bytes and garbage bytes.
-            let mut sealed = Vec::new();
-            for (n, file) in &present {
-                if *n >= w.seg {
-                    continue;
-                }
-                let path = this.inner.dir.join(segment_name(*n));
-                let len = file.metadata().map_err(io_err(&path))?.len();
-                let live = index.seg_live.get(*n as usize).copied().unwrap_or(0);
-                sealed.push((*n, Arc::clone(file), len, len.saturating_sub(live)));
-            }
-            let share = |garbage: u64, len: u64| garbage as f64 / len.max(1) as f64;
+            let mut sealed = self.sealed(w, &present)?;
+            let index = self.index();
             match pick {
                 Pick::EachAtLeast(min) => {
-                    sealed.retain(|(_, _, len, garbage)| share(*garbage, *len) >= min);
+                    sealed.retain(|s| s.share() >= min);
                 }
                 Pick::LogAtMost(max) => {
                     let (mut log, live) = (index.log_bytes, index.live_bytes);
@@ -220,24 +223,27 @@ impl LogStore {
                     }
                     // Only segments at least as superseded as the log may be: each frees at
                     // least what it copies (the garbage of the segment being written waits).
-                    sealed.retain(|(_, _, len, garbage)| share(*garbage, *len) >= max);
-                    sealed.sort_by(|a, b| share(b.3, b.2).total_cmp(&share(a.3, a.2)));
+                    sealed.retain(|s| s.share() >= max);
+                    sealed.sort_by(|a, b| b.share().total_cmp(&a.share()));
                     let mut keep = 0;
-                    for (.., garbage) in &sealed {
+                    for s in &sealed {
                         if share(log.saturating_sub(live), log) <= max {
                             break;
                         }
                         // Its live bytes move to the end: the log loses its garbage.
-                        log = log.saturating_sub(*garbage).max(live);
+                        log = log.saturating_sub(s.garbage).max(live);
                         keep += 1;
                     }
                     sealed.truncate(keep);
-                    sealed.sort_by_key(|(n, ..)| *n);
+                    sealed.sort_by_key(|s| s.n);
                 }
             }
-            for (n, file, len, _) in sealed {
-                expected.insert(n, index.seg_records.get(n as usize).copied().unwrap_or(0));
-                victims.push((n, file, len));
+            for s in sealed {
+                expected.insert(
+                    s.n,
+                    index.seg_records.get(s.n as usize).copied().unwrap_or(0),
+                );
+                victims.push((s.n, s.file, s.len));
             }
         }
         let mut out = Compaction::default();
@@ -255,23 +261,16 @@ impl LogStore {
         let mut piece = Piece::new(w);
         let mut removals_seen: FastSet<PathKey> = FastSet::default();
         for (n, file, len) in &victims {
-            let path = this.inner.dir.join(segment_name(*n));
+            let path = self.inner.dir.join(segment_name(*n));
             // A record is live when the index places its key at its offset; the scan must find
             // as many as the index counts in the segment.
             let mut found = 0u64;
             scan::for_each_record(file, &path, 0, *len, |pos, rec| {
-                if this.copy_if_live(*n, pos, rec, first_kept, &mut piece, &mut removals_seen)? {
+                if self.copy_if_live(*n, pos, rec, first_kept, &mut piece, &mut removals_seen)? {
                     out.copied_records += 1;
                     found += 1;
                 }
-                if piece.buf.len() >= PIECE_BYTES {
-                    out.copied_bytes += piece.buf.len() as u64;
-                    out.removals += piece.removals;
-                    let full = std::mem::replace(&mut piece, Piece::new(w));
-                    this.commit_piece(w, full, None)?;
-                    piece = Piece::new(w);
-                }
-                Ok(())
+                self.commit_if_full(w, &mut piece, &mut out)
             })?;
             let want = expected.get(n).copied().unwrap_or(0);
             if found != want {
@@ -282,7 +281,7 @@ impl LogStore {
             }
         }
         let victims: Vec<(u32, u64)> = victims.iter().map(|(n, _, len)| (*n, *len)).collect();
-        this.finish_drop(w, piece, &victims, &mut out)?;
+        self.finish_drop(w, piece, &victims, &mut out)?;
         if w.cursor.as_ref().is_some_and(|c| chosen.contains(&c.seg)) {
             w.cursor = None;
         }
@@ -299,6 +298,53 @@ impl LogStore {
         Ok(out)
     }
 
+    /// The segments in the directory, by number, with their read handles.
+    fn present_segments(&self) -> Vec<(u32, Arc<File>)> {
+        self.segments()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.as_ref().map(|f| (i as u32 + 1, Arc::clone(f))))
+            .collect()
+    }
+
+    /// The sealed segments of `present` (all but the one `w` writes), with their bytes and
+    /// garbage bytes (by the index's live bytes).
+    fn sealed(&self, w: &Writer, present: &[(u32, Arc<File>)]) -> Result<Vec<Sealed>, LogError> {
+        let index = self.index();
+        let mut out = Vec::with_capacity(present.len());
+        for (n, file) in present.iter().filter(|(n, _)| *n < w.seg) {
+            let path = self.inner.dir.join(segment_name(*n));
+            let len = file.metadata().map_err(io_err(&path))?.len();
+            let live = index.seg_live.get(*n as usize).copied().unwrap_or(0);
+            out.push(Sealed {
+                n: *n,
+                file: Arc::clone(file),
+                len,
+                garbage: len.saturating_sub(live),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Commits the copies gathered so far once they reach [`PIECE_BYTES`], so a compaction's
+    /// memory stays bounded; `piece` then starts over at the writer's new position.
+    fn commit_if_full(
+        &self,
+        w: &mut Writer,
+        piece: &mut Piece,
+        out: &mut Compaction,
+    ) -> Result<(), LogError> {
+        if piece.buf.len() < PIECE_BYTES {
+            return Ok(());
+        }
+        out.copied_bytes += piece.buf.len() as u64;
+        out.removals += piece.removals;
+        let full = std::mem::replace(piece, Piece::new(w));
+        self.commit_piece(w, full, None)?;
+        *piece = Piece::new(w);
+        Ok(())
+    }
+
     /// Ends a compaction of `victims` (number, bytes; oldest first) whose live records are all
     /// copied: commits `piece` (the last copies) with the `Drop` record naming every segment
     /// dropped so far and these, syncs, takes them out of the index and the read handles,
@@ -311,24 +357,23 @@ impl LogStore {
         victims: &[(u32, u64)],
         out: &mut Compaction,
     ) -> Result<(), LogError> {
-        let this = self;
-        let stored = this.stored_meta();
+        let stored = self.stored_meta();
         let dropped: Vec<u32> = {
-            let index = this.index();
+            let index = self.index();
             let mut all = index.dropped.clone();
             all.extend(victims.iter().map(|(n, _)| *n));
             all.into_iter().collect()
         };
         out.copied_bytes += piece.buf.len() as u64;
         out.removals += piece.removals;
-        this.commit_piece(w, piece, Some(&dropped))?;
-        if this.inner.options.durability != crate::Durability::Durable {
-            let path = this.inner.dir.join(segment_name(w.seg));
+        self.commit_piece(w, piece, Some(&dropped))?;
+        if self.inner.options.durability != crate::Durability::Durable {
+            let path = self.inner.dir.join(segment_name(w.seg));
             w.file.sync_data().map_err(io_err(&path))?;
             w.synced_block = stored.block;
         }
         {
-            let mut index = this.index_mut();
+            let mut index = self.index_mut();
             for (n, len) in victims {
                 index.dropped.insert(*n);
                 index.log_bytes = index.log_bytes.saturating_sub(*len);
@@ -339,7 +384,7 @@ impl LogStore {
         }
         let mut retired = Vec::with_capacity(victims.len());
         {
-            let mut segments = this
+            let mut segments = self
                 .inner
                 .segments
                 .write()
@@ -351,17 +396,17 @@ impl LogStore {
             }
         }
         // The previous compaction's handles close here.
-        *this.inner.retired.lock().unwrap_or_else(|e| e.into_inner()) = retired;
+        *self.inner.retired.lock().unwrap_or_else(|e| e.into_inner()) = retired;
         let mut failed = false;
         for (n, len) in victims {
             if failed {
                 out.left_in_place.push(*n);
                 continue;
             }
-            let path = this.inner.dir.join(segment_name(*n));
+            let path = self.inner.dir.join(segment_name(*n));
             match std::fs::remove_file(&path)
                 .map_err(io_err(&path))
-                .and_then(|()| sync_dir(&this.inner.dir))
+                .and_then(|()| sync_dir(&self.inner.dir))
             {
                 Ok(()) => {
                     out.dropped.push(*n);
@@ -390,41 +435,26 @@ impl LogStore {
         if w.halted {
             return Ok(());
         }
-        let t = std::time::Instant::now();
         let share_now = self.index().garbage_share();
-        let present: Vec<(u32, Arc<File>)> = self
-            .segments()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| f.as_ref().map(|f| (i as u32 + 1, Arc::clone(f))))
-            .collect();
+        if w.cursor.is_none() && share_now <= max {
+            // Every block comes here: nothing is gathered while nothing is to be done.
+            return Ok(());
+        }
+        let t = std::time::Instant::now();
+        let present = self.present_segments();
         if w.cursor.is_none() {
-            if share_now <= max {
-                return Ok(());
-            }
-            let mut best: Option<(f64, u32, Arc<File>, u64)> = None;
-            {
-                let index = self.index();
-                for (n, file) in &present {
-                    if *n >= w.seg {
-                        continue;
-                    }
-                    let path = self.inner.dir.join(segment_name(*n));
-                    let len = file.metadata().map_err(io_err(&path))?.len();
-                    let live = index.seg_live.get(*n as usize).copied().unwrap_or(0);
-                    let share = len.saturating_sub(live) as f64 / len.max(1) as f64;
-                    if share >= max && best.as_ref().is_none_or(|b| share > b.0) {
-                        best = Some((share, *n, Arc::clone(file), len));
-                    }
-                }
-            }
-            let Some((_, seg, file, len)) = best else {
+            let Some(best) = self
+                .sealed(w, &present)?
+                .into_iter()
+                .filter(|s| s.share() >= max)
+                .max_by(|a, b| a.share().total_cmp(&b.share()))
+            else {
                 return Ok(());
             };
             w.cursor = Some(Cursor {
-                seg,
-                file,
-                len,
+                seg: best.n,
+                file: best.file,
+                len: best.len,
                 pos: 0,
             });
         }
@@ -448,13 +478,7 @@ impl LogStore {
             if self.copy_if_live(n, pos, rec, first_kept, &mut piece, &mut seen)? {
                 out.copied_records += 1;
             }
-            if piece.buf.len() >= PIECE_BYTES {
-                out.copied_bytes += piece.buf.len() as u64;
-                let full = std::mem::replace(&mut piece, Piece::new(w));
-                self.commit_piece(w, full, None)?;
-                piece = Piece::new(w);
-            }
-            Ok(())
+            self.commit_if_full(w, &mut piece, &mut out)
         });
         let reached = match reached {
             Ok(r) => r,
