@@ -1067,10 +1067,12 @@ mod tests {
             assert!(block < 200, "no compaction started");
         };
         assert!(dir.path().join(segment_name(seg)).exists());
-        // Its place moves on block by block until the segment goes.
+        // Its place moves on block by block until the segment goes, and each slice reads
+        // what it goes through, not the rest of the segment.
         let mut last = pos;
         loop {
             block += 1;
+            scan::READ_BYTES.with(|r| r.set(0));
             blocks(
                 &mut trie,
                 &mut reference,
@@ -1081,6 +1083,11 @@ mod tests {
             match cursor(&trie) {
                 Some((s, p)) if s == seg => {
                     assert!(p > last, "{p} after {last}");
+                    let read = scan::READ_BYTES.with(|r| r.get());
+                    assert!(
+                        read <= p - last + record::HEADER as u64,
+                        "a slice from {last} to {p} read {read} bytes"
+                    );
                     last = p;
                 }
                 _ => break,

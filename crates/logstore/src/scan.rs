@@ -342,6 +342,12 @@ pub(crate) fn for_each_record(
     for_each_record_until(file, path, from, to, to, f).map(|_| ())
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The bytes [`for_each_record_until`] read on this thread (tests count a slice's reads).
+    pub(crate) static READ_BYTES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// [`for_each_record`] that stops at the first record (or gap) starting at or after `stop`,
 /// and returns where it stopped (`to` once it got there): a later call goes on from there.
 pub(crate) fn for_each_record_until(
@@ -375,8 +381,13 @@ pub(crate) fn for_each_record_until(
                 buf_pos += i as u64;
                 i = 0;
                 let have = buf.len();
-                let avail = to - (buf_pos + have as u64);
-                let more = need.saturating_sub(have).max(CHUNK) as u64;
+                let end = buf_pos + have as u64;
+                let avail = to - end;
+                // No further than the slice goes (a record that starts before `stop` is read
+                // whole), at most a chunk at a time: a slice of a cold segment reads its own
+                // bytes, not a chunk's.
+                let wanted = (stop.min(to).saturating_sub(end)).min(CHUNK as u64) as usize;
+                let more = need.saturating_sub(have).max(wanted) as u64;
                 if (have as u64) + avail < need as u64 {
                     return Err(LogError::Corrupt(format!(
                         "{} at offset {pos}: a record cut short",
@@ -385,8 +396,10 @@ pub(crate) fn for_each_record_until(
                 }
                 let take = more.min(avail) as usize;
                 buf.resize(have + take, 0);
-                file.read_exact_at(&mut buf[have..], buf_pos + have as u64)
+                file.read_exact_at(&mut buf[have..], end)
                     .map_err(io_err(path))?;
+                #[cfg(test)]
+                READ_BYTES.with(|r| r.set(r.get() + take as u64));
             }
             Parsed::Bad(why) => {
                 return Err(LogError::Corrupt(format!(
