@@ -3,8 +3,10 @@
 //!
 //! A compaction appends the copies as blocks of their own that keep the state's block and
 //! root (a reader sees the same state throughout), the last of them naming every segment ever
-//! dropped in a [`Kind::Drop`] record; it syncs, points the index at the copies, and only then
-//! removes the files, the oldest first, syncing the directory after each. So a crash at any
+//! dropped in a [`Kind::Drop`] record; the copies are not synced as they are appended (they
+//! change no state, so a crash that loses them loses nothing; the next block's sync covers
+//! them), but everything is synced after the last of them, and only then are the files
+//! removed, the oldest first, syncing the directory after each. So a crash at any
 //! instant leaves a log that opens at the same state: before the last block is on the device
 //! the old segments are whole and the copies are either a torn tail (cut) or harmless
 //! duplicates; after it, a dropped segment still in the directory is removed by the next
@@ -367,11 +369,11 @@ impl LogStore {
         out.copied_bytes += piece.buf.len() as u64;
         out.removals += piece.removals;
         self.commit_piece(w, piece, Some(&dropped))?;
-        if self.inner.options.durability != crate::Durability::Durable {
-            let path = self.inner.dir.join(segment_name(w.seg));
-            w.file.sync_data().map_err(io_err(&path))?;
-            w.synced_block = stored.block;
-        }
+        // The copies (unsynced as they were appended) and the `Drop` record are on the device
+        // before any file goes.
+        let path = self.inner.dir.join(segment_name(w.seg));
+        w.file.sync_data().map_err(io_err(&path))?;
+        w.synced_block = stored.block;
         {
             let mut index = self.index_mut();
             for (n, len) in victims {
@@ -615,7 +617,7 @@ impl LogStore {
             &[],
             &commit.encode(),
         );
-        self.append(w, &piece.buf, stored.block)?;
+        self.append(w, &piece.buf, None)?;
         {
             let mut index = self.index_mut();
             index.apply(piece.changes);

@@ -2312,7 +2312,7 @@ impl LogStore {
                 (ix.apply_undoable(changes), t.elapsed())
             });
             let t = std::time::Instant::now();
-            let appended = this.append(w, &buf, block);
+            let appended = this.append(w, &buf, Some(block));
             let write = t.elapsed();
             let (undo, index) = applied
                 .join()
@@ -2399,11 +2399,14 @@ impl LogStore {
         Ok((guard, stored))
     }
 
-    /// Writes `buf` at the writer's position and syncs as the durability says; on failure cuts
-    /// the file back (or poisons the writer when even that fails).
-    fn append(&self, w: &mut Writer, buf: &[u8], block: u64) -> Result<(), LogError> {
+    /// Writes `buf` at the writer's position. With `synced` (the block that counts as synced
+    /// once it is) it syncs as the durability says; without (a compaction's copies, which
+    /// change no state: a crash that loses them loses nothing, and the next block's sync or
+    /// the compaction's own before it removes a file covers them) it does not sync. On failure
+    /// cuts the file back (or poisons the writer when even that fails).
+    fn append(&self, w: &mut Writer, buf: &[u8], synced: Option<u64>) -> Result<(), LogError> {
         let path = self.inner.dir.join(segment_name(w.seg));
-        let durable = self.inner.options.durability == Durability::Durable;
+        let durable = synced.is_some() && self.inner.options.durability == Durability::Durable;
         let res = w
             .file
             .write_all_at(buf, w.pos)
@@ -2419,7 +2422,7 @@ impl LogStore {
             return Err(io_err(&path)(e));
         }
         w.pos += buf.len() as u64;
-        if durable {
+        if let Some(block) = synced.filter(|_| durable) {
             w.synced_block = block;
         }
         Ok(())
@@ -2596,7 +2599,7 @@ impl BulkLoad<'_> {
         };
         record::push(&mut self.buf, w.pos, Kind::Commit, &[], &commit.encode());
         let synced = if building { w.synced_block } else { block };
-        store.append(w, &self.buf, synced)?;
+        store.append(w, &self.buf, Some(synced))?;
         let mut index = store.index_mut();
         index.apply(std::mem::take(&mut self.changes));
         index.log_bytes += self.buf.len() as u64;
