@@ -28,6 +28,7 @@
 // One module reads through io_uring (`uring`), which needs `unsafe` for its buffers.
 #![deny(unsafe_code)]
 
+mod background;
 mod compact;
 mod record;
 mod scan;
@@ -272,8 +273,9 @@ pub struct LogOptions {
     pub pinned_bytes: u64,
     /// The largest share of the log's bytes that may be garbage: once a block leaves more,
     /// the sealed segment with the most garbage (at least this share of it) is compacted a
-    /// slice per block ([`LogOptions::compact_slice_bytes`] of it read back inside each
-    /// block's write), then the next, until the log is under the share again. A log more
+    /// slice per block ([`LogOptions::compact_slice_bytes`] of it read back after each
+    /// block's write, on a thread of its own or inside the write:
+    /// [`LogOptions::compact_background`]), then the next, until the log is under the share again. A log more
     /// than a tenth over the share has its segment finished in one block, so the log holds
     /// at most about `1 / (1 - share - 0.1)` times its live bytes (about `1 / (1 - share)`
     /// while the slices keep up), plus the segment being written, whose garbage waits until
@@ -281,6 +283,14 @@ pub struct LogOptions {
     /// failed step does not fail the committed block (it is logged). `None`: only
     /// [`LogStore::compact`] and [`LogStore::compact_to`] compact. Checked at open (0..=1).
     pub compact_garbage: Option<f64>,
+    /// Whether the automatic compaction ([`LogOptions::compact_garbage`]) runs on a thread
+    /// of its own (one per writer handle) instead of inside each block's write: a block's
+    /// write asks for its step and returns, and the thread runs it under the writer's lock,
+    /// so a block waits only for a step already under way when it commits (a node, with
+    /// seconds between blocks, never does). The steps keep the blocks' pace (one per block),
+    /// so the log's bound is the same. The thread is joined when the last handle drops;
+    /// [`LogStore::wait_for_compaction`] waits for the steps asked so far.
+    pub compact_background: bool,
     /// Bytes of a segment the automatic compaction reads back per block (see
     /// [`LogOptions::compact_garbage`]; about 5 ms per MB at 16M stems here). At least 1.
     pub compact_slice_bytes: u64,
@@ -298,6 +308,7 @@ impl Default for LogOptions {
             recent_blocks: DEFAULT_RECENT_BLOCKS,
             pinned_bytes: 0,
             compact_garbage: Some(DEFAULT_COMPACT_GARBAGE),
+            compact_background: true,
             compact_slice_bytes: DEFAULT_COMPACT_SLICE_BYTES,
         }
     }
@@ -920,6 +931,11 @@ struct Inner {
 /// this one's next write a [`LogError::Conflict`]). Reads answer from the last committed block.
 #[derive(Clone)]
 pub struct LogStore {
+    /// The compaction thread ([`LogOptions::compact_background`]), joined when the last
+    /// handle drops. Declared before `inner` so that it is dropped (joined) first: the thread
+    /// holds the log only during a step, and once it is joined, dropping `inner` frees the
+    /// directory's lock.
+    compactor: Option<Arc<background::Compactor>>,
     inner: Arc<Inner>,
     meta: Meta,
 }
@@ -1247,7 +1263,8 @@ impl LogStore {
         } else {
             None
         };
-        let store = LogStore {
+        let mut store = LogStore {
+            compactor: None,
             inner: Arc::new(Inner {
                 dir,
                 options: options.clone(),
@@ -1265,6 +1282,14 @@ impl LogStore {
             }),
             meta,
         };
+        if writing
+            && options.compact_background
+            && let Some(share) = options.compact_garbage
+        {
+            let compactor = background::Compactor::start(Arc::downgrade(&store.inner), share)
+                .map_err(io_err(&store.inner.dir))?;
+            store.compactor = Some(Arc::new(compactor));
+        }
         if fresh && writing {
             // The empty state's commit record fixes the group depth for later opens.
             let mut s = store.clone();
@@ -2350,10 +2375,19 @@ impl LogStore {
             tracing::warn!(error = %e, "starting a new log segment failed; the current one grows");
         }
         let t3 = std::time::Instant::now();
-        if let Some(share) = self.inner.options.compact_garbage
-            && let Err(e) = self.compact_step(w, share)
-        {
-            tracing::warn!(error = %e, "compacting the log failed; the block is committed");
+        if let Some(share) = self.inner.options.compact_garbage {
+            match &self.compactor {
+                // Off the block: the thread takes the writer's lock once this write lets go.
+                Some(compactor) => {
+                    drop(guard);
+                    compactor.ask();
+                }
+                None => {
+                    if let Err(e) = self.compact_step(w, share) {
+                        tracing::warn!(error = %e, "compacting the log failed; the block is committed");
+                    }
+                }
+            }
         }
         tracing::debug!(
             block,
@@ -2470,6 +2504,32 @@ impl LogStore {
             cursor: w.cursor.take(),
         };
         Ok(())
+    }
+
+    /// Returns once the automatic compaction ([`LogOptions::compact_garbage`]) has run the
+    /// step of every block committed so far; at once when it runs inside the blocks' writes
+    /// ([`LogOptions::compact_background`] off) or not at all. For tests and measurements that
+    /// need the log as the blocks left it.
+    pub fn wait_for_compaction(&self) {
+        if let Some(compactor) = &self.compactor {
+            compactor.wait();
+        }
+    }
+
+    /// A handle on `inner` at its stored state, without the compaction thread (for that
+    /// thread's own steps).
+    fn internal(inner: Arc<Inner>) -> LogStore {
+        let meta = inner
+            .index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .meta
+            .expect("set at open");
+        LogStore {
+            compactor: None,
+            inner,
+            meta,
+        }
     }
 
     /// Syncs the log's last segment to the device (for [`Durability::Relaxed`]; a no-op cost
