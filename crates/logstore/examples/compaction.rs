@@ -1,7 +1,10 @@
 //! What compaction costs a long run of approve-like blocks on the log layout.
 //!
 //! `cargo run --release -p bintrie-logstore --example compaction -- [BASE_STEMS] [BLOCKS]
-//! [SEGMENT_MIB] [SHARE] [DIR]` (defaults 2000000, 1500, 64, log:0.5, target/compaction-example)
+//! [SEGMENT_MIB] [SHARE] [DIR] [cold] [IDLE_MS]` (defaults 2000000, 1500, 64, log:0.5,
+//! target/compaction-example, warm, 0; `cold`: the log's pages are evicted before every block
+//! too, as the study does, outside the blocks' time; IDLE_MS: a pause after every block,
+//! outside its time, as a node has between blocks)
 //! builds a log of BASE_STEMS random stems at group depth 5 (blocks of 100,000; 0: the log
 //! already in DIR, to run two versions from copies of one log), then commits
 //! BLOCKS blocks of 641 new random stems each (an approve block's new slots; the base's own
@@ -10,8 +13,9 @@
 //! `LogOptions::compact_garbage` does it inside the block (SHARE `log:S`: after every block
 //! that leaves more than S of the log garbage, `LogStore::compact_to(S)`; a plain `S`: each
 //! time a block fills a segment, `LogStore::compact(S)`), but called here so that its time
-//! and counts are reported apart (SHARE `auto:S`: the option itself, its time inside the
-//! blocks', for the blocks' mean and worst beside a run without it); the
+//! and counts are reported apart (SHARE `auto:S`: the option itself, inside the blocks'
+//! writes, its time inside the blocks', for the blocks' mean and worst beside a run without
+//! it; `bg:S`: the option on its own thread, `LogOptions::compact_background`); the
 //! segments' pages are evicted from the page cache first, so the compaction reads them from
 //! the device as a node's would. Prints one line per compaction and a summary: compaction
 //! milliseconds per block and per written slot (amortized over every block), bytes copied per
@@ -49,10 +53,12 @@ fn main() {
     // (`LogStore::compact_to`, what `LogOptions::compact_garbage` runs).
     // `auto:0.5`: the option itself, inside each block's write (its time is in the blocks').
     let share_arg = arg(3, "log:0.5");
-    let auto = share_arg.starts_with("auto:");
+    let background = share_arg.starts_with("bg:");
+    let auto = share_arg.starts_with("auto:") || background;
     let (greedy, share) = match share_arg
         .strip_prefix("log:")
         .or_else(|| share_arg.strip_prefix("auto:"))
+        .or_else(|| share_arg.strip_prefix("bg:"))
     {
         Some(v) => (true, v.parse::<f64>().expect("SHARE")),
         None => (false, share_arg.parse::<f64>().expect("SHARE")),
@@ -65,6 +71,12 @@ fn main() {
         }
     };
     let dir = std::path::PathBuf::from(arg(4, "target/compaction-example"));
+    let cold = match arg(5, "warm").as_str() {
+        "cold" => true,
+        "warm" => false,
+        other => panic!("the sixth argument is `cold` or `warm`, not {other:?}"),
+    };
+    let idle = std::time::Duration::from_millis(arg(6, "0").parse().expect("IDLE_MS"));
     // BASE_STEMS 0: go on from the log already in DIR (to run two versions from copies of
     // one log).
     if base > 0 {
@@ -113,6 +125,7 @@ fn main() {
         drop(store);
         let auto_options = LogOptions {
             compact_garbage: Some(share),
+            compact_background: background,
             ..options.clone()
         };
         store = LogStore::open(&dir, &auto_options).expect("reopen with the option");
@@ -120,10 +133,18 @@ fn main() {
     let (mut compact_ms, mut copied, mut dropped, mut written) = (0.0, 0u64, 0u64, 0u64);
     let mut compactions = 0;
     let mut block_ms = Vec::with_capacity(blocks as usize);
+    // The time between blocks that is not idle: the evictions of `cold` (a compaction thread
+    // works through them too).
+    let mut evict_ms = 0.0;
     for _ in 0..blocks {
         block += 1;
         let before = store.info();
         let meta = store.meta();
+        if cold {
+            let t = Instant::now();
+            bintrie_logstore::evict_page_cache(&dir).expect("evict");
+            evict_ms += t.elapsed().as_secs_f64() * 1e3;
+        }
         let t = Instant::now();
         let mut trie = Trie::open(store, GROUP_DEPTH, meta.root).expect("trie");
         trie.update(stems(&mut rng, SLOTS)).expect("update");
@@ -132,6 +153,9 @@ fn main() {
         block_ms.push(t.elapsed().as_secs_f64() * 1e3);
         store = trie.store().clone();
         drop(trie);
+        if !idle.is_zero() {
+            std::thread::sleep(idle);
+        }
         let after = store.info();
         written += after.log_bytes.saturating_sub(before.log_bytes);
         // As the option does: after every block whose log is more than the share garbage
@@ -161,13 +185,18 @@ fn main() {
             );
         }
     }
+    let t = Instant::now();
+    store.wait_for_compaction();
+    let waited = t.elapsed().as_secs_f64() * 1e3;
     let block_sum: f64 = block_ms.iter().sum();
     block_ms.sort_by(|a, b| a.total_cmp(b));
     println!(
-        "blocks: mean {:.2} ms, p99 {:.2} ms, max {:.2} ms (with `auto:`, the compaction is inside them)",
+        "blocks: mean {:.2} ms, p99 {:.2} ms, max {:.2} ms (with `auto:`, the compaction is inside them; \
+         with `bg:`, {waited:.1} ms more for its last steps); evictions {:.2} ms per block",
         block_sum / blocks as f64,
         block_ms[block_ms.len() * 99 / 100],
-        block_ms[block_ms.len() - 1]
+        block_ms[block_ms.len() - 1],
+        evict_ms / blocks as f64
     );
     let end = store.info();
     let n = blocks as f64;
