@@ -924,6 +924,17 @@ struct Inner {
     _lock: Option<File>,
 }
 
+impl Inner {
+    /// The state of the last commit (what [`LogStore::stored_meta`] reports).
+    fn stored_meta(&self) -> Meta {
+        self.index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .meta
+            .expect("set at open")
+    }
+}
+
 /// An open state log. Cloning is cheap (shared index and files).
 ///
 /// Contract: one process writes at a time (the directory's `LOCK`, taken with `flock`); within
@@ -1428,7 +1439,7 @@ impl LogStore {
 
     /// The meta the log holds now (any handle's last commit).
     pub fn stored_meta(&self) -> Meta {
-        self.index().meta.expect("set at open")
+        self.inner.stored_meta()
     }
 
     fn conflict(&self, stored: Meta) -> LogError {
@@ -2421,12 +2432,7 @@ impl LogStore {
             Some(w) if w.poisoned => return Err(LogError::Poisoned),
             Some(_) => {}
         }
-        let stored = inner
-            .index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .meta
-            .expect("set at open");
+        let stored = inner.stored_meta();
         if stored != *expected {
             return Err(conflict(stored, expected.block));
         }
@@ -2519,12 +2525,7 @@ impl LogStore {
     /// A handle on `inner` at its stored state, without the compaction thread (for that
     /// thread's own steps).
     fn internal(inner: Arc<Inner>) -> LogStore {
-        let meta = inner
-            .index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .meta
-            .expect("set at open");
+        let meta = inner.stored_meta();
         LogStore {
             compactor: None,
             inner,
