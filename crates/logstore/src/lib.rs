@@ -275,8 +275,9 @@ pub struct LogOptions {
     /// the sealed segment with the most garbage (at least this share of it) is compacted a
     /// slice per block ([`LogOptions::compact_slice_bytes`] of it read back after each
     /// block's write, on a thread of its own or inside the write:
-    /// [`LogOptions::compact_background`]), then the next, until the log is under the share again. A log more
-    /// than a tenth over the share has its segment finished in one block, so the log holds
+    /// [`LogOptions::compact_background`]), then the next, until the log is under the share
+    /// again. A log more than a tenth over the share has its segment finished in one step
+    /// (the step of one block), so the log holds
     /// at most about `1 / (1 - share - 0.1)` times its live bytes (about `1 / (1 - share)`
     /// while the slices keep up), plus the segment being written, whose garbage waits until
     /// it is sealed. A
