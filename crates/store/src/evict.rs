@@ -11,3 +11,152 @@ pub fn evict_page_cache(dir: &Path) -> std::io::Result<u64> {
     rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
     Ok(len)
 }
+
+/// What [`warm_branch_pages`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WarmBranches {
+    /// The flat stem table's branch pages (MDBX's count).
+    pub branch_pages: u64,
+    /// Its leaf pages.
+    pub leaf_pages: u64,
+    /// Lookups made, evenly spread over the stem space.
+    pub lookups: u64,
+    /// Distinct leaf pages those lookups read, evicted again afterwards.
+    pub leaf_pages_evicted: u64,
+}
+
+/// Lookups per branch page of the stem table that [`warm_branch_pages`] makes: enough that a
+/// branch page covering a quarter of an average one's share of the (uniform) stems is still
+/// met about twice.
+const LOOKUPS_PER_BRANCH: u64 = 8;
+
+/// Leaves the branch pages of the flat stem table of the database in `dir` (and the pages
+/// above them) in the page cache and its leaf pages out of it, as a node that has run for a
+/// while holds its B-tree: the pages above the leaves, about 1% of the table, are touched by
+/// every lookup and stay cached, while a random stem's leaf is cold. For cold-read
+/// measurements: call it after [`evict_page_cache`] with no environment open on `dir` (pages
+/// that are mapped cannot be evicted). It opens the MDBX file read-only, looks up stems
+/// evenly spread over the stem space ([`LOOKUPS_PER_BRANCH`] per branch page, on 16
+/// threads), which reads every branch page and one leaf page per lookup, notes the file
+/// offset of each leaf page met (through the mapping's place in `/proc/self/maps`), closes
+/// the database and evicts those leaf pages again. The node table and the code table are
+/// left cold.
+pub fn warm_branch_pages(dir: &Path) -> Result<WarmBranches, crate::StoreError> {
+    use crate::{StoreError, T_STEMS, map_err};
+    use std::borrow::Cow;
+    // MDBX alone, not a store: a store would look at the write journal, which holds the
+    // blocks a buffered writer has not flushed yet (and warn about them).
+    let (db, _) = crate::open::open_read_only(dir)?;
+    let (stat, page) = {
+        let txn = db.begin_ro_txn().map_err(map_err)?;
+        let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
+        let stat = txn.table_stat(&stems).map_err(map_err)?;
+        let page = stat.page_size() as usize;
+        (stat, page)
+    };
+    let mut out = WarmBranches {
+        branch_pages: stat.branch_pages() as u64,
+        leaf_pages: stat.leaf_pages() as u64,
+        ..Default::default()
+    };
+    let lookups = (out.branch_pages * LOOKUPS_PER_BRANCH).min(out.leaf_pages);
+    out.lookups = lookups;
+    const THREADS: u64 = 16;
+    let pages: Vec<usize> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let db = &db;
+                s.spawn(move || -> Result<Vec<usize>, StoreError> {
+                    let txn = db.begin_ro_txn().map_err(map_err)?;
+                    let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
+                    let mut cursor = txn.cursor(&stems).map_err(map_err)?;
+                    let mut pages = Vec::new();
+                    for i in (t..lookups).step_by(THREADS as usize) {
+                        // The i-th of `lookups` points spread evenly over the first 8 bytes.
+                        let at = ((u128::from(i) << 64) / u128::from(lookups)) as u64;
+                        let mut key = [0u8; 31];
+                        key[..8].copy_from_slice(&at.to_be_bytes());
+                        let found = cursor
+                            .set_range::<Cow<'_, [u8]>, Cow<'_, [u8]>>(&key)
+                            .map_err(map_err)?;
+                        // A key read from a read-only transaction lies in the map, in its leaf.
+                        if let Some((Cow::Borrowed(k), _)) = found {
+                            pages.push(k.as_ptr() as usize & !(page - 1));
+                        }
+                    }
+                    Ok(pages)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.join().expect("a warm-up thread panicked")?);
+        }
+        Ok::<_, StoreError>(all)
+    })?;
+    let mut pages = pages;
+    pages.sort_unstable();
+    pages.dedup();
+    let data = dir.join("mdbx.dat");
+    let offsets = file_offsets(&data, &pages)?;
+    drop(db);
+    let file = std::fs::File::open(&data)?;
+    for off in &offsets {
+        rustix::fs::fadvise(
+            &file,
+            *off,
+            std::num::NonZeroU64::new(page as u64),
+            rustix::fs::Advice::DontNeed,
+        )
+        .map_err(std::io::Error::from)?;
+    }
+    out.leaf_pages_evicted = offsets.len() as u64;
+    Ok(out)
+}
+
+/// The offsets in the file `data` of the mapped addresses `addrs`, from this process's
+/// mappings of it (`/proc/self/maps`); an address outside every mapping of it is an error.
+fn file_offsets(data: &Path, addrs: &[usize]) -> std::io::Result<Vec<u64>> {
+    let want = std::fs::canonicalize(data)?;
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    // (start, end, offset) of each mapping of the file.
+    let mut ranges = Vec::new();
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), _, Some(offset), _, _) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            continue;
+        };
+        let path: Vec<&str> = fields.collect();
+        if path.is_empty() || Path::new(&path.join(" ")) != want {
+            continue;
+        }
+        let parse = |s: &str| usize::from_str_radix(s, 16).ok();
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        if let (Some(start), Some(end), Some(offset)) = (parse(start), parse(end), parse(offset)) {
+            ranges.push((start, end, offset as u64));
+        }
+    }
+    addrs
+        .iter()
+        .map(|&a| {
+            ranges
+                .iter()
+                .find(|(s, e, _)| (*s..*e).contains(&a))
+                .map(|(s, _, off)| off + (a - s) as u64)
+                .ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "address {a:#x} is not in a mapping of {}",
+                        want.display()
+                    ))
+                })
+        })
+        .collect()
+}

@@ -32,7 +32,7 @@ mod write;
 pub use buffer::BufferOptions;
 pub use error::StoreError;
 pub(crate) use error::map_err;
-pub use evict::evict_page_cache;
+pub use evict::{WarmBranches, evict_page_cache, warm_branch_pages};
 pub use meta::Meta;
 pub(crate) use meta::{put_meta, read_meta};
 pub use open::remove_if_empty;

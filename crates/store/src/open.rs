@@ -44,7 +44,9 @@ pub(crate) struct Kept {
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
 /// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
 /// being created). Never creates, formats or writes the data file.
-fn open_read_only(dir: &FsPath) -> Result<(Database<MapKind>, Option<Meta>), StoreError> {
+pub(crate) fn open_read_only(
+    dir: &FsPath,
+) -> Result<(Database<MapKind>, Option<Meta>), StoreError> {
     let data = dir.join("mdbx.dat");
     let not_db = |reason: String| StoreError::NotADatabase {
         path: data.clone(),

@@ -530,3 +530,59 @@ fn a_build_killed_midway_is_refused_on_open() {
     }
     assert!(std::fs::read(dir.path().join("mdbx.dat")).unwrap() == before);
 }
+
+/// The pages of `data` in the page cache, as `fincore` (util-linux, through `mincore`, which
+/// reads nothing) counts them; `None` without `fincore`.
+fn resident_pages(data: &std::path::Path) -> Option<u64> {
+    let out = std::process::Command::new("fincore")
+        .args(["--raw", "--noheadings", "--output", "PAGES"])
+        .arg(data)
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "fincore: {out:?}");
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap(),
+    )
+}
+
+/// `warm_branch_pages` leaves the stem table's branch pages in the page cache and not the
+/// leaf pages its lookups met: after a full eviction, the cached pages number at least the
+/// branch pages and fewer than half the leaves looked up more.
+#[test]
+fn warming_the_branch_pages_leaves_the_leaves_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    {
+        let store = StateStore::open(dir.path(), &opts(5)).unwrap();
+        let mut trie: Trie<StateStore> = Trie::new(store, 5).unwrap();
+        trie.update(random_writes(&mut rng, 30_000)).unwrap();
+        trie.commit().unwrap();
+    }
+    let data = dir.path().join("mdbx.dat");
+    // Dirty pages cannot be evicted: written out first.
+    std::fs::File::open(&data).unwrap().sync_data().unwrap();
+    bintrie_store::evict_page_cache(dir.path()).unwrap();
+    let Some(before) = resident_pages(&data) else {
+        eprintln!("no fincore (util-linux): nothing to check");
+        return;
+    };
+    if before > 4 {
+        eprintln!("this filesystem keeps evicted pages ({before} cached): nothing to check");
+        return;
+    }
+    let warm = bintrie_store::warm_branch_pages(dir.path()).unwrap();
+    assert!(warm.branch_pages >= 2, "{warm:?}");
+    assert_eq!(warm.lookups, warm.branch_pages * 8, "{warm:?}");
+    assert!(warm.leaf_pages_evicted > warm.branch_pages, "{warm:?}");
+    // Without the leaves' eviction: the branch pages, every leaf met, and the few pages any
+    // open reads (meta pages, the catalog, the other tables' roots: 19 here).
+    let added = resident_pages(&data).unwrap() - before;
+    assert!(
+        added >= warm.branch_pages && added < warm.branch_pages + warm.leaf_pages_evicted / 2,
+        "{added} pages cached after {warm:?}"
+    );
+}
