@@ -179,6 +179,13 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
             c.log_pinned_mib
         ));
     }
+    if c.warm_branches {
+        config.push(
+            "MDBX layout: the stem table's branch pages cached before each block (--warm-branches), \
+             its leaves cold"
+                .to_string(),
+        );
+    }
     b.push(Block::List(config));
 
     b.push(Block::Heading(2, "Databases".to_string()));

@@ -229,6 +229,18 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
         "{err}"
     );
 
+    // Keeping the stem table's branch pages needs the MDBX layout.
+    let bad = StudyConfig {
+        layouts: vec![Layout::Log],
+        warm_branches: true,
+        ..config.clone()
+    };
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("--warm-branches applies to the MDBX layout"),
+        "{err}"
+    );
+
     // The log layout has no trie-walk read path.
     let bad = StudyConfig {
         read_paths: vec![ReadPath::TrieWalk, ReadPath::Flat],
@@ -236,6 +248,37 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
     };
     let err = bad.validate().unwrap_err().to_string();
     assert!(err.contains("--read-paths flat"), "{err}");
+}
+
+/// With the stem table's branch pages put back before each block (`warm_branches`), a study
+/// on MDBX runs exactly the blocks it runs with every page evicted (the warm-up only reads),
+/// and says so in its results.
+#[test]
+fn warming_the_branch_pages_changes_no_block() {
+    use bintrie_bench::model::Layout;
+    let blocks = |warm: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = tiny_approve_study(dir.path().join("dbs"), 2, Layout::Mdbx);
+        opts.config.warm_branches = warm;
+        let results = run_study(&opts).unwrap();
+        assert_eq!(results.config.warm_branches, warm);
+        results
+            .runs
+            .iter()
+            .map(|r| {
+                (
+                    r.gas,
+                    r.slots_read,
+                    r.slots_written,
+                    r.hashes,
+                    r.nodes_loaded,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let evicted = blocks(false);
+    assert_eq!(evicted.len(), 2 * 2);
+    assert_eq!(blocks(true), evicted);
 }
 
 /// A study of two runs of `blocks_per_run` approve blocks on a 2,000-stem state at GD-4, in

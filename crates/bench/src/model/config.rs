@@ -130,6 +130,12 @@ pub struct StudyConfig {
     /// before it): none.
     #[serde(default)]
     pub log_pinned_mib: u64,
+    /// On the MDBX layout, the flat stem table's branch pages are put back in the page cache
+    /// after each block's eviction, its leaves left cold ([`bintrie_store::warm_branch_pages`]):
+    /// a node's B-tree as it holds it after running a while, where the default evicts every
+    /// page. False (and files from before it): every page evicted.
+    #[serde(default)]
+    pub warm_branches: bool,
 }
 
 fn one() -> u32 {
@@ -167,6 +173,7 @@ impl StudyConfig {
             witness: true,
             layouts: mdbx_only(),
             log_pinned_mib: 0,
+            warm_branches: false,
         }
     }
 
@@ -199,6 +206,10 @@ impl StudyConfig {
         ensure!(
             self.log_pinned_mib == 0 || self.layouts.contains(&Layout::Log),
             "--log-pinned-mib applies to the log layout: add --layouts log"
+        );
+        ensure!(
+            !self.warm_branches || self.layouts.contains(&Layout::Mdbx),
+            "--warm-branches applies to the MDBX layout: add --layouts mdbx"
         );
         for p in &self.page_sizes {
             ensure!(

@@ -147,6 +147,7 @@ fn synthetic(shape: &Shape) -> Results {
             witness: false,
             layouts: vec![Default::default()],
             log_pinned_mib: 0,
+            warm_branches: false,
             scale: Scale::Smoke,
             stems: 1_000_000,
             holders: 10_000,

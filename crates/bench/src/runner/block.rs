@@ -41,6 +41,8 @@ pub(super) struct Bench {
     block_gas_limit: u64,
     /// Gas limit of the one benchmark transaction per block.
     tx_gas_limit: u64,
+    /// [`StudyConfig::warm_branches`].
+    warm_branches: bool,
 }
 
 impl Bench {
@@ -250,6 +252,7 @@ impl Bench {
                 holders: config.holders,
                 block_gas_limit: config.block_gas_limit,
                 tx_gas_limit: config.tx_gas_limit,
+                warm_branches: config.warm_branches,
             },
             info,
         ))
@@ -279,6 +282,7 @@ impl Bench {
             .take()
             .context("the state is open between blocks")?;
         let dir = self.dir.clone();
+        let warm_branches = self.warm_branches;
         let mut writeback = Duration::ZERO;
         let t = Instant::now();
         let state = match state {
@@ -289,7 +293,17 @@ impl Bench {
                         // counted, and whatever the OS still holds.
                         std::fs::File::open(dir.join("mdbx.dat"))?.sync_data()?;
                         writeback = t.elapsed();
-                        evict_page_cache(&dir).map(drop)
+                        evict_page_cache(&dir)?;
+                        if warm_branches {
+                            let t = Instant::now();
+                            let warm = warm_branch_pages(&dir).map_err(std::io::Error::other)?;
+                            tracing::debug!(
+                                ?warm,
+                                ms = t.elapsed().as_secs_f64() * 1e3,
+                                "branch pages warmed"
+                            );
+                        }
+                        Ok(())
                     })
                     .with_context(|| {
                         format!("evicting {} from the page cache", self.dir.display())

@@ -22,7 +22,9 @@ use bintrie_revm::{
     BinTrieState, BlockDbOptions, BlockPlan, BlockState as _, LogState, PipelineOptions,
     PrefetchList,
 };
-use bintrie_store::{ExternalSort, StateStore, StoreOptions, evict_page_cache, stems_of};
+use bintrie_store::{
+    ExternalSort, StateStore, StoreOptions, evict_page_cache, stems_of, warm_branch_pages,
+};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
