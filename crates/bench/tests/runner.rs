@@ -250,6 +250,25 @@ fn the_log_layout_runs_the_same_blocks_as_mdbx() {
     assert!(err.contains("--read-paths flat"), "{err}");
 }
 
+/// What each block of a study did, as far as it follows from the state it ran on (gas, slots
+/// read and written, bytes written, hashes, blobs loaded).
+fn block_facts(results: &bintrie_bench::model::Results) -> Vec<(u64, u64, u64, u64, u64, u64)> {
+    results
+        .runs
+        .iter()
+        .map(|r| {
+            (
+                r.gas,
+                r.slots_read,
+                r.slots_written,
+                r.bytes_written,
+                r.hashes,
+                r.nodes_loaded,
+            )
+        })
+        .collect()
+}
+
 /// With the stem table's branch pages put back before each block (`warm_branches`), a study
 /// on MDBX runs exactly the blocks it runs with every page evicted (the warm-up only reads),
 /// and says so in its results.
@@ -262,19 +281,7 @@ fn warming_the_branch_pages_changes_no_block() {
         opts.config.warm_branches = warm;
         let results = run_study(&opts).unwrap();
         assert_eq!(results.config.warm_branches, warm);
-        results
-            .runs
-            .iter()
-            .map(|r| {
-                (
-                    r.gas,
-                    r.slots_read,
-                    r.slots_written,
-                    r.hashes,
-                    r.nodes_loaded,
-                )
-            })
-            .collect::<Vec<_>>()
+        block_facts(&results)
     };
     let evicted = blocks(false);
     assert_eq!(evicted.len(), 2 * 2);
@@ -321,24 +328,7 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
     let log_dir = dir.path().join("dbs/db-p4096-g4-log");
     // A file of ours in the log's directory: a copy starts from an empty directory.
     let marker = log_dir.join("marker");
-    // What a block did, as far as it follows from the state it ran on.
-    let blocks = |opts: &StudyOptions| -> Vec<(u64, u64, u64, u64, u64, u64)> {
-        run_study(opts)
-            .unwrap()
-            .runs
-            .iter()
-            .map(|r| {
-                (
-                    r.gas,
-                    r.slots_read,
-                    r.slots_written,
-                    r.bytes_written,
-                    r.hashes,
-                    r.nodes_loaded,
-                )
-            })
-            .collect()
-    };
+    let blocks = |opts: &StudyOptions| block_facts(&run_study(opts).unwrap());
     let fresh = blocks(&opts);
     assert_eq!(fresh.len(), 2 * 3);
     assert!(log_dir.join("bench-base.json").exists());
