@@ -115,9 +115,9 @@ pub(crate) struct BenchArgs {
     /// (`log_pinned_mib`). 0: none.
     #[arg(long, value_name = "MIB", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     log_pinned_mib: u64,
-    /// On the MDBX layout, put the flat stem table's branch pages (about 1% of it, the pages
-    /// every lookup passes) back in the page cache after each block's eviction and leave its
-    /// leaves cold, as a node holds its B-tree after running a while; by default every page
+    /// On the MDBX layout, put the branch pages of the flat stem table and the node table
+    /// (about 1% of each, the pages every lookup passes) back in the page cache after each
+    /// block's eviction and leave their leaves cold, as a node holds its B-tree after running a while; by default every page
     /// is evicted. Costs about one read per leaf met outside the measured block. Recorded in
     /// results.json (`warm_branches`).
     #[arg(long)]

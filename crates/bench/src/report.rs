@@ -181,8 +181,8 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
     }
     if c.warm_branches {
         config.push(
-            "MDBX layout: the stem table's branch pages cached before each block (--warm-branches), \
-             its leaves cold"
+            "MDBX layout: the stem and node tables' branch pages cached before each block \
+             (--warm-branches), their leaves cold"
                 .to_string(),
         );
     }

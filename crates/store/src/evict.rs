@@ -15,73 +15,83 @@ pub fn evict_page_cache(dir: &Path) -> std::io::Result<u64> {
 /// What [`warm_branch_pages`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WarmBranches {
-    /// The flat stem table's branch pages (MDBX's count).
+    /// The branch pages of the flat stem table and the node table (MDBX's counts).
     pub branch_pages: u64,
-    /// Its leaf pages.
+    /// Their leaf pages.
     pub leaf_pages: u64,
-    /// Lookups made, evenly spread over the stem space.
+    /// Lookups made, evenly spread over each table's key space.
     pub lookups: u64,
     /// Distinct leaf pages those lookups read, evicted again afterwards.
     pub leaf_pages_evicted: u64,
 }
 
-/// Lookups per branch page of the stem table that [`warm_branch_pages`] makes: enough that a
-/// branch page covering a quarter of an average one's share of the (uniform) stems is still
-/// met about twice.
+/// Lookups per branch page of a table that [`warm_branch_pages`] makes: enough that a branch
+/// page covering a quarter of an average one's share of the (uniform) keys is still met
+/// about twice.
 const LOOKUPS_PER_BRANCH: u64 = 8;
 
-/// Leaves the branch pages of the flat stem table of the database in `dir` (and the pages
-/// above them) in the page cache and its leaf pages out of it, as a node that has run for a
-/// while holds its B-tree: the pages above the leaves, about 1% of the table, are touched by
-/// every lookup and stay cached, while a random stem's leaf is cold. For cold-read
-/// measurements: call it after [`evict_page_cache`] with no environment open on `dir` (pages
-/// that are mapped cannot be evicted). It opens the MDBX file read-only, looks up stems
-/// evenly spread over the stem space ([`LOOKUPS_PER_BRANCH`] per branch page, on 16
-/// threads), which reads every branch page and one leaf page per lookup, notes the file
-/// offset of each leaf page met (through the mapping's place in `/proc/self/maps`), closes
-/// the database and evicts those leaf pages again. The node table and the code table are
-/// left cold.
+/// The tables whose branch pages [`warm_branch_pages`] keeps: the flat stem table and the
+/// node table (the code and meta tables stay cold).
+const TABLES: [&str; 2] = [crate::T_STEMS, crate::T_NODES];
+
+/// Leaves the branch pages of the flat stem table and the node table of the database in `dir`
+/// (and the pages above them) in the page cache and their leaf pages out of it, as a node
+/// that has run for a while holds its B-trees: the pages above the leaves, about 1% of a
+/// table, are touched by every lookup and stay cached, while a random stem's leaf is cold. For
+/// cold-read measurements: call it after [`evict_page_cache`] with no environment open on
+/// `dir` (pages that are mapped cannot be evicted). It opens the MDBX file read-only, looks
+/// up keys evenly spread over each table's key space ([`LOOKUPS_PER_BRANCH`] per branch page,
+/// on 16 threads), which reads every branch page and one leaf page per lookup, notes the
+/// file offset of each leaf page met (through the mapping's place in `/proc/self/maps`),
+/// closes the database and evicts those leaf pages again. The code table stays cold.
 pub fn warm_branch_pages(dir: &Path) -> Result<WarmBranches, crate::StoreError> {
-    use crate::{StoreError, T_STEMS, map_err};
+    use crate::{StoreError, map_err};
     use std::borrow::Cow;
     // MDBX alone, not a store: a store would look at the write journal, which holds the
     // blocks a buffered writer has not flushed yet (and warn about them).
     let (db, _) = crate::open::open_read_only(dir)?;
-    let (stat, page) = {
+    let mut out = WarmBranches::default();
+    let mut plan = Vec::new();
+    let mut page = 4096;
+    {
         let txn = db.begin_ro_txn().map_err(map_err)?;
-        let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
-        let stat = txn.table_stat(&stems).map_err(map_err)?;
-        let page = stat.page_size() as usize;
-        (stat, page)
-    };
-    let mut out = WarmBranches {
-        branch_pages: stat.branch_pages() as u64,
-        leaf_pages: stat.leaf_pages() as u64,
-        ..Default::default()
-    };
-    let lookups = (out.branch_pages * LOOKUPS_PER_BRANCH).min(out.leaf_pages);
-    out.lookups = lookups;
+        for name in TABLES {
+            let table = txn.open_table(Some(name)).map_err(map_err)?;
+            let stat = txn.table_stat(&table).map_err(map_err)?;
+            page = stat.page_size() as usize;
+            let (branches, leaves) = (stat.branch_pages() as u64, stat.leaf_pages() as u64);
+            let lookups = (branches * LOOKUPS_PER_BRANCH).min(leaves);
+            out.branch_pages += branches;
+            out.leaf_pages += leaves;
+            out.lookups += lookups;
+            plan.push((name, lookups));
+        }
+    }
     const THREADS: u64 = 16;
     let pages: Vec<usize> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
             .map(|t| {
-                let db = &db;
+                let (db, plan) = (&db, &plan);
                 s.spawn(move || -> Result<Vec<usize>, StoreError> {
                     let txn = db.begin_ro_txn().map_err(map_err)?;
-                    let stems = txn.open_table(Some(T_STEMS)).map_err(map_err)?;
-                    let mut cursor = txn.cursor(&stems).map_err(map_err)?;
                     let mut pages = Vec::new();
-                    for i in (t..lookups).step_by(THREADS as usize) {
-                        // The i-th of `lookups` points spread evenly over the first 8 bytes.
-                        let at = ((u128::from(i) << 64) / u128::from(lookups)) as u64;
-                        let mut key = [0u8; 31];
-                        key[..8].copy_from_slice(&at.to_be_bytes());
-                        let found = cursor
-                            .set_range::<Cow<'_, [u8]>, Cow<'_, [u8]>>(&key)
-                            .map_err(map_err)?;
-                        // A key read from a read-only transaction lies in the map, in its leaf.
-                        if let Some((Cow::Borrowed(k), _)) = found {
-                            pages.push(k.as_ptr() as usize & !(page - 1));
+                    for &(name, lookups) in plan {
+                        let table = txn.open_table(Some(name)).map_err(map_err)?;
+                        let mut cursor = txn.cursor(&table).map_err(map_err)?;
+                        for i in (t..lookups).step_by(THREADS as usize) {
+                            // The i-th of `lookups` points spread evenly over the first 8
+                            // bytes of the keys.
+                            let at = ((u128::from(i) << 64) / u128::from(lookups)) as u64;
+                            let mut key = [0u8; 31];
+                            key[..8].copy_from_slice(&at.to_be_bytes());
+                            let found = cursor
+                                .set_range::<Cow<'_, [u8]>, Cow<'_, [u8]>>(&key)
+                                .map_err(map_err)?;
+                            // A key read from a read-only transaction lies in the map, in its
+                            // leaf.
+                            if let Some((Cow::Borrowed(k), _)) = found {
+                                pages.push(k.as_ptr() as usize & !(page - 1));
+                            }
                         }
                     }
                     Ok(pages)

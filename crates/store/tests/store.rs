@@ -549,8 +549,8 @@ fn resident_pages(data: &std::path::Path) -> Option<u64> {
     )
 }
 
-/// `warm_branch_pages` leaves the stem table's branch pages in the page cache and not the
-/// leaf pages its lookups met: after a full eviction, the cached pages number at least the
+/// `warm_branch_pages` leaves the stem and node tables' branch pages in the page cache and not
+/// the leaf pages its lookups met: after a full eviction, the cached pages number at least the
 /// branch pages and fewer than half the leaves looked up more.
 #[test]
 fn warming_the_branch_pages_leaves_the_leaves_cold() {
@@ -576,11 +576,12 @@ fn warming_the_branch_pages_leaves_the_leaves_cold() {
     }
     let warm = bintrie_store::warm_branch_pages(dir.path()).unwrap();
     assert!(warm.branch_pages >= 2, "{warm:?}");
-    assert_eq!(warm.lookups, warm.branch_pages * 8, "{warm:?}");
+    assert!(warm.lookups <= warm.branch_pages * 8, "{warm:?}");
     assert!(warm.leaf_pages_evicted > warm.branch_pages, "{warm:?}");
     // Without the leaves' eviction: the branch pages, every leaf met, and the few pages any
     // open reads (meta pages, the catalog, the other tables' roots: 19 here).
     let added = resident_pages(&data).unwrap() - before;
+    eprintln!("{added} pages cached after {warm:?}");
     assert!(
         added >= warm.branch_pages && added < warm.branch_pages + warm.leaf_pages_evicted / 2,
         "{added} pages cached after {warm:?}"

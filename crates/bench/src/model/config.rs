@@ -130,8 +130,9 @@ pub struct StudyConfig {
     /// before it): none.
     #[serde(default)]
     pub log_pinned_mib: u64,
-    /// On the MDBX layout, the flat stem table's branch pages are put back in the page cache
-    /// after each block's eviction, its leaves left cold ([`bintrie_store::warm_branch_pages`]):
+    /// On the MDBX layout, the branch pages of the flat stem table and the node table are put
+    /// back in the page cache after each block's eviction, their leaves left cold
+    /// ([`bintrie_store::warm_branch_pages`]):
     /// a node's B-tree as it holds it after running a while, where the default evicts every
     /// page. False (and files from before it): every page evicted.
     #[serde(default)]
