@@ -723,7 +723,8 @@ mod tests {
         reference.root()
     }
 
-    /// A log in small segments at group depth 3 that does not compact on its own, after
+    /// A log in small segments at group depth 3 that does not compact on its own ([`logged`];
+    /// [`logged_with`]: other options), after
     /// blocks 1..=n of [`blocks`] from a seed, with the memory trie that followed it.
     struct Logged {
         dir: tempfile::TempDir,
@@ -736,8 +737,12 @@ mod tests {
     }
 
     fn logged(seed: u64, n: u64) -> Logged {
+        logged_with(small_segments(3), seed, n)
+    }
+
+    /// [`logged`] with other options (group depth 3).
+    fn logged_with(options: LogOptions, seed: u64, n: u64) -> Logged {
         let dir = tempfile::tempdir().unwrap();
-        let options = small_segments(3);
         let mut rng = StdRng::seed_from_u64(seed);
         let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
         let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
@@ -855,7 +860,6 @@ mod tests {
     fn blocks_compact_as_they_go_and_the_log_stays_bounded() {
         let mut sizes = Vec::new();
         for (share, background) in [(None, false), (Some(0.5), false), (Some(0.5), true)] {
-            let dir = tempfile::tempdir().unwrap();
             // Slices of an eighth of a segment: a compaction spans blocks.
             let options = LogOptions {
                 compact_garbage: share,
@@ -863,10 +867,13 @@ mod tests {
                 compact_slice_bytes: 2_000,
                 ..small_segments(3)
             };
-            let mut rng = StdRng::seed_from_u64(9);
-            let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
-            let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
-            let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=60);
+            let Logged {
+                dir,
+                options,
+                trie,
+                root,
+                ..
+            } = logged_with(options, 9, 60);
             trie.store().wait_for_compaction();
             let info = trie.store().info();
             drop(trie);
@@ -909,16 +916,20 @@ mod tests {
     /// blocks committed, whole.
     #[test]
     fn a_dropped_handle_stops_its_compaction_thread_and_frees_the_log() {
-        let dir = tempfile::tempdir().unwrap();
         let options = LogOptions {
             compact_garbage: Some(0.3),
             compact_background: true,
             compact_slice_bytes: 2_000,
             ..small_segments(3)
         };
-        let mut rng = StdRng::seed_from_u64(41);
-        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
-        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+        let Logged {
+            dir,
+            options,
+            mut trie,
+            mut reference,
+            mut rng,
+            ..
+        } = logged_with(options, 41, 0);
         let mut block = 0;
         let mut compacted = false;
         for _ in 0..15 {
@@ -1072,7 +1083,6 @@ mod tests {
     /// and whole, and the compaction starts over and finishes.
     #[test]
     fn a_compaction_spread_over_blocks_keeps_its_place_and_survives_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
         let options = LogOptions {
             compact_garbage: Some(0.5),
             // Inside the blocks' writes: the test looks at the writer's place after each.
@@ -1080,9 +1090,14 @@ mod tests {
             compact_slice_bytes: 1_500,
             ..small_segments(3)
         };
-        let mut rng = StdRng::seed_from_u64(33);
-        let mut reference = Trie::new(MemoryStore::new(), 3).unwrap();
-        let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+        let Logged {
+            dir,
+            options,
+            mut trie,
+            mut reference,
+            mut rng,
+            ..
+        } = logged_with(options, 33, 0);
         let mut written = Vec::new();
         let cursor = |t: &Trie<LogStore>| {
             let guard = t.store().inner.writer.lock().unwrap();
