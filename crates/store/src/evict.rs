@@ -132,18 +132,18 @@ fn file_offsets(data: &Path, addrs: &[usize]) -> std::io::Result<Vec<u64>> {
     // (start, end, offset) of each mapping of the file.
     let mut ranges = Vec::new();
     for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), _, Some(offset), _, _) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            continue;
-        };
-        let path: Vec<&str> = fields.collect();
-        if path.is_empty() || Path::new(&path.join(" ")) != want {
+        // `start-end perms offset dev inode path`: the path is the rest of the line as it
+        // is (spaces inside it kept; split into words it would not match a path with two
+        // spaces running).
+        let mut rest = line;
+        let mut fields = [""; 5];
+        for field in &mut fields {
+            rest = rest.trim_start();
+            let end = rest.find(' ').unwrap_or(rest.len());
+            (*field, rest) = rest.split_at(end);
+        }
+        let [range, _, offset, _, _] = fields;
+        if Path::new(rest.trim_start()) != want {
             continue;
         }
         let parse = |s: &str| usize::from_str_radix(s, 16).ok();

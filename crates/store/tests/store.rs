@@ -554,7 +554,11 @@ fn resident_pages(data: &std::path::Path) -> Option<u64> {
 /// branch pages and fewer than half the leaves looked up more.
 #[test]
 fn warming_the_branch_pages_leaves_the_leaves_cold() {
-    let dir = tempfile::tempdir().unwrap();
+    // Two spaces running and non-ASCII in the path: the mapping is found by its exact name.
+    let dir = tempfile::Builder::new()
+        .prefix("warm  ü ")
+        .tempdir()
+        .unwrap();
     let mut rng = StdRng::seed_from_u64(12);
     {
         let store = StateStore::open(dir.path(), &opts(5)).unwrap();
