@@ -11,15 +11,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// the test below checks it holds the purge delay's default).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Keeps the memory mimalloc frees for reuse instead of returning it to the OS: by default
-/// it purges what stayed free for a second, so each block of a run (blocks a second or more
-/// apart, as in the study and on a chain) faulted fresh pages back in, the kernel zeroing a
-/// 2 MB huge page at each fault (23-80 faults and about 4% of a cold approve block's CPU).
-/// Measured, three alternating rounds of the study's approve blocks: GD-5 block -6.5% (3 of
-/// 3 rounds), commit -8.3% (3 of 3), trie update -11.3% (2 of 3); docs/study/writes.md,
-/// twenty-first session. The process's resident memory then stays at its peak until it
-/// exits, as a long-running node's would. A delay given in the environment is left as it is
-/// ([`purge_delay_given`]).
+/// Keeps the memory mimalloc frees for a minute before returning it to the OS
+/// ([`PURGE_DELAY_MS`]). By default mimalloc purges what stayed free for a second, so each
+/// block of a run (blocks a second or more apart, as in the study and on a chain) faulted
+/// fresh pages back in, the kernel zeroing a 2 MB huge page at each fault (23-80 faults and
+/// about 4% of a cold approve block's CPU). Measured, three alternating rounds of the study's
+/// approve blocks with purging off: GD-5 block -6.5% (3 of 3 rounds), commit -8.3% (3 of 3),
+/// trie update -11.3% (2 of 3); docs/study/writes.md, twenty-first session. A minute keeps
+/// that (0 faults in the median block, as with purging off) and still returns what a
+/// process stopped using: the tables an index outgrew while a log opened (at 16M stems, an
+/// index of 2.4 GB: the process held 5.3-5.6 GB with purging off, 3.4 GB a minute after the
+/// open with this delay, its blocks still without faults in the median).
+/// A delay given in the environment is left as it is ([`purge_delay_given`]).
 #[allow(unsafe_code)]
 fn keep_freed_memory() {
     if purge_delay_given(std::env::vars_os().map(|(name, _)| name)) {
@@ -27,8 +30,11 @@ fn keep_freed_memory() {
     }
     // SAFETY: `mi_option_set` only stores an option's value; mimalloc reads it when it next
     // decides whether to purge. Called once, at the start of `main`.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
 }
+
+/// The purge delay [`keep_freed_memory`] sets: memory free this long goes back to the OS.
+const PURGE_DELAY_MS: std::ffi::c_long = 60_000;
 
 /// Whether one of these environment variable names sets mimalloc's purge delay, as mimalloc
 /// reads them: `MIMALLOC_PURGE_DELAY` or its old name `MIMALLOC_RESET_DELAY`, in any case, with
@@ -276,7 +282,7 @@ mod tests {
     use libmimalloc_sys::mi_option_get;
 
     /// The option set at start is mimalloc's purge delay (its default, 1000 ms in mimalloc 3),
-    /// and afterwards it is "never"; a delay the environment gives is kept.
+    /// and afterwards it is a minute; a delay the environment gives is kept.
     #[test]
     #[allow(unsafe_code)]
     fn the_option_kept_at_start_is_the_purge_delay() {
@@ -293,7 +299,7 @@ mod tests {
                     "option {} is not the purge delay",
                     super::MI_OPTION_PURGE_DELAY
                 );
-                assert_eq!(get(), -1);
+                assert_eq!(get(), super::PURGE_DELAY_MS);
             }
         }
     }
