@@ -1119,6 +1119,16 @@ pub fn holds_log(dir: &FsPath) -> bool {
     scan::segment_files(dir).is_ok_and(|files| !files.is_empty())
 }
 
+/// The bytes of the segment files in `dir`: what an open scans (0 when there are none, as in
+/// a missing directory). Lets a caller say how long an open will take before it starts.
+pub fn segment_bytes(dir: &FsPath) -> std::io::Result<u64> {
+    let mut total = 0;
+    for (_, path) in scan::segment_files(dir)? {
+        total += std::fs::metadata(&path)?.len();
+    }
+    Ok(total)
+}
+
 /// Asks the kernel to drop the cached pages of every segment in `dir` (`posix_fadvise`
 /// `DONTNEED`; dirty pages must be synced first to go). Returns the bytes of the segments.
 pub fn evict_page_cache(dir: &FsPath) -> std::io::Result<u64> {

@@ -92,6 +92,41 @@ fn blocks_reopen_at_the_root_a_memory_trie_computes_at_every_group_depth() {
 }
 
 #[test]
+fn segment_bytes_counts_the_segments_an_open_scans_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(segment_bytes(&dir.path().join("missing")).unwrap(), 0);
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut trie = Trie::new(
+        LogStore::open(
+            dir.path(),
+            &LogOptions {
+                segment_bytes: 64 << 10,
+                ..opts(5)
+            },
+        )
+        .unwrap(),
+        5,
+    )
+    .unwrap();
+    for block in 1..=4 {
+        commit(&mut trie, random_writes(&mut rng, 300), block);
+    }
+    drop(trie);
+    // Files that are not segments are not counted.
+    std::fs::write(dir.path().join("log.1"), [0u8; 100]).unwrap();
+    std::fs::write(dir.path().join("notes"), [0u8; 100]).unwrap();
+    let segments = scan::segment_files(dir.path()).unwrap();
+    assert!(segments.len() > 1, "the blocks did not roll over a segment");
+    let sizes: u64 = segments
+        .iter()
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(segment_bytes(dir.path()).unwrap(), sizes);
+    let store = LogStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(segment_bytes(dir.path()).unwrap(), store.info().log_bytes);
+}
+
+#[test]
 fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
