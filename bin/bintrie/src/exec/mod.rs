@@ -228,7 +228,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             } else {
                 None
             };
-            let mut state = LogState::open(dir, &log_options)
+            let mut state = LogState::from_store(crate::db::open_log(dir, Some(&log_options))?)
                 .with_context(|| format!("opening {}", dir.display()))?;
             let import = import_over(&mut state, &fx, base.as_ref(), dir)?;
             if args.cold {
