@@ -30,7 +30,6 @@
 
 mod background;
 mod compact;
-mod keyhash;
 mod record;
 mod scan;
 
@@ -52,9 +51,6 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 /// The hash map of every in-memory table here: foldhash, keyed by hashes and paths.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 type Map<K> = FastMap<K, Loc>;
-/// The index's tables keyed by a hash (stems, code hashes): only the key's first 16 bytes
-/// are hashed ([`keyhash::PrefixState`]).
-type HashKeyed<K> = HashMap<K, Loc, keyhash::PrefixState>;
 /// Node blobs with their path keys.
 type Blobs = Vec<(PathKey, Vec<u8>)>;
 type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
@@ -465,8 +461,8 @@ impl NodeMap {
 #[derive(Default)]
 struct Index {
     nodes: NodeMap,
-    stems: HashKeyed<Stem>,
-    code: HashKeyed<[u8; 32]>,
+    stems: Map<Stem>,
+    code: Map<[u8; 32]>,
     meta: Option<Meta>,
     /// Bytes of all segments up to the last commit.
     log_bytes: u64,
@@ -657,7 +653,7 @@ impl Live<'_> {
 /// The path and code tables' part of [`Index::apply_inner`], with the live bytes.
 fn apply_paths(
     nodes: &mut NodeMap,
-    code: &mut HashKeyed<[u8; 32]>,
+    code: &mut Map<[u8; 32]>,
     mut live: Live<'_>,
     changes: &[Change],
     mut undo_nodes: Option<&mut Vec<(PathKey, Option<Loc>)>>,
@@ -702,7 +698,7 @@ fn apply_paths(
 /// The stem table's part of [`Index::apply_inner`]: each stem blob written points its stem at
 /// the new record.
 fn apply_stems(
-    stems: &mut HashKeyed<Stem>,
+    stems: &mut Map<Stem>,
     changes: &[Change],
     mut undo: Option<&mut Vec<(Stem, Option<Loc>)>>,
 ) {
