@@ -14,7 +14,7 @@ const OPEN_SPINNER_BYTES: u64 = 256 << 20;
 
 /// Opens the log in `dir`, writable with `options` or read-only with `None`, with a spinner on
 /// stderr while the open scans its segments, when they hold at least [`OPEN_SPINNER_BYTES`]:
-/// the scan rebuilds the index, about 9 s at 16M stems on this project's machine. The spinner
+/// the scan rebuilds the index, 10-13 s at 16M stems on this project's machine. The spinner
 /// draws only on a terminal.
 pub(crate) fn open_log(
     dir: &std::path::Path,

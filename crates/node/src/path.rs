@@ -149,9 +149,8 @@ pub struct PathKey {
 }
 
 /// Hashes the key's bytes only ([`PathKey::as_bytes`], as a `[u8]` hashes), not the unused
-/// tail of its array: most keys are a few bytes (a path of 24 bits is 4), and hashing all 33
-/// bytes took longer than anything else in building an index of them. Equal keys have equal
-/// bytes, so equal hashes.
+/// tail of its array: most keys are a few bytes (a path of 24 bits is 4), which a hasher
+/// takes on its short path. Equal keys have equal bytes, so equal hashes.
 impl std::hash::Hash for PathKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.as_bytes().hash(state);
