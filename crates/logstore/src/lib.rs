@@ -2456,12 +2456,12 @@ impl LogStore {
     /// the compaction's own before it removes a file covers them) it does not sync. On failure
     /// cuts the file back (or poisons the writer when even that fails).
     fn append(&self, w: &mut Writer, buf: &[u8], synced: Option<u64>) -> Result<(), LogError> {
-        let path = self.inner.dir.join(segment_name(w.seg));
-        let durable = synced.is_some() && self.inner.options.durability == Durability::Durable;
-        let res = w
-            .file
-            .write_all_at(buf, w.pos)
-            .and_then(|()| if durable { w.file.sync_data() } else { Ok(()) });
+        // The block this write makes synced, when it syncs.
+        let synced = synced.filter(|_| self.inner.options.durability == Durability::Durable);
+        let res = w.file.write_all_at(buf, w.pos).and_then(|()| match synced {
+            Some(_) => w.file.sync_data(),
+            None => Ok(()),
+        });
         if let Err(e) = res {
             if w.file
                 .set_len(w.pos)
@@ -2470,10 +2470,10 @@ impl LogStore {
             {
                 w.poisoned = true;
             }
-            return Err(io_err(&path)(e));
+            return Err(io_err(&self.inner.dir.join(segment_name(w.seg)))(e));
         }
         w.pos += buf.len() as u64;
-        if let Some(block) = synced.filter(|_| durable) {
+        if let Some(block) = synced {
             w.synced_block = block;
         }
         Ok(())
