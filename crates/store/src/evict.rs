@@ -68,7 +68,7 @@ pub fn warm_branch_pages(dir: &Path) -> Result<WarmBranches, crate::StoreError> 
         }
     }
     const THREADS: u64 = 16;
-    let pages: Vec<usize> = std::thread::scope(|s| {
+    let mut pages: Vec<usize> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (db, plan) = (&db, &plan);
@@ -104,7 +104,6 @@ pub fn warm_branch_pages(dir: &Path) -> Result<WarmBranches, crate::StoreError> 
         }
         Ok::<_, StoreError>(all)
     })?;
-    let mut pages = pages;
     pages.sort_unstable();
     pages.dedup();
     let data = dir.join("mdbx.dat");
