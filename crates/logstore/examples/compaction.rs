@@ -6,7 +6,8 @@
 //! too, as the study does, outside the blocks' time; IDLE_MS: a pause after every block,
 //! outside its time, as a node has between blocks)
 //! builds a log of BASE_STEMS random stems at group depth 5 (blocks of 100,000; 0: the log
-//! already in DIR, to run two versions from copies of one log), then commits
+//! already in DIR, to run two versions from copies of one log; DIR is removed first, so it
+//! must be new, empty or a log: anything else is refused), then commits
 //! BLOCKS blocks of 641 new random stems each (an approve block's new slots; the base's own
 //! garbage compacted first, apart), each through a
 //! trie opened on the log's root (nothing kept across blocks). The log is compacted as
@@ -42,12 +43,33 @@ fn stems(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
         .collect()
 }
 
+/// Argument `name`, or `default` when it is not given, parsed; an error that names it and
+/// the text given when it does not parse.
+fn parse<T: std::str::FromStr>(arg: Option<&String>, name: &str, default: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    let text = arg.map_or(default, String::as_str);
+    text.parse()
+        .map_err(|e| format!("{name} must be a number, not {text:?} ({e})"))
+}
+
 fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or(default.to_string());
-    let base: usize = arg(0, "2000000").parse().expect("BASE_STEMS");
-    let blocks: u64 = arg(1, "1500").parse().expect("BLOCKS");
-    let segment_mib: u64 = arg(2, "64").parse().expect("SEGMENT_MIB");
+    let base: usize = parse(args.first(), "BASE_STEMS", "2000000")?;
+    let blocks: u64 = parse(args.get(1), "BLOCKS", "1500")?;
+    let segment_mib: u64 = parse(args.get(2), "SEGMENT_MIB", "64")?;
+    if blocks == 0 || !(1..=1 << 20).contains(&segment_mib) {
+        return Err("BLOCKS must be at least 1 and SEGMENT_MIB from 1 to 1048576".into());
+    }
     // `0.5`: each sealed segment with at least that share of garbage (`LogStore::compact`);
     // `log:0.5`: the emptiest segments first while the log's garbage is above that share
     // (`LogStore::compact_to`, what `LogOptions::compact_garbage` runs).
@@ -60,9 +82,13 @@ fn main() {
         .or_else(|| share_arg.strip_prefix("auto:"))
         .or_else(|| share_arg.strip_prefix("bg:"))
     {
-        Some(v) => (true, v.parse::<f64>().expect("SHARE")),
-        None => (false, share_arg.parse::<f64>().expect("SHARE")),
+        Some(v) => (true, v),
+        None => (false, share_arg.as_str()),
     };
+    let share: f64 = parse(Some(&share.to_string()), "SHARE", "")?;
+    if !(0.0..=1.0).contains(&share) {
+        return Err(format!("SHARE must be from 0 to 1, not {share}").into());
+    }
     let compact = |store: &mut LogStore| {
         if greedy {
             store.compact_to(share)
@@ -74,13 +100,24 @@ fn main() {
     let cold = match arg(5, "warm").as_str() {
         "cold" => true,
         "warm" => false,
-        other => panic!("the sixth argument is `cold` or `warm`, not {other:?}"),
+        other => {
+            return Err(format!("the sixth argument is `cold` or `warm`, not {other:?}").into());
+        }
     };
-    let idle = std::time::Duration::from_millis(arg(6, "0").parse().expect("IDLE_MS"));
+    let idle = std::time::Duration::from_millis(parse(args.get(6), "IDLE_MS", "0")?);
     // BASE_STEMS 0: go on from the log already in DIR (to run two versions from copies of
-    // one log).
-    if base > 0 {
-        let _ = std::fs::remove_dir_all(&dir);
+    // one log). Otherwise DIR is built afresh: removed first, but only when it is a log (or
+    // empty), never a directory of something else.
+    if base > 0 && dir.exists() {
+        let is_log = bintrie_logstore::segment_bytes(&dir)? > 0;
+        if !is_log && std::fs::read_dir(&dir)?.next().is_some() {
+            return Err(format!(
+                "{} exists and holds no log: give a new or empty DIR to build a log in",
+                dir.display()
+            )
+            .into());
+        }
+        std::fs::remove_dir_all(&dir)?;
     }
     let options = LogOptions {
         group_depth: Some(GROUP_DEPTH),
@@ -90,7 +127,7 @@ fn main() {
         ..Default::default()
     };
     let t = Instant::now();
-    let mut store = LogStore::open(&dir, &options).expect("open");
+    let mut store = LogStore::open(&dir, &options).map_err(|e| format!("open: {e}"))?;
     let mut block = store.meta().block;
     // Stems a log in DIR does not hold yet (a new log: seed 17).
     let mut rng = StdRng::seed_from_u64(17 + block);
@@ -100,16 +137,18 @@ fn main() {
         left -= n;
         block += 1;
         let meta = store.meta();
-        let mut trie = Trie::open(store, GROUP_DEPTH, meta.root).expect("trie");
-        trie.update(stems(&mut rng, n)).expect("update");
+        let mut trie =
+            Trie::open(store, GROUP_DEPTH, meta.root).map_err(|e| format!("trie: {e}"))?;
+        trie.update(stems(&mut rng, n))
+            .map_err(|e| format!("update: {e}"))?;
         trie.commit_with(|s, set| s.write_block(set, block, &[]))
-            .expect("commit");
+            .map_err(|e| format!("commit: {e}"))?;
         store = trie.store().clone();
     }
     let built = store.info();
     // The base's own garbage (its blocks rewrote the upper groups) is compacted first, apart:
     // the blocks below then start from a compacted log, as a node that has been compacting.
-    let first = compact(&mut store).expect("compact the base");
+    let first = compact(&mut store).map_err(|e| format!("compact the base: {e}"))?;
     let start = store.info();
     println!(
         "base: {base} stems in {block} blocks, {:.1} s; log {} MB, live {} MB; compacted to \
@@ -128,7 +167,8 @@ fn main() {
             compact_background: background,
             ..options.clone()
         };
-        store = LogStore::open(&dir, &auto_options).expect("reopen with the option");
+        store = LogStore::open(&dir, &auto_options)
+            .map_err(|e| format!("reopen with the option: {e}"))?;
     }
     let (mut compact_ms, mut copied, mut dropped, mut written) = (0.0, 0u64, 0u64, 0u64);
     let mut compactions = 0;
@@ -142,14 +182,16 @@ fn main() {
         let meta = store.meta();
         if cold {
             let t = Instant::now();
-            bintrie_logstore::evict_page_cache(&dir).expect("evict");
+            bintrie_logstore::evict_page_cache(&dir).map_err(|e| format!("evict: {e}"))?;
             evict_ms += t.elapsed().as_secs_f64() * 1e3;
         }
         let t = Instant::now();
-        let mut trie = Trie::open(store, GROUP_DEPTH, meta.root).expect("trie");
-        trie.update(stems(&mut rng, SLOTS)).expect("update");
+        let mut trie =
+            Trie::open(store, GROUP_DEPTH, meta.root).map_err(|e| format!("trie: {e}"))?;
+        trie.update(stems(&mut rng, SLOTS))
+            .map_err(|e| format!("update: {e}"))?;
         trie.commit_with(|s, set| s.write_block(set, block, &[]))
-            .expect("commit");
+            .map_err(|e| format!("commit: {e}"))?;
         block_ms.push(t.elapsed().as_secs_f64() * 1e3);
         store = trie.store().clone();
         drop(trie);
@@ -162,8 +204,8 @@ fn main() {
         // (`log:`), or each time a block fills a segment (a plain share).
         let over = after.garbage_bytes() as f64 > share * after.log_bytes as f64;
         if !auto && ((greedy && over) || (!greedy && after.segments > before.segments)) {
-            bintrie_logstore::evict_page_cache(&dir).expect("evict");
-            let c = compact(&mut store).expect("compact");
+            bintrie_logstore::evict_page_cache(&dir).map_err(|e| format!("evict: {e}"))?;
+            let c = compact(&mut store).map_err(|e| format!("compact: {e}"))?;
             compact_ms += c.seconds * 1e3;
             copied += c.copied_bytes;
             dropped += c.dropped_bytes;
@@ -217,4 +259,5 @@ fn main() {
         end.log_bytes as f64 / end.live_bytes.max(1) as f64,
         end.segments
     );
+    Ok(())
 }

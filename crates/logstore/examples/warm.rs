@@ -7,17 +7,33 @@ use bintrie_logstore::{LogOptions, LogStore, evict_page_cache};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+/// The argument `name`, or `default` when it is not given; an error that names it when it
+/// is not a whole number.
+fn number(arg: Option<String>, name: &str, default: u64) -> Result<u64, String> {
+    arg.map_or(Ok(default), |text| {
+        text.parse()
+            .map_err(|e| format!("{name} must be a whole number, not {text:?} ({e})"))
+    })
+}
+
 fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let dir = args.next().expect("usage: warm DIR [STEMS] [ROUNDS]");
-    let n: usize = args.next().map_or(641, |s| s.parse().expect("STEMS"));
-    let rounds: u64 = args.next().map_or(3, |s| s.parse().expect("ROUNDS"));
+    let dir = args.next().ok_or("usage: warm DIR [STEMS] [ROUNDS]")?;
+    let n = number(args.next(), "STEMS", 641)? as usize;
+    let rounds = number(args.next(), "ROUNDS", 3)?;
     let options = LogOptions {
         read_only: true,
         ..Default::default()
     };
     let t = Instant::now();
-    let uring = LogStore::open(&dir, &options).expect("open");
+    let uring = LogStore::open(&dir, &options).map_err(|e| format!("open: {e}"))?;
     println!(
         "open {:.1} s, {:?}",
         t.elapsed().as_secs_f64(),
@@ -30,7 +46,7 @@ fn main() {
             ..options
         },
     )
-    .expect("open");
+    .map_err(|e| format!("open: {e}"))?;
     let stop = AtomicBool::new(false);
     for round in 0..rounds {
         for blocking in [false, true] {
@@ -49,9 +65,11 @@ fn main() {
                 .collect();
             let store = if blocking { &blocking_store } else { &uring };
             store.clear_warm();
-            evict_page_cache(dir.as_ref()).expect("evict");
+            evict_page_cache(dir.as_ref()).map_err(|e| format!("evict: {e}"))?;
             let t = Instant::now();
-            let r = store.warm_trie_paths(&stems, 32, &stop).expect("warm");
+            let r = store
+                .warm_trie_paths(&stems, 32, &stop)
+                .map_err(|e| format!("warm: {e}"))?;
             println!(
                 "round {round} {}: {:.1} ms, {} reads, {:.0} reads/s",
                 if blocking { "blocking x32" } else { "io_uring" },
@@ -61,4 +79,5 @@ fn main() {
             );
         }
     }
+    Ok(())
 }

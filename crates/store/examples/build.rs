@@ -9,7 +9,9 @@
 //! `sorted`: `StateStore::build_sorted` fed by a generator that makes the stems in sorted order
 //! (65,536 buckets by the first two bytes, each sorted on its own), so nothing holds them all.
 //! `bulk`: the same stems into an in-memory trie, committed with `StateStore::bulk_load` (the
-//! study's build today). Both print the root, which must be equal.
+//! study's build today). Both print the root, which must be equal. DIR is removed first, so it
+//! must be new, empty or a database (`mdbx.dat`): anything else is refused, as is a bad
+//! argument (an error, never a panic).
 
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::StemValues;
@@ -45,14 +47,41 @@ fn bucket(n: u64, b: u64) -> Vec<(Stem, StemValues)> {
 }
 
 fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, n, g, dir] = args.as_slice() else {
-        eprintln!("usage: build sorted|bulk STEMS GROUP_DEPTH DIR");
-        std::process::exit(2);
+        return Err("usage: build sorted|bulk STEMS GROUP_DEPTH DIR".into());
     };
-    let n: u64 = n.parse().expect("STEMS: a number");
-    let g: u8 = g.parse().expect("GROUP_DEPTH: 1..8");
-    let _ = std::fs::remove_dir_all(dir);
+    if mode != "sorted" && mode != "bulk" {
+        return Err(format!("the mode is `sorted` or `bulk`, not {mode:?}").into());
+    }
+    let n: u64 = n
+        .parse()
+        .map_err(|e| format!("STEMS must be a whole number, not {n:?} ({e})"))?;
+    let g: u8 = g
+        .parse()
+        .ok()
+        .filter(|g| (1..=8).contains(g))
+        .ok_or_else(|| format!("GROUP_DEPTH must be from 1 to 8, not {g:?}"))?;
+    // DIR is built afresh: removed first, but only when it is a database of this project (or
+    // empty), never a directory of something else.
+    let path = std::path::Path::new(dir);
+    if path.exists() {
+        let is_db = path.join("mdbx.dat").is_file();
+        if !is_db && std::fs::read_dir(path)?.next().is_some() {
+            return Err(format!(
+                "{dir} exists and holds no database: give a new or empty DIR to build in"
+            )
+            .into());
+        }
+        std::fs::remove_dir_all(path)?;
+    }
     let store = StateStore::open(
         dir,
         &StoreOptions {
@@ -61,7 +90,7 @@ fn main() {
             ..Default::default()
         },
     )
-    .expect("open");
+    .map_err(|e| format!("open: {e}"))?;
     let t = Instant::now();
     let root = match mode.as_str() {
         "sorted" => {
@@ -69,10 +98,11 @@ fn main() {
             let stems = (0..BUCKETS).flat_map(|b| bucket(n, b)).map(Ok);
             store
                 .build_sorted(stems, &[], 1, 64 << 20, &mut |_| {})
-                .expect("sorted build")
+                .map_err(|e| format!("sorted build: {e}"))?
         }
         "bulk" => {
-            let mut trie: Trie<StateStore> = Trie::new(store, g).expect("trie");
+            let mut trie: Trie<StateStore> =
+                Trie::new(store, g).map_err(|e| format!("trie: {e}"))?;
             let writes: Vec<(TreeKey, [u8; 32])> = (0..BUCKETS)
                 .flat_map(|b| bucket(n, b))
                 .flat_map(|(s, v)| {
@@ -81,12 +111,12 @@ fn main() {
                         .collect::<Vec<_>>()
                 })
                 .collect();
-            trie.update(writes).expect("update");
+            trie.update(writes).map_err(|e| format!("update: {e}"))?;
             trie.commit_with(|s, set| s.bulk_load(set, 1, &[]))
-                .expect("bulk load")
+                .map_err(|e| format!("bulk load: {e}"))?
                 .root
         }
-        other => panic!("mode {other:?}: sorted or bulk"),
+        _ => unreachable!("the mode was checked above"),
     };
     let secs = t.elapsed().as_secs_f64();
     println!(
@@ -94,4 +124,5 @@ fn main() {
         secs * 1e6 / n as f64,
         root.iter().map(|b| format!("{b:02x}")).collect::<String>()
     );
+    Ok(())
 }
