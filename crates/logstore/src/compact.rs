@@ -649,7 +649,7 @@ mod tests {
         let (keys, code): (Vec<PathKey>, Vec<[u8; 32]>) = {
             let index = store.index();
             (
-                index.nodes.iter().map(|(k, _)| *k).collect(),
+                index.nodes.iter().map(|(k, _)| k).collect(),
                 index.code.keys().copied().collect(),
             )
         };
@@ -965,13 +965,11 @@ mod tests {
                 .nodes
                 .iter()
                 .find(|(_, l)| l.seg() == first as usize && l.len().is_some())
-                .map(|(k, l)| (*k, *l))
                 .expect("a live record in the first segment");
-            let other = *index
+            let other = index
                 .nodes
-                .iter()
-                .map(|(k, _)| k)
-                .find(|k| **k != key && k.as_bytes().len() == key.as_bytes().len())
+                .keys()
+                .find(|k| *k != key && k.as_bytes().len() == key.as_bytes().len())
                 .expect("another path of the same length");
             (key, loc, other)
         };

@@ -189,8 +189,7 @@ fn a_flipped_byte_in_a_committed_block_is_refused_not_skipped() {
     .unwrap();
     let (key, loc) = {
         let index = store.index();
-        let (k, l) = index.nodes.iter().next().unwrap();
-        (*k, *l)
+        index.nodes.iter().next().unwrap()
     };
     let mut bad = good.clone();
     bad[loc.off() as usize + HEADER + key.as_bytes().len()] ^= 1;
@@ -434,7 +433,21 @@ fn a_writable_open_leaves_room_in_the_index_for_an_eighth_more_entries() {
     let store = LogStore::open(dir.path(), &opts(5)).unwrap();
     let index = store.index();
     for (name, len, capacity) in [
-        ("nodes", index.nodes.len(), index.nodes.capacity()),
+        (
+            "upper paths",
+            index.nodes.upper.len(),
+            index.nodes.upper.capacity(),
+        ),
+        (
+            "lower paths",
+            index.nodes.lower.len(),
+            index.nodes.lower.capacity(),
+        ),
+        (
+            "long paths",
+            index.nodes.long.len(),
+            index.nodes.long.capacity(),
+        ),
         ("stems", index.stems.len(), index.stems.capacity()),
         ("code", index.code.len(), index.code.capacity()),
     ] {
@@ -616,7 +629,12 @@ pub(crate) type IndexSnapshot = (
 fn sorted<'a, K: Ord + Copy + 'a>(
     entries: impl Iterator<Item = (&'a K, &'a Loc)>,
 ) -> Vec<(K, Loc)> {
-    let mut v: Vec<(K, Loc)> = entries.map(|(k, l)| (*k, *l)).collect();
+    sorted_owned(entries.map(|(k, l)| (*k, *l)))
+}
+
+/// [`sorted`] for entries given by value (the node table rebuilds its keys).
+fn sorted_owned<K: Ord + Copy>(entries: impl Iterator<Item = (K, Loc)>) -> Vec<(K, Loc)> {
+    let mut v: Vec<(K, Loc)> = entries.collect();
     v.sort_unstable_by_key(|e| e.0);
     v
 }
@@ -624,7 +642,7 @@ fn sorted<'a, K: Ord + Copy + 'a>(
 pub(crate) fn index_snapshot(store: &LogStore) -> IndexSnapshot {
     let index = store.index();
     (
-        sorted(index.nodes.iter()),
+        sorted_owned(index.nodes.iter()),
         sorted(index.stems.iter()),
         sorted(index.code.iter()),
         (index.log_bytes, index.live_bytes, index.meta),
@@ -649,21 +667,84 @@ fn the_node_table_keeps_the_top_paths_apart_and_finds_every_path() {
         UPPER_BITS + 1,
         "paths of 0..={UPPER_BITS} bits"
     );
-    assert!(nodes.upper.keys().all(|k| k.bit_len() <= UPPER_BITS));
-    assert!(nodes.lower.keys().all(|k| k.bit_len() > UPPER_BITS));
+    assert!(
+        nodes
+            .upper
+            .keys()
+            .all(|&w| key_of_word(w).bit_len() <= UPPER_BITS)
+    );
+    assert!(
+        nodes
+            .lower
+            .keys()
+            .all(|&w| key_of_word(w).bit_len() > UPPER_BITS)
+    );
+    // A key of at most 7 bytes (a path of at most 48 bits) is one word; the rest keep theirs.
+    assert_eq!(nodes.lower.len(), 48 - UPPER_BITS, "paths of 17..=48 bits");
+    assert_eq!(nodes.long.len(), MAX_DEPTH - 48, "paths of 49..=248 bits");
+    assert!(nodes.long.keys().all(|k| k.bit_len() > 48));
     assert_eq!(nodes.iter().count(), MAX_DEPTH + 1);
     for d in 0..=MAX_DEPTH {
         assert_eq!(nodes.get(&key(d)), Some(&loc(d)), "depth {d}");
         assert_eq!(nodes.insert(key(d), loc(d + 1)), Some(loc(d)), "depth {d}");
     }
     assert_eq!(nodes.len(), MAX_DEPTH + 1, "replaced in place");
-    for d in [0, UPPER_BITS, UPPER_BITS + 1, MAX_DEPTH] {
+    let removed = [0, UPPER_BITS, UPPER_BITS + 1, 48, 49, MAX_DEPTH];
+    for d in removed {
         assert_eq!(nodes.remove(&key(d)), Some(loc(d + 1)), "depth {d}");
         assert_eq!(nodes.get(&key(d)), None, "depth {d}");
         assert_eq!(nodes.remove(&key(d)), None, "depth {d}");
     }
-    assert_eq!(nodes.len(), MAX_DEPTH + 1 - 4);
+    assert_eq!(nodes.len(), MAX_DEPTH + 1 - removed.len());
     assert!(!nodes.is_empty());
+}
+
+/// A key packed into a word comes back as the same key, and keys that differ only by trailing
+/// zeros or their length (`[1, 2]`, `[1, 2, 0]`) get different words.
+#[test]
+fn a_short_key_is_one_word_that_gives_the_key_back() {
+    let keys: Vec<PathKey> = [&[][..], &[0], &[0, 0], &[1, 2], &[1, 2, 0], &[0xff; 7]]
+        .iter()
+        .map(|b| PathKey::from_bytes(b).unwrap())
+        .collect();
+    let words: Vec<u64> = keys.iter().map(|k| short_key(k).unwrap()).collect();
+    for (key, &word) in keys.iter().zip(&words) {
+        assert_eq!(key_of_word(word), *key);
+    }
+    let distinct: std::collections::HashSet<u64> = words.iter().copied().collect();
+    assert_eq!(distinct.len(), words.len(), "{words:x?}");
+    assert_eq!(short_key(&PathKey::from_bytes(&[0; 8]).unwrap()), None);
+}
+
+proptest::proptest! {
+    /// The node table answers every get, insert and remove as a plain map of the keys does,
+    /// for keys on both sides of the word's limit (7 bytes) and of [`UPPER_BITS`], many of them
+    /// prefixes of one another or equal but for trailing zeros.
+    #[test]
+    fn the_node_table_answers_as_a_map_of_its_keys(
+        ops in proptest::collection::vec(
+            (proptest::collection::vec(0u8..3, 0..=10), 0u8..3, 1u64..1000),
+            1..300,
+        )
+    ) {
+        let mut nodes = NodeMap::default();
+        let mut model: HashMap<PathKey, Loc> = HashMap::new();
+        for (bytes, op, n) in ops {
+            let key = PathKey::from_bytes(&bytes).unwrap();
+            let loc = Loc::new(1, n, 10).unwrap();
+            match op {
+                0 => proptest::prop_assert_eq!(nodes.insert(key, loc), model.insert(key, loc)),
+                1 => proptest::prop_assert_eq!(nodes.remove(&key), model.remove(&key)),
+                _ => proptest::prop_assert_eq!(nodes.get(&key), model.get(&key)),
+            }
+            proptest::prop_assert_eq!(nodes.len(), model.len());
+        }
+        let mut entries: Vec<(PathKey, Loc)> = nodes.iter().collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        let mut expected: Vec<(PathKey, Loc)> = model.into_iter().collect();
+        expected.sort_unstable_by_key(|e| e.0);
+        proptest::prop_assert_eq!(entries, expected);
+    }
 }
 
 /// A batch large enough for the stem table to be updated on its own thread leaves the index
@@ -697,7 +778,7 @@ fn a_large_batch_applied_on_two_threads_matches_small_batches_and_undoes() {
     }
     let snapshot = |ix: &Index| {
         (
-            sorted(ix.nodes.iter()),
+            sorted_owned(ix.nodes.iter()),
             sorted(ix.stems.iter()),
             sorted(ix.code.iter()),
             ix.live_bytes,
@@ -741,7 +822,7 @@ fn an_undone_apply_puts_every_index_entry_back() {
     ]);
     let snapshot = |ix: &Index| {
         (
-            sorted(ix.nodes.iter()),
+            sorted_owned(ix.nodes.iter()),
             sorted(ix.stems.iter()),
             sorted(ix.code.iter()),
             ix.live_bytes,
@@ -824,7 +905,7 @@ fn batched_and_blocking_reads_return_the_same_checked_blobs() {
     let store = trie.into_store();
     let wanted: Vec<(PathKey, Loc)> = {
         let index = store.index();
-        index.nodes.iter().map(|(k, l)| (*k, *l)).collect()
+        index.nodes.iter().collect()
     };
     let stop = AtomicBool::new(false);
     let mut a = store.read_nodes(&wanted, 4).unwrap();
@@ -1200,7 +1281,7 @@ fn a_flipped_byte_in_a_record_read_with_its_neighbours_is_refused() {
     // stem reads both in one span, and the stem blob sits past the span's start.
     let (stem, key, loc) = {
         let index = store.index();
-        let nodes: Vec<(PathKey, Loc)> = index.nodes.iter().map(|(k, l)| (*k, *l)).collect();
+        let nodes: Vec<(PathKey, Loc)> = index.nodes.iter().collect();
         let page = |l: &Loc| l.off() / record::PAGE;
         index
             .stems
@@ -1349,7 +1430,7 @@ fn the_upper_levels_stay_in_memory_and_follow_every_commit() {
     // Every blob down to the depth is served from memory and is the one on the device; the
     // levels below are read.
     let served_from_memory = |store: &LogStore| {
-        let keys: Vec<PathKey> = store.index().nodes.keys().copied().collect();
+        let keys: Vec<PathKey> = store.index().nodes.keys().collect();
         let (mut upper, mut lower) = (0, 0);
         for key in keys {
             let before = store.reads().reads;
@@ -1397,7 +1478,7 @@ fn the_upper_levels_stay_in_memory_and_follow_every_commit() {
     )
     .unwrap();
     assert_eq!(all.pinned_depth(), Some(248));
-    let keys: Vec<PathKey> = all.index().nodes.keys().copied().collect();
+    let keys: Vec<PathKey> = all.index().nodes.keys().collect();
     let before = all.reads().reads;
     for key in &keys {
         NodeStore::get_node(&all, key).unwrap().unwrap();
@@ -1452,7 +1533,7 @@ fn the_kept_levels_stay_in_memory_beside_the_recent_blocks() {
         .filter(|k| k.bit_len() <= depth && !recent.contains(k))
         .count();
     assert!(older_kept > 0, "no kept blob only an older block wrote");
-    let keys: Vec<PathKey> = store.index().nodes.keys().copied().collect();
+    let keys: Vec<PathKey> = store.index().nodes.keys().collect();
     let (mut from_memory, mut from_device) = (0, 0);
     for key in &keys {
         let before = store.reads().reads;

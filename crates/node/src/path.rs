@@ -171,6 +171,34 @@ impl PathKey {
         &self.bytes[..self.len as usize]
     }
 
+    /// The longest key [`PathKey::to_word`] packs into one word: 7 bytes, every path of at
+    /// most 48 bits.
+    pub const WORD_BYTES: usize = 7;
+
+    /// The key as one word when it has at most [`PathKey::WORD_BYTES`] bytes: its byte count
+    /// in the top byte and its bytes below it, in order, zeros after; `None` for a longer key.
+    /// Distinct keys give distinct words (the count tells `[1, 2]` from `[1, 2, 0]`), and
+    /// [`PathKey::from_word`] gives the key back. For tables keyed by paths: a word hashes
+    /// and compares in one step where the key's array is 34 bytes.
+    #[inline]
+    pub fn to_word(&self) -> Option<u64> {
+        // Every constructor leaves the bytes past `len` zero, so the first eight bytes are
+        // the key's bytes and zeros.
+        (usize::from(self.len) <= Self::WORD_BYTES).then(|| {
+            let head = u64::from_be_bytes(self.bytes[..8].try_into().expect("8 of 33 bytes"));
+            (u64::from(self.len) << 56) | (head >> 8)
+        })
+    }
+
+    /// The key [`PathKey::to_word`] packed into `word`; `None` for a word it never gives (a
+    /// byte count over [`PathKey::WORD_BYTES`], or bytes set past the count).
+    pub fn from_word(word: u64) -> Option<PathKey> {
+        let bytes = word.to_be_bytes();
+        let len = usize::from(bytes[0]);
+        let key = PathKey::from_bytes(bytes[1..].get(..len)?)?;
+        (key.to_word() == Some(word)).then_some(key)
+    }
+
     /// The key holding exactly `bytes` (at most 32), without checking that some path encodes
     /// to it: equal to [`Path::to_key`]'s result for the same bytes, so it finds that key in a
     /// map. `None` when `bytes` is longer than any key. Use [`Path::from_key`] to validate.
@@ -240,6 +268,35 @@ mod tests {
         let short = PathKey::from_bytes(&[1, 2]).unwrap();
         let long = PathKey::from_bytes(&[1, 2, 0]).unwrap();
         assert_ne!(state.hash_one(short), state.hash_one(long));
+    }
+
+    proptest! {
+        /// A key of at most 7 bytes is one word holding its count and bytes, which gives the
+        /// key back; a longer key has no word; a word the packing never gives has no key.
+        #[test]
+        fn a_short_key_is_a_word_that_gives_it_back(
+            bytes in proptest::collection::vec(0u8..3, 0..=10),
+            other in proptest::collection::vec(0u8..3, 0..=10),
+            junk in any::<u64>(),
+        ) {
+            let key = PathKey::from_bytes(&bytes).unwrap();
+            let word = key.to_word();
+            prop_assert_eq!(word.is_some(), bytes.len() <= PathKey::WORD_BYTES);
+            if let Some(word) = word {
+                let mut expected = [0u8; 8];
+                expected[0] = bytes.len() as u8;
+                expected[1..=bytes.len()].copy_from_slice(&bytes);
+                prop_assert_eq!(word, u64::from_be_bytes(expected));
+                prop_assert_eq!(PathKey::from_word(word), Some(key));
+                let other = PathKey::from_bytes(&other).unwrap();
+                if let Some(w) = other.to_word() {
+                    prop_assert_eq!(w == word, other == key);
+                }
+            }
+            if let Some(k) = PathKey::from_word(junk) {
+                prop_assert_eq!(k.to_word(), Some(junk));
+            }
+        }
     }
 
     #[test]
