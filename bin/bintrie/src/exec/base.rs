@@ -318,7 +318,7 @@ pub(crate) fn copy_into_log(
     }
     let kept = source.join("log");
     let matches = bintrie_logstore::holds_log(&kept)
-        && bintrie_logstore::LogStore::open_read_only(&kept)
+        && crate::db::open_log(&kept, None)
             .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
     if !matches {
         if kept.exists() {
