@@ -32,6 +32,7 @@ mod background;
 mod compact;
 mod record;
 mod scan;
+mod sizes;
 
 pub use compact::Compaction;
 mod uring;
@@ -1249,9 +1250,17 @@ impl LogStore {
             sync_dir(&dir)?;
             files.push((1, path));
         }
-        let scanned = scan::scan(&files, writing)?;
+        let log_bytes = files.iter().try_fold(0u64, |total, (_, path)| {
+            Ok::<_, LogError>(total + std::fs::metadata(path).map_err(io_err(path))?.len())
+        })?;
+        let sizes = sizes::read(&dir, log_bytes);
+        let scanned = scan::scan(&files, writing, sizes)?;
         let mut index = scanned.index;
+        if sizes.is_some() {
+            index.trim_oversized();
+        }
         if writing {
+            sizes::write(&dir, sizes::Sizes::of(&index));
             index.reserve_room();
         }
         let fresh = index.meta.is_none();

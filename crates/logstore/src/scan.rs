@@ -37,14 +37,19 @@ pub(crate) struct Scanned {
     pub(crate) end: u64,
 }
 
-/// Scans `files` in order. A torn tail of the last segment is cut off when `writing` (ignored
+/// Scans `files` in order, into an index whose tables start with room for `sizes` when given
+/// ([`crate::sizes`]). A torn tail of the last segment is cut off when `writing` (ignored
 /// otherwise); damage anywhere else, or followed by a valid commit, is an error.
 ///
 /// Segments are numbered from 1; one may be missing only where a committed drop record names
 /// it (a compaction removed it), any other gap is an error (a lost file would otherwise drop
 /// its records silently).
-pub(crate) fn scan(files: &[(u32, PathBuf)], writing: bool) -> Result<Scanned, LogError> {
-    let mut index = Index::default();
+pub(crate) fn scan(
+    files: &[(u32, PathBuf)],
+    writing: bool,
+    sizes: Option<crate::sizes::Sizes>,
+) -> Result<Scanned, LogError> {
+    let mut index = sizes.map_or_else(Index::default, Index::with_sizes);
     let mut building = false;
     let mut end = 0;
     for (i, (n, path)) in files.iter().enumerate() {

@@ -423,6 +423,65 @@ fn the_trie_prefetch_below_a_depth_reads_exactly_the_deeper_blobs_of_the_paths()
     }
 }
 
+/// A writable open leaves the index's table sizes beside the log, and the next open sizes its
+/// tables from them; with the file wrong (garbage, sizes far too large or too small, another
+/// version) or gone, an open rebuilds the same index, and a table the file made too large is
+/// cut back to its entries. A read-only open writes nothing.
+#[test]
+fn the_index_sizes_size_the_next_open_and_a_wrong_file_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    for block in 1..=3 {
+        commit(&mut trie, random_writes(&mut rng, 1000), block);
+    }
+    drop(trie);
+    let sizes_file = dir.path().join(crate::sizes::SIZES_FILE);
+    std::fs::remove_file(&sizes_file).unwrap();
+    let ro = LogStore::open_read_only(dir.path()).unwrap();
+    assert!(!sizes_file.exists(), "a read-only open writes no sizes");
+    let expected = index_snapshot(&ro);
+    let sizes = crate::sizes::Sizes::of(&ro.index());
+    drop(ro);
+
+    let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+    let log_bytes = store.info().log_bytes;
+    assert_eq!(crate::sizes::read(dir.path(), log_bytes), Some(sizes));
+    assert_eq!(index_snapshot(&store), expected);
+    drop(store);
+    let sized = LogStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(index_snapshot(&sized), expected, "sized from the file");
+    drop(sized);
+
+    let (nodes, stems) = (expected.0.len(), expected.1.len());
+    for text in [
+        "not sizes at all".to_string(),
+        format!(
+            "bintrie log index sizes 1\nupper 0\nlower {}\nlong 0\nstems 0\ncode 0\n",
+            log_bytes / 20
+        ),
+        "bintrie log index sizes 1\nupper 0\nlower 0\nlong 0\nstems 0\ncode 0\n".to_string(),
+        "bintrie log index sizes 9\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\n".to_string(),
+    ] {
+        std::fs::write(&sizes_file, &text).unwrap();
+        let store = LogStore::open_read_only(dir.path()).unwrap();
+        assert_eq!(index_snapshot(&store), expected, "{text:?}");
+        let index = store.index();
+        assert!(
+            index.nodes.lower.capacity() <= 2 * nodes + INDEX_ROOM
+                && index.stems.capacity() <= 2 * stems + INDEX_ROOM,
+            "{text:?}: room for {} paths and {} stems",
+            index.nodes.lower.capacity(),
+            index.stems.capacity()
+        );
+    }
+    std::fs::remove_file(&sizes_file).unwrap();
+    assert_eq!(
+        index_snapshot(&LogStore::open_read_only(dir.path()).unwrap()),
+        expected
+    );
+}
+
 #[test]
 fn a_writable_open_leaves_room_in_the_index_for_an_eighth_more_entries() {
     let dir = tempfile::tempdir().unwrap();
