@@ -375,6 +375,12 @@ impl Loc {
     }
 }
 
+/// The file beside a log's segments in which a writable open and a finished bulk load leave
+/// the index's table sizes, so the next open can size its tables before its scan. A hint:
+/// a copy of a log may take it along with the segments, or leave it; an open ignores it when
+/// it is missing or wrong.
+pub const INDEX_SIZES_FILE: &str = sizes::SIZES_FILE;
+
 /// Paths of at most this many bits go to [`NodeMap`]'s small table: at most 2^17 of them at
 /// any group depth (about 34,000 at GD-5), a few MB.
 const UPPER_BITS: usize = 16;
@@ -2737,10 +2743,12 @@ impl BulkLoad<'_> {
     }
 
     /// Ends the load as block `block` with root `root` (not checked here: verify the tree
-    /// through a trie over the store) and syncs it.
+    /// through a trie over the store) and syncs it; leaves the index's sizes for the next
+    /// open ([`sizes`]).
     pub fn finish(mut self, root: Hash32, block: u64) -> Result<Meta, LogError> {
         self.checkpoint(root, block, false)?;
         self.store.sync()?;
+        sizes::write(&self.store.inner.dir, sizes::Sizes::of(&self.store.index()));
         self.store.meta = self.store.stored_meta();
         Ok(self.store.meta)
     }

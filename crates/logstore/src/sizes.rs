@@ -19,7 +19,8 @@ use crate::record::HEADER;
 use crate::{INDEX_ROOM, Index};
 use std::path::Path;
 
-/// The file in a log's directory that holds the index's table sizes.
+/// The file in a log's directory that holds the index's table sizes
+/// ([`crate::INDEX_SIZES_FILE`]).
 pub(crate) const SIZES_FILE: &str = "index-sizes";
 
 /// The first line of [`SIZES_FILE`].
@@ -43,6 +44,12 @@ impl Sizes {
             index.stems.len(),
             index.code.len(),
         ])
+    }
+
+    /// The entries of every table together.
+    #[cfg(test)]
+    pub(crate) fn entries(self) -> usize {
+        self.0.iter().sum()
     }
 
     fn to_text(self) -> String {

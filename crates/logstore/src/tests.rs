@@ -538,7 +538,14 @@ fn a_bulk_load_opens_as_the_tree_it_was_given_and_an_unfinished_one_is_refused()
     }
     load.code(&[3; 32], b"\x60\x00").unwrap();
     load.finish(root, 1).unwrap();
+    // The load leaves the index's sizes for the first open.
+    let (sizes, log_bytes) = (
+        crate::sizes::Sizes::of(&store.index()),
+        store.info().log_bytes,
+    );
+    assert!(sizes.entries() > blobs.len());
     drop(store);
+    assert_eq!(crate::sizes::read(dir.path(), log_bytes), Some(sizes));
     let mut store = LogStore::open(dir.path(), &opts(6)).unwrap();
     assert_eq!(
         store.get_code(&[3; 32], None).unwrap().unwrap(),

@@ -331,7 +331,10 @@ pub(crate) fn copy_into_log(
     for entry in std::fs::read_dir(&kept).with_context(|| format!("reading {}", kept.display()))? {
         let entry = entry?;
         let name = entry.file_name();
-        if !name.to_string_lossy().starts_with("log.") {
+        // The segments, and the index's sizes (a hint that lets the copy's open size its
+        // tables before the scan).
+        if !name.to_string_lossy().starts_with("log.") && name != bintrie_logstore::INDEX_SIZES_FILE
+        {
             continue;
         }
         let to = dir.join(&name);
