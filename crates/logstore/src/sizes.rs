@@ -23,6 +23,9 @@ use std::path::Path;
 /// ([`crate::INDEX_SIZES_FILE`]).
 pub(crate) const SIZES_FILE: &str = "index-sizes";
 
+/// The most bytes [`SIZES_FILE`] may hold (it holds about 100).
+const MAX_FILE: u64 = 1024;
+
 /// The first line of [`SIZES_FILE`].
 const VERSION_LINE: &str = "bintrie log index sizes 1";
 
@@ -81,7 +84,18 @@ impl Sizes {
 /// The sizes in `dir`'s [`SIZES_FILE`], when it holds sizes that a log of `log_bytes` bytes
 /// could have (together at most one entry per [`HEADER`] bytes); `None` otherwise.
 pub(crate) fn read(dir: &Path, log_bytes: u64) -> Option<Sizes> {
-    let text = std::fs::read(dir.join(SIZES_FILE)).ok()?;
+    use std::io::Read as _;
+    // The file is a few lines: reading at most MAX_FILE bytes, a larger one (it is not ours)
+    // is refused without being read whole.
+    let mut text = Vec::new();
+    std::fs::File::open(dir.join(SIZES_FILE))
+        .ok()?
+        .take(MAX_FILE + 1)
+        .read_to_end(&mut text)
+        .ok()?;
+    if text.len() as u64 > MAX_FILE {
+        return None;
+    }
     let sizes = Sizes::parse(std::str::from_utf8(&text).ok()?)?;
     let total = sizes
         .0
@@ -178,6 +192,11 @@ mod tests {
         write(dir.path(), Sizes([usize::MAX, usize::MAX, 1, 1, 1]));
         assert_eq!(read(dir.path(), u64::MAX), None, "the total overflows");
         assert_eq!(read(&dir.path().join("missing"), 1 << 40), None);
+        // A file far larger than sizes ever are is refused without being read whole.
+        let mut big = Sizes([1, 1, 1, 1, 1]).to_text();
+        big.push_str(&"\n".repeat(MAX_FILE as usize));
+        std::fs::write(dir.path().join(SIZES_FILE), big).unwrap();
+        assert_eq!(read(dir.path(), 1 << 40), None);
     }
 
     #[test]
