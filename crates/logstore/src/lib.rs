@@ -391,7 +391,7 @@ const UPPER_BITS: usize = 16;
 /// handful at any state this machine holds), and the longer keys. In one table of tens of
 /// millions of entries, every access to a top path missed the CPU's caches like any other; in
 /// a table of their own they stay cached. The first two tables key a path by one word
-/// ([`short_key`]) instead of its 34-byte [`PathKey`]: 17 bytes a bucket instead of 49, a
+/// ([`PathKey::to_word`]) instead of its 34-byte [`PathKey`]: 17 bytes a bucket instead of 49, a
 /// third of the memory, and a hash of one word.
 #[derive(Default)]
 struct NodeMap {
@@ -400,15 +400,9 @@ struct NodeMap {
     long: Map<PathKey>,
 }
 
-/// `key` as one word when it has at most [`PathKey::WORD_BYTES`] bytes ([`PathKey::to_word`]).
-#[inline]
-fn short_key(key: &PathKey) -> Option<u64> {
-    key.to_word()
-}
-
-/// The key [`short_key`] packed into `word` (a word of a table, so one it gave).
+/// The key of a word of [`NodeMap`]'s word tables (one [`PathKey::to_word`] gave).
 fn key_of_word(word: u64) -> PathKey {
-    PathKey::from_word(word).expect("a word short_key gave")
+    PathKey::from_word(word).expect("a word to_word gave")
 }
 
 impl NodeMap {
@@ -430,21 +424,21 @@ impl NodeMap {
     }
 
     fn get(&self, key: &PathKey) -> Option<&Loc> {
-        match short_key(key) {
+        match key.to_word() {
             Some(word) => self.words(key.bit_len()).get(&word),
             None => self.long.get(key),
         }
     }
 
     fn insert(&mut self, key: PathKey, loc: Loc) -> Option<Loc> {
-        match short_key(&key) {
+        match key.to_word() {
             Some(word) => self.words_mut(key.bit_len()).insert(word, loc),
             None => self.long.insert(key, loc),
         }
     }
 
     fn remove(&mut self, key: &PathKey) -> Option<Loc> {
-        match short_key(key) {
+        match key.to_word() {
             Some(word) => self.words_mut(key.bit_len()).remove(&word),
             None => self.long.remove(key),
         }
@@ -1164,11 +1158,14 @@ pub fn holds_log(dir: &FsPath) -> bool {
 /// The bytes of the segment files in `dir`: what an open scans (0 when there are none, as in
 /// a missing directory). Lets a caller say how long an open will take before it starts.
 pub fn segment_bytes(dir: &FsPath) -> std::io::Result<u64> {
-    let mut total = 0;
-    for (_, path) in scan::segment_files(dir)? {
-        total += std::fs::metadata(&path)?.len();
-    }
-    Ok(total)
+    files_bytes(&scan::segment_files(dir)?)
+}
+
+/// The bytes of `files` together.
+fn files_bytes(files: &[(u32, PathBuf)]) -> std::io::Result<u64> {
+    files.iter().try_fold(0, |total, (_, path)| {
+        Ok(total + std::fs::metadata(path)?.len())
+    })
 }
 
 /// Asks the kernel to drop the cached pages of every segment in `dir` (`posix_fadvise`
@@ -1256,13 +1253,11 @@ impl LogStore {
             sync_dir(&dir)?;
             files.push((1, path));
         }
-        // The segments' bytes bound the sizes the hint may name; a file the size of which
-        // cannot be read counts for nothing here (the scan reports it).
-        let log_bytes = files
-            .iter()
-            .map(|(_, path)| std::fs::metadata(path).map_or(0, |m| m.len()))
-            .sum();
-        let sizes = sizes::read(&dir, log_bytes);
+        // The segments' bytes bound the sizes the hint may name; when a file's size cannot be
+        // read the hint is not used (the scan reports the file).
+        let sizes = files_bytes(&files)
+            .ok()
+            .and_then(|log_bytes| sizes::read(&dir, log_bytes));
         let scanned = scan::scan(&files, writing, sizes)?;
         let mut index = scanned.index;
         if sizes.is_some() {

@@ -737,13 +737,13 @@ fn the_node_table_keeps_the_top_paths_apart_and_finds_every_path() {
         nodes
             .upper
             .keys()
-            .all(|&w| key_of_word(w).bit_len() <= UPPER_BITS)
+            .all(|&w| PathKey::from_word(w).unwrap().bit_len() <= UPPER_BITS)
     );
     assert!(
         nodes
             .lower
             .keys()
-            .all(|&w| key_of_word(w).bit_len() > UPPER_BITS)
+            .all(|&w| PathKey::from_word(w).unwrap().bit_len() > UPPER_BITS)
     );
     // A key of at most 7 bytes (a path of at most 48 bits) is one word; the rest keep theirs.
     assert_eq!(nodes.lower.len(), 48 - UPPER_BITS, "paths of 17..=48 bits");
@@ -763,23 +763,6 @@ fn the_node_table_keeps_the_top_paths_apart_and_finds_every_path() {
     }
     assert_eq!(nodes.len(), MAX_DEPTH + 1 - removed.len());
     assert!(!nodes.is_empty());
-}
-
-/// A key packed into a word comes back as the same key, and keys that differ only by trailing
-/// zeros or their length (`[1, 2]`, `[1, 2, 0]`) get different words.
-#[test]
-fn a_short_key_is_one_word_that_gives_the_key_back() {
-    let keys: Vec<PathKey> = [&[][..], &[0], &[0, 0], &[1, 2], &[1, 2, 0], &[0xff; 7]]
-        .iter()
-        .map(|b| PathKey::from_bytes(b).unwrap())
-        .collect();
-    let words: Vec<u64> = keys.iter().map(|k| short_key(k).unwrap()).collect();
-    for (key, &word) in keys.iter().zip(&words) {
-        assert_eq!(key_of_word(word), *key);
-    }
-    let distinct: std::collections::HashSet<u64> = words.iter().copied().collect();
-    assert_eq!(distinct.len(), words.len(), "{words:x?}");
-    assert_eq!(short_key(&PathKey::from_bytes(&[0; 8]).unwrap()), None);
 }
 
 proptest::proptest! {

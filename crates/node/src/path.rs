@@ -270,6 +270,23 @@ mod tests {
         assert_ne!(state.hash_one(short), state.hash_one(long));
     }
 
+    /// A key packed into a word comes back as the same key, and keys that differ only by trailing
+    /// zeros or their length (`[1, 2]`, `[1, 2, 0]`) get different words.
+    #[test]
+    fn a_short_key_is_one_word_that_gives_the_key_back() {
+        let keys: Vec<PathKey> = [&[][..], &[0], &[0, 0], &[1, 2], &[1, 2, 0], &[0xff; 7]]
+            .iter()
+            .map(|b| PathKey::from_bytes(b).unwrap())
+            .collect();
+        let words: Vec<u64> = keys.iter().map(|k| k.to_word().unwrap()).collect();
+        for (key, &word) in keys.iter().zip(&words) {
+            assert_eq!(PathKey::from_word(word).unwrap(), *key);
+        }
+        let distinct: std::collections::HashSet<u64> = words.iter().copied().collect();
+        assert_eq!(distinct.len(), words.len(), "{words:x?}");
+        assert_eq!(PathKey::from_bytes(&[0; 8]).unwrap().to_word(), None);
+    }
+
     proptest! {
         /// A key of at most 7 bytes is one word holding its count and bytes, which gives the
         /// key back; a longer key has no word; a word the packing never gives has no key.
