@@ -43,13 +43,12 @@ fn stems(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32])> {
         .collect()
 }
 
-/// Argument `name`, or `default` when it is not given, parsed; an error that names it and
-/// the text given when it does not parse.
-fn parse<T: std::str::FromStr>(arg: Option<&String>, name: &str, default: &str) -> Result<T, String>
+/// `text`, argument `name`, parsed; an error that names it and the text given when it does
+/// not parse.
+fn parse<T: std::str::FromStr>(text: &str, name: &str) -> Result<T, String>
 where
     T::Err: std::fmt::Display,
 {
-    let text = arg.map_or(default, String::as_str);
     text.parse()
         .map_err(|e| format!("{name} must be a number, not {text:?} ({e})"))
 }
@@ -64,9 +63,9 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or(default.to_string());
-    let base: usize = parse(args.first(), "BASE_STEMS", "2000000")?;
-    let blocks: u64 = parse(args.get(1), "BLOCKS", "1500")?;
-    let segment_mib: u64 = parse(args.get(2), "SEGMENT_MIB", "64")?;
+    let base: usize = parse(&arg(0, "2000000"), "BASE_STEMS")?;
+    let blocks: u64 = parse(&arg(1, "1500"), "BLOCKS")?;
+    let segment_mib: u64 = parse(&arg(2, "64"), "SEGMENT_MIB")?;
     if blocks == 0 || !(1..=1 << 20).contains(&segment_mib) {
         return Err("BLOCKS must be at least 1 and SEGMENT_MIB from 1 to 1048576".into());
     }
@@ -85,7 +84,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Some(v) => (true, v),
         None => (false, share_arg.as_str()),
     };
-    let share: f64 = parse(Some(&share.to_string()), "SHARE", "")?;
+    let share: f64 = parse(share, "SHARE")?;
     if !(0.0..=1.0).contains(&share) {
         return Err(format!("SHARE must be from 0 to 1, not {share}").into());
     }
@@ -104,7 +103,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             return Err(format!("the sixth argument is `cold` or `warm`, not {other:?}").into());
         }
     };
-    let idle = std::time::Duration::from_millis(parse(args.get(6), "IDLE_MS", "0")?);
+    let idle = std::time::Duration::from_millis(parse(&arg(6, "0"), "IDLE_MS")?);
     // BASE_STEMS 0: go on from the log already in DIR (to run two versions from copies of
     // one log). Otherwise DIR is built afresh: removed first, but only when it is a log (or
     // empty), never a directory of something else.
