@@ -20,8 +20,9 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// trie update -11.3% (2 of 3); docs/study/writes.md, twenty-first session. A minute keeps
 /// that (0 faults in the median block, as with purging off) and still returns what a
 /// process stopped using: the tables an index outgrew while a log opened (at 16M stems, an
-/// index of 2.4 GB: the process held 5.3-5.6 GB with purging off, 3.4 GB a minute after the
-/// open with this delay, its blocks still without faults in the median).
+/// index of 2.4 GB then: the process held 5.3-5.6 GB with purging off, 3.4 GB a minute after
+/// the open with this delay, its blocks still without faults in the median; since the
+/// twenty-eighth session an open sizes its tables from `index-sizes` and outgrows few).
 /// A delay given in the environment is left as it is ([`purge_delay_given`]).
 #[allow(unsafe_code)]
 fn keep_freed_memory() {
