@@ -2,7 +2,7 @@
 
 use super::anchor;
 use super::doc::Block;
-use super::format::{num, p_is, pct, share, times};
+use super::format::{count, num, p_is, pct, share, times};
 use super::view::{Combo, Vary, View};
 use crate::model::{Metric, ReadPath, Workload};
 use crate::stats;
@@ -399,6 +399,82 @@ fn anchor_sentences(view: &View) -> Vec<String> {
     out
 }
 
+/// Below this share of the drive's saturated read rate, the trie prefetch's reads are said
+/// to leave room; at or above it, to run at the drive's limit (issue 16's device-efficiency
+/// bar).
+const AT_THE_DRIVE: f64 = 0.8;
+
+/// For each write workload's prefetching combinations and group depths: how fast the trie
+/// prefetch read against the drive's limit, how long the update then waited for it, and how
+/// much of the hash floor that wait is (the rest is the update's own work), so a reader sees
+/// which part of the write floors the device sets.
+fn write_device_sentences(view: &View) -> Vec<String> {
+    let Some(disk) = view.results.machine.disk.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for w in view.workloads().into_iter().filter(|w| w.writes()) {
+        for c in view.combos(w).into_iter().filter(|c| c.prefetch) {
+            for gd in view.group_depths(w, c) {
+                let key = c.key(w, gd);
+                let med = |m: Metric| view.median(&key, m);
+                let (Some(pages), Some(warm), Some(wait), Some(update), Some(eff), Some(hash_ms)) = (
+                    med(Metric::DeviceReads),
+                    med(Metric::TrieWarmMs),
+                    med(Metric::TrieWaitMs),
+                    med(Metric::TrieUpdateMs),
+                    view.trie_prefetch_efficiency(&key),
+                    view.hashing_ms(&key),
+                ) else {
+                    continue;
+                };
+                let before = med(Metric::StateReadMs).unwrap_or(0.0)
+                    + med(Metric::ExecutionMs).unwrap_or(0.0);
+                let own = (update - wait).max(0.0);
+                let limit = if eff >= AT_THE_DRIVE {
+                    "at the drive's limit: only fewer reads (more of the tree kept in memory) or a faster drive shortens the wait"
+                } else {
+                    "below the drive's limit: part of the wait is not the drive's"
+                };
+                let mut s = format!(
+                    "**{}** ({}) at GD-{gd}: the trie prefetch read {} pages in {} ms, beside the state read and execution ({} ms): {} the drive's most ({} reads of 4 KB per second, at QD{}), {limit}. The update then waited {} ms for it, {} the block's {} ms of hashing; its own work, {} ms, is {} (the hash floor is their sum)",
+                    w.name(),
+                    view.label(c),
+                    num(pages),
+                    num(warm),
+                    num(before),
+                    times_fine(eff),
+                    count(disk.max_read_iops.round() as u64),
+                    disk.saturation_depth,
+                    num(wait),
+                    times_fine(wait / hash_ms),
+                    num(hash_ms),
+                    num(own),
+                    times_fine(own / hash_ms),
+                );
+                if let (Some(all), Some(after)) = (
+                    view.write_floor_ratio(&key),
+                    view.write_floor_ratio_after_reads(&key),
+                ) {
+                    s.push_str(&format!(
+                        "; the write floor is {}, {} without the wait",
+                        times_fine(all),
+                        times_fine(after)
+                    ));
+                }
+                s.push('.');
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// A ratio with two decimals (`1.04×`), for comparisons with a bar near 1 or 2.
+fn times_fine(x: f64) -> String {
+    format!("{x:.2}×")
+}
+
 /// Which (page size, group depth) is fastest for each workload, by median total block time,
 /// within each read path / prefetch setting and state size measured at several page sizes;
 /// the best is tested against the best of every other page size (Mann-Whitney, kept runs),
@@ -706,6 +782,14 @@ pub(super) fn findings(view: &View) -> Vec<Block> {
     if !size_items.is_empty() {
         blocks.push(Block::Heading(3, "State size".to_string()));
         blocks.push(Block::List(size_items));
+    }
+    let device_items = write_device_sentences(view);
+    if !device_items.is_empty() {
+        blocks.push(Block::Heading(
+            3,
+            "The write path against the drive".to_string(),
+        ));
+        blocks.push(Block::List(device_items));
     }
     let anchor_items = anchor_sentences(view);
     if !anchor_items.is_empty() {

@@ -451,6 +451,49 @@ fn the_write_floor_uses_the_hash_cost_probed_beside_the_blocks() {
     assert!(md.contains("| 583.3× | 216.9× | 141.2× |"), "{md}");
 }
 
+/// The write path against the drive: the trie prefetch's 9,000 pages in 100 ms are 90,000
+/// a second, 1.01x the synthetic drive's 89,000; GD-3's update (35 ms) waited 15 ms, 250x
+/// its 1,000 hashes of 60 ns, and worked 20 ms, 333x. Read more slowly, the same pages are
+/// below the drive's limit; without a prefetch time or a disk, no such finding.
+#[test]
+fn the_write_path_is_set_against_the_drive() {
+    let (_dir, md) = approve_report(|r| r.trie_warm_ms = 100.0);
+    assert!(md.contains("### The write path against the drive"), "{md}");
+    let gd3 = md
+        .lines()
+        .find(|l| l.contains("**erc20_approve** (flat + prefetch) at GD-3: the trie prefetch"))
+        .unwrap_or_else(|| panic!("{md}"));
+    for part in [
+        "read 9000 pages in 100.0 ms",
+        "1.01× the drive's most (89,000 reads of 4 KB per second, at QD",
+        "at the drive's limit",
+        "waited 15.00 ms for it, 250.00× the block's 0.0600 ms of hashing",
+        "its own work, 20.00 ms, is 333.33×",
+        "the write floor is",
+    ] {
+        assert!(gd3.contains(part), "{part:?} not in {gd3}");
+    }
+    let (_dir, slow) = approve_report(|r| r.trie_warm_ms = 200.0);
+    assert!(slow.contains("0.51× the drive's most"), "{slow}");
+    assert!(slow.contains("below the drive's limit"), "{slow}");
+    assert!(!slow.contains("at the drive's limit"), "{slow}");
+    let (_dir, none) = approve_report(|_| ());
+    assert!(!none.contains("against the drive"), "{none}");
+    let mut results = synthetic(&Shape {
+        gds: &[3],
+        workloads: &[Workload::Erc20Approve],
+        read_paths: &[ReadPath::Flat],
+        prefetch: &[true],
+        kept_runs: 2,
+    });
+    results.machine.disk = None;
+    results.runs.iter_mut().for_each(|r| r.trie_warm_ms = 100.0);
+    stats::analyze(&mut results);
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&results, dir.path()).unwrap();
+    assert!(!read(dir.path(), "report.md").contains("against the drive"));
+}
+
 /// Results written before `trie_wait_ms` existed: the update is one stage of the breakdown
 /// (no wait drawn as zero), and the table has no write floor without the wait.
 #[test]

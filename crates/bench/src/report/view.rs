@@ -222,11 +222,7 @@ impl<'a> View<'a> {
         let bytes = self
             .median(key, Metric::BytesWritten)
             .filter(|&b| b > 0.0)?;
-        let hashes = self.median(key, Metric::Hashes).unwrap_or(0.0);
-        let hash_ns = self
-            .median(key, Metric::Hash64Ns)
-            .unwrap_or(self.results.machine.hash64_ns);
-        let hash_ms = hashes * hash_ns / 1e6;
+        let hash_ms = self.hashing_ms(key).unwrap_or(0.0);
         Some(hash_ms + bytes / (disk.seq_write_mb_s * 1e3) + disk.fsync_us / 1e3)
     }
 
@@ -241,6 +237,31 @@ impl<'a> View<'a> {
     pub(super) fn trie_own_work_ms(&self, key: &ConfigKey) -> Option<f64> {
         let wait = self.median(key, Metric::TrieWaitMs)?;
         Some((self.median(key, Metric::TrieUpdateMs)? - wait).max(0.0))
+    }
+
+    /// The median hash calls x the median hash cost probed beside the blocks (the run's one
+    /// probe in older results), ms: the hashing the hash floor divides by. `None` without
+    /// hashes.
+    pub(super) fn hashing_ms(&self, key: &ConfigKey) -> Option<f64> {
+        let hashes = self.median(key, Metric::Hashes).filter(|&h| h > 0.0)?;
+        let hash_ns = self
+            .median(key, Metric::Hash64Ns)
+            .unwrap_or(self.results.machine.hash64_ns);
+        Some(hashes * hash_ns / 1e6)
+    }
+
+    /// The trie prefetch's pages per second over the drive's most 4 KB reads per second
+    /// (`machine.disk.max_read_iops`, at its saturation depth): the median
+    /// [`Metric::DeviceReads`] over the median [`Metric::TrieWarmMs`]. 1.0 means the prefetch
+    /// read as fast as the drive can serve reads at any depth. Meaningful for write workloads,
+    /// whose device reads are mostly the trie prefetch's (the state prefetch's and the
+    /// commit's pages count too, so it errs high); `None` without a disk measurement, device
+    /// reads or a prefetch time.
+    pub(super) fn trie_prefetch_efficiency(&self, key: &ConfigKey) -> Option<f64> {
+        let disk = self.results.machine.disk.as_ref()?;
+        let pages = self.median(key, Metric::DeviceReads).filter(|&r| r > 0.0)?;
+        let warm_ms = self.median(key, Metric::TrieWarmMs).filter(|&w| w > 0.0)?;
+        (disk.max_read_iops > 0.0).then(|| pages / (warm_ms / 1e3) / disk.max_read_iops)
     }
 
     /// [`View::write_floor_ratio`] without the update's wait for the trie prefetch's reads
