@@ -9,6 +9,7 @@ use bintrie_bench::model::{
 use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
+use std::io::Write as _;
 use std::path::PathBuf;
 
 /// Arguments of `bintrie bench`.
@@ -202,22 +203,30 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     stats::analyze(&mut results);
     report::write_report(&results, &out)
         .with_context(|| format!("writing the report into {}", out.display()))?;
+    // Written, not printed: `println!` panics when stdout is closed or full.
+    let mut stdout = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        serde_json::to_writer_pretty(&mut stdout, &results)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(stdout))
     } else if args.from_results.is_some() {
-        println!(
+        writeln!(
+            stdout,
             "report of {} blocks re-rendered: {}",
             results.runs.len(),
             out.join("report.md").display()
-        );
+        )
     } else {
-        println!(
+        writeln!(
+            stdout,
             "{} blocks measured in {:.0} s; report: {}",
             results.runs.len(),
             results.elapsed_s,
             out.join("report.md").display()
-        );
+        )
     }
+    .and_then(|()| stdout.flush())
+    .context("writing output")?;
     Ok(())
 }
 

@@ -675,9 +675,28 @@ pub(crate) struct VerifyArgs {
 
 /// `verify` on a log: every blob reachable from the root re-hashed, no blob the index holds
 /// unreachable, every stem entry at a blob of the tree, every code entry hashing to its key.
+/// `verify`'s end when the database cannot even be opened: with `--json`, the promised
+/// `{"ok": false, "error": …}` on stdout before the error (exit status 1).
+fn verify_unopened(args: &VerifyArgs, e: anyhow::Error) -> Result<()> {
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"ok": false, "error": format!("{e:#}")})
+        )
+        .and_then(|()| out.flush())
+        .context("writing output")?;
+    }
+    Err(e)
+}
+
 fn verify_log(args: &VerifyArgs) -> Result<()> {
     use bintrie_logstore::LogStore;
-    let store = open_log(&args.db, None)?;
+    let store = match open_log(&args.db, None) {
+        Ok(store) => store,
+        Err(e) => return verify_unopened(args, e),
+    };
     let (meta, info) = (store.meta(), store.info());
     let bar = if args.no_progress {
         indicatif::ProgressBar::hidden()
@@ -757,8 +776,14 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
     if bintrie_logstore::holds_log(&args.db) && !args.db.join("mdbx.dat").exists() {
         return verify_log(&args);
     }
-    let store = open_existing(&args.db)?;
-    let (_, total_stems, _) = store.counts()?;
+    let opened = open_existing(&args.db).and_then(|store| {
+        let (_, total_stems, _) = store.counts()?;
+        Ok((store, total_stems))
+    });
+    let (store, total_stems) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return verify_unopened(&args, e),
+    };
     let bar = if args.no_progress {
         indicatif::ProgressBar::hidden()
     } else {

@@ -283,6 +283,40 @@ fn verify_names_a_flipped_byte_and_get_verified_refuses_it() {
     assert_eq!(info_json(&db)["block"], 1);
 }
 
+/// `verify --json` keeps its promise of one JSON object when the database cannot even be
+/// opened: a missing directory, a log whose segment is gone, an MDBX file that is not one.
+#[test]
+fn verify_json_answers_even_when_the_open_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(50, 8)).unwrap();
+    let log = dir.path().join("log");
+    let o = bin()
+        .args(["import", "--layout", "log", "--batch", "10", "--db"])
+        .arg(&log)
+        .arg("-i")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::copy(log.join("log.000001"), log.join("log.000003")).unwrap();
+    let mdbx = dir.path().join("mdbx");
+    std::fs::create_dir(&mdbx).unwrap();
+    std::fs::write(mdbx.join("mdbx.dat"), b"not a database").unwrap();
+    for db in [dir.path().join("missing"), log, mdbx] {
+        let o = bin()
+            .args(["verify", "--json", "--no-progress", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}: {}", db.display(), stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{}: {e}: {:?}", db.display(), o.stdout));
+        assert_eq!(j["ok"], false, "{j}");
+        assert!(!j["error"].as_str().unwrap().is_empty(), "{j}");
+    }
+}
+
 #[test]
 fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
@@ -290,6 +324,9 @@ fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
     std::fs::write(&file, input(50, 8)).unwrap();
     let db = dir.path().join("db");
     assert!(import(&db, &file, "10", &["--relaxed"]).status.success());
+    let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/study/writes-2026-12-04-s12/round4-after/results.json");
+    let out = dir.path().join("report");
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
@@ -298,6 +335,23 @@ fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
         vec!["info", "--db", db.to_str().unwrap()],
         vec!["verify", "--db", db.to_str().unwrap()],
         vec!["root", "-i", file.to_str().unwrap()],
+        // The study's report re-rendered from a results.json kept in docs/study: its one
+        // line (or its JSON) goes to stdout after the report is written.
+        vec![
+            "bench",
+            "--from-results",
+            results.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        vec![
+            "bench",
+            "--from-results",
+            results.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
     ] {
         let o = bin()
             .args(&args)
