@@ -965,6 +965,26 @@ struct Inner {
     _lock: Option<File>,
 }
 
+/// A writer's close: its last block synced, then the index's sizes and that block left for
+/// the next open ([`sizes`]). Nothing is written after a failed write or sync, or when the
+/// sync fails (the next open then checks the block of the file before).
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let writer = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        let Some(w) = writer.as_mut().filter(|w| !w.poisoned) else {
+            return;
+        };
+        if let Err(e) = w.file.sync_data() {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "the log's last segment could not be synced at close");
+            return;
+        }
+        let index = self.index.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(meta) = index.meta {
+            sizes::write(&self.dir, sizes::Sizes::of(index), meta.block);
+        }
+    }
+}
+
 impl Inner {
     /// The state of the last commit (what [`LogStore::stored_meta`] reports).
     fn stored_meta(&self) -> Meta {
@@ -1090,7 +1110,8 @@ pub struct LogEnd {
 /// Cuts the log in `dir` back to `to`, an end [`LogStore::end`] reported earlier: the segments
 /// after `to.segment` are deleted (the last first, so that a crash part-way leaves a log
 /// whose segments still follow each other) and `to.segment` is truncated at `to.offset`, both
-/// synced. Every block committed after `to` is lost: this is for scratch copies (the study
+/// synced; the [`INDEX_SIZES_FILE`] goes before them (its block would otherwise make the next
+/// open refuse the cut as lost blocks). Every block committed after `to` is lost: this is for scratch copies (the study
 /// runs each invocation's blocks from the same copied state), never for a state anyone relies
 /// on. Takes the writer lock ([`LogError::Locked`] while a writer has the log open). Errors
 /// ([`LogError::Corrupt`]) without changing anything when `to.segment` is missing or shorter
@@ -1139,6 +1160,14 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
                 dir.display()
             )));
         }
+    }
+    // The block the index-sizes file names is about to be cut away on purpose: the file goes
+    // first (synced), so that no open takes the cut for lost blocks.
+    let hint = dir.join(sizes::SIZES_FILE);
+    match std::fs::remove_file(&hint) {
+        Ok(()) => sync_dir(dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(&hint)(e)),
     }
     for (n, later) in files.iter().rev() {
         if *n > to.segment {
@@ -1254,17 +1283,29 @@ impl LogStore {
             files.push((1, path));
         }
         // The segments' bytes bound the sizes the hint may name; when a file's size cannot be
-        // read the hint is not used (the scan reports the file).
-        let sizes = files_bytes(&files)
-            .ok()
-            .and_then(|log_bytes| sizes::read(&dir, log_bytes));
-        let scanned = scan::scan(&files, writing, sizes)?;
+        // read its sizes are not used (the scan reports the file), its block still is.
+        let hint = sizes::read(&dir, files_bytes(&files).unwrap_or(0));
+        let scanned = scan::scan(&files, writing, hint.sizes)?;
         let mut index = scanned.index;
-        if sizes.is_some() {
+        let found = index.meta.map_or(0, |m| m.block);
+        if let Some(held) = hint.block
+            && held > found
+        {
+            return Err(LogError::Corrupt(format!(
+                "{}: the log ends at block {found}, yet it held block {held} on the device when \
+                 it was last opened or closed ({SIZES_FILE}): its segments were cut, emptied or \
+                 replaced (a crash tears only a block never reported durable). Restore the log \
+                 from a copy, or remove {SIZES_FILE} to go on from block {found}",
+                dir.display(),
+                SIZES_FILE = sizes::SIZES_FILE,
+            )));
+        }
+        if hint.sizes.is_some() {
             index.trim_oversized();
         }
+        // Written once the writer below has synced what the scan found.
+        let found_sizes = sizes::Sizes::of(&index);
         if writing {
-            sizes::write(&dir, sizes::Sizes::of(&index));
             index.reserve_room();
         }
         let fresh = index.meta.is_none();
@@ -1325,6 +1366,7 @@ impl LogStore {
             // What the scan found may be unsynced (a relaxed writer was killed): sync it, so
             // every block this handle reports is on the device.
             file.sync_data().map_err(io_err(path))?;
+            sizes::write(&dir, found_sizes, meta.block);
             Some(Writer {
                 seg: *seg,
                 file,
@@ -2746,7 +2788,11 @@ impl BulkLoad<'_> {
     pub fn finish(mut self, root: Hash32, block: u64) -> Result<Meta, LogError> {
         self.checkpoint(root, block, false)?;
         self.store.sync()?;
-        sizes::write(&self.store.inner.dir, sizes::Sizes::of(&self.store.index()));
+        sizes::write(
+            &self.store.inner.dir,
+            sizes::Sizes::of(&self.store.index()),
+            block,
+        );
         self.store.meta = self.store.stored_meta();
         Ok(self.store.meta)
     }

@@ -8,12 +8,19 @@
 //! same opens (`bintrie info`) peak at 2.0 and 7.7 GB and take 6.3-9.3 s and 30.5-32.0 s
 //! instead of 9.6-10.4 s and 41.8-50.9 s.
 //!
-//! The file is only a hint: written (to a temporary file, then renamed) by every writable
-//! open after its scan, never synced, and ignored when it is missing, unreadable, from
-//! another version, or names more entries than the log could hold (a record is at least
-//! [`HEADER`] bytes). A table it made too large (a state that shrank, a file from elsewhere)
-//! is cut back to its entries after the scan, so the hint can cost a moment of memory, never
-//! more than that.
+//! The sizes are only a hint: written (to a temporary file, then renamed) by every writable
+//! open after its scan, by a writer's close and by a finished bulk load, never synced, and
+//! ignored when they are missing, unreadable, from another version, or name more entries than
+//! the log could hold (a record is at least [`HEADER`] bytes). A table they made too large (a
+//! state that shrank, a file from elsewhere) is cut back to its entries after the scan, so
+//! the hint can cost a moment of memory, never more than that.
+//!
+//! The file also names the block the log held when it was written (version 2; version 1
+//! files name none), and it is written only once that block is synced. A crash can tear only
+//! what was written after the last sync, so a log that opens at an earlier block than its
+//! file names has lost blocks that were on the device: its segments were cut, emptied or
+//! replaced. The open refuses it ([`crate::LogError::Corrupt`]) instead of carrying on from
+//! the older state as though it were a torn tail.
 
 use crate::record::HEADER;
 use crate::{INDEX_ROOM, Index};
@@ -26,8 +33,11 @@ pub(crate) const SIZES_FILE: &str = "index-sizes";
 /// The most bytes [`SIZES_FILE`] may hold (it holds about 100).
 const MAX_FILE: u64 = 1024;
 
-/// The first line of [`SIZES_FILE`].
-const VERSION_LINE: &str = "bintrie log index sizes 1";
+/// The first line of [`SIZES_FILE`] as written now: the sizes, then the block.
+const VERSION_LINE: &str = "bintrie log index sizes 2";
+
+/// The first line of the files written before the block was added (read, never written).
+const VERSION_1_LINE: &str = "bintrie log index sizes 1";
 
 /// The entries of each of the index's tables, in the file's order: the top paths, the other
 /// paths of one word, the long paths, the stems, the code.
@@ -55,35 +65,69 @@ impl Sizes {
         self.0.iter().sum()
     }
 
-    fn to_text(self) -> String {
+    /// The file's text: these sizes, and `block` as the block the log held.
+    fn to_text(self, block: u64) -> String {
         let mut text = format!("{VERSION_LINE}\n");
         for (name, n) in NAMES.iter().zip(self.0) {
             text.push_str(&format!("{name} {n}\n"));
         }
+        text.push_str(&format!("block {block}\n"));
         text
     }
 
-    /// Parses [`Sizes::to_text`]'s output; `None` for anything else.
-    fn parse(text: &str) -> Option<Sizes> {
+    /// Parses [`Sizes::to_text`]'s output (the block `Some`) or a version 1 file's (the
+    /// block `None`); `None` for anything else.
+    fn parse(text: &str) -> Option<(Sizes, Option<u64>)> {
         let mut lines = text.lines();
-        if lines.next()? != VERSION_LINE {
-            return None;
-        }
-        let mut sizes = [0usize; 5];
-        for (name, size) in NAMES.iter().zip(&mut sizes) {
+        let with_block = match lines.next()? {
+            VERSION_LINE => true,
+            VERSION_1_LINE => false,
+            _ => return None,
+        };
+        let mut field = |name: &str| -> Option<u64> {
             let (key, value) = lines.next()?.split_once(' ')?;
-            if key != *name || value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+            if key != name || value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            *size = value.parse().ok()?;
+            value.parse().ok()
+        };
+        let mut sizes = [0usize; 5];
+        for (name, size) in NAMES.iter().zip(&mut sizes) {
+            *size = usize::try_from(field(name)?).ok()?;
         }
-        lines.next().is_none().then_some(Sizes(sizes))
+        let block = if with_block {
+            Some(field("block")?)
+        } else {
+            None
+        };
+        lines.next().is_none().then_some((Sizes(sizes), block))
     }
 }
 
-/// The sizes in `dir`'s [`SIZES_FILE`], when it holds sizes that a log of `log_bytes` bytes
-/// could have (together at most one entry per [`HEADER`] bytes); `None` otherwise.
-pub(crate) fn read(dir: &Path, log_bytes: u64) -> Option<Sizes> {
+/// What [`SIZES_FILE`] says, each part `None` where it says nothing usable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hint {
+    /// The tables' sizes, when a log of the given bytes could hold them.
+    pub(crate) sizes: Option<Sizes>,
+    /// The block the log held (synced) when the file was written.
+    pub(crate) block: Option<u64>,
+}
+
+/// What `dir`'s [`SIZES_FILE`] says: its sizes when a log of `log_bytes` bytes could have
+/// them (together at most one entry per [`HEADER`] bytes), and its block. Both `None` when the
+/// file is missing, unreadable or not one of ours.
+pub(crate) fn read(dir: &Path, log_bytes: u64) -> Hint {
+    let Some((sizes, block)) = parse_file(dir) else {
+        return Hint::default();
+    };
+    Hint {
+        sizes: bounded(dir, sizes, log_bytes),
+        block,
+    }
+}
+
+/// The parsed [`SIZES_FILE`] of `dir`, if it is one.
+fn parse_file(dir: &Path) -> Option<(Sizes, Option<u64>)> {
     use std::io::Read as _;
     // The file is a few lines: reading at most MAX_FILE bytes, a larger one (it is not ours)
     // is refused without being read whole.
@@ -96,7 +140,11 @@ pub(crate) fn read(dir: &Path, log_bytes: u64) -> Option<Sizes> {
     if text.len() as u64 > MAX_FILE {
         return None;
     }
-    let sizes = Sizes::parse(std::str::from_utf8(&text).ok()?)?;
+    Sizes::parse(std::str::from_utf8(&text).ok()?)
+}
+
+/// `sizes` when a log of `log_bytes` bytes could hold that many entries.
+fn bounded(dir: &Path, sizes: Sizes, log_bytes: u64) -> Option<Sizes> {
     let total = sizes
         .0
         .iter()
@@ -109,12 +157,13 @@ pub(crate) fn read(dir: &Path, log_bytes: u64) -> Option<Sizes> {
     Some(sizes)
 }
 
-/// Writes `sizes` into `dir`'s [`SIZES_FILE`] (a temporary file renamed over it, not synced:
-/// a torn file is ignored at the next open). A failure is logged, not returned: the hint only
-/// saves time.
-pub(crate) fn write(dir: &Path, sizes: Sizes) {
+/// Writes `sizes` and `block` into `dir`'s [`SIZES_FILE`] (a temporary file renamed over it,
+/// not synced: a torn file is ignored at the next open, an older one names an older block).
+/// Call it only once `block` is synced. A failure is logged, not returned: without the file
+/// the next open sizes nothing ahead and checks no block.
+pub(crate) fn write(dir: &Path, sizes: Sizes, block: u64) {
     let tmp = dir.join(format!("{SIZES_FILE}.tmp"));
-    let written = std::fs::write(&tmp, sizes.to_text())
+    let written = std::fs::write(&tmp, sizes.to_text(block))
         .and_then(|()| std::fs::rename(&tmp, dir.join(SIZES_FILE)));
     if let Err(e) = written {
         tracing::debug!(dir = %dir.display(), error = %e, "could not write the index sizes");
@@ -166,10 +215,18 @@ mod tests {
     #[test]
     fn sizes_read_back_as_written_and_anything_else_is_none() {
         let sizes = Sizes([1, 20, 0, 300, 4_000_000_000]);
-        assert_eq!(Sizes::parse(&sizes.to_text()), Some(sizes));
+        assert_eq!(Sizes::parse(&sizes.to_text(7)), Some((sizes, Some(7))));
+        // A version 1 file (before the block) still sizes the index, and names no block.
+        let v1 = "bintrie log index sizes 1\nupper 1\nlower 2\nlong 3\nstems 4\ncode 5\n";
+        assert_eq!(Sizes::parse(v1), Some((Sizes([1, 2, 3, 4, 5]), None)));
         for bad in [
             "",
+            "bintrie log index sizes 3\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\nblock 1\n",
             "bintrie log index sizes 2\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\n",
+            "bintrie log index sizes 2\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\nblock -1\n",
+            "bintrie log index sizes 2\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\nblock 1\nmore 1\n",
+            "bintrie log index sizes 2\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\nblock 99999999999999999999\n",
+            "bintrie log index sizes 1\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\nblock 1\n",
             "bintrie log index sizes 1\nupper 1\nlower 1\nlong 1\nstems 1\n",
             "bintrie log index sizes 1\nupper 1\nlower 1\nlong 1\nstems 1\ncode 1\nmore 1\n",
             "bintrie log index sizes 1\nupper 1\nlower 1\nlong 1\nstems 1\ncode -1\n",
@@ -184,19 +241,31 @@ mod tests {
     }
 
     #[test]
-    fn sizes_beyond_what_the_log_can_hold_are_ignored() {
+    fn sizes_beyond_what_the_log_can_hold_are_ignored_and_the_block_kept() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), Sizes([1, 10, 0, 10, 0]));
-        assert_eq!(read(dir.path(), 210), Some(Sizes([1, 10, 0, 10, 0])));
-        assert_eq!(read(dir.path(), 209), None, "21 entries need 210 bytes");
-        write(dir.path(), Sizes([usize::MAX, usize::MAX, 1, 1, 1]));
-        assert_eq!(read(dir.path(), u64::MAX), None, "the total overflows");
-        assert_eq!(read(&dir.path().join("missing"), 1 << 40), None);
+        write(dir.path(), Sizes([1, 10, 0, 10, 0]), 3);
+        let sized = |sizes| Hint {
+            sizes,
+            block: Some(3),
+        };
+        assert_eq!(read(dir.path(), 210), sized(Some(Sizes([1, 10, 0, 10, 0]))));
+        assert_eq!(
+            read(dir.path(), 209),
+            sized(None),
+            "21 entries need 210 bytes"
+        );
+        write(dir.path(), Sizes([usize::MAX, usize::MAX, 1, 1, 1]), 3);
+        assert_eq!(
+            read(dir.path(), u64::MAX),
+            sized(None),
+            "the total overflows"
+        );
+        assert_eq!(read(&dir.path().join("missing"), 1 << 40), Hint::default());
         // A file far larger than sizes ever are is refused without being read whole.
-        let mut big = Sizes([1, 1, 1, 1, 1]).to_text();
+        let mut big = Sizes([1, 1, 1, 1, 1]).to_text(3);
         big.push_str(&"\n".repeat(MAX_FILE as usize));
         std::fs::write(dir.path().join(SIZES_FILE), big).unwrap();
-        assert_eq!(read(dir.path(), 1 << 40), None);
+        assert_eq!(read(dir.path(), 1 << 40), Hint::default());
     }
 
     #[test]

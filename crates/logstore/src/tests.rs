@@ -131,6 +131,9 @@ fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
     let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    // A crash mid-block closes nothing: the index-sizes file stays as the open left it.
+    let hint = dir.path().join(crate::INDEX_SIZES_FILE);
+    let at_open = std::fs::read(&hint).unwrap();
     let r1 = commit(&mut trie, random_writes(&mut rng, 500), 1);
     let seg = dir.path().join("log.000001");
     let after1 = std::fs::metadata(&seg).unwrap().len();
@@ -145,6 +148,7 @@ fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
         full.len() as u64 - 1,
     ] {
         std::fs::write(&seg, &full[..cut as usize]).unwrap();
+        std::fs::write(&hint, &at_open).unwrap();
         let store = LogStore::open(dir.path(), &opts(5)).unwrap();
         assert_eq!(
             (store.meta().block, store.meta().root),
@@ -157,6 +161,51 @@ fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
         drop(trie);
         std::fs::write(&seg, &full).unwrap();
     }
+}
+
+/// A crash tears only a block never synced, and the index-sizes file names only synced
+/// blocks: a log cut below the block its writer closed at (here emptied, or cut inside a
+/// block it had closed with) lost blocks that were on the device, and every open refuses it
+/// by name, where it used to open the older state as though a crash had torn the tail.
+/// Removing the file accepts the older state.
+#[test]
+fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    let r1 = commit(&mut trie, random_writes(&mut rng, 300), 1);
+    let seg = dir.path().join("log.000001");
+    let after1 = std::fs::metadata(&seg).unwrap().len();
+    commit(&mut trie, random_writes(&mut rng, 300), 2);
+    commit(&mut trie, random_writes(&mut rng, 300), 3);
+    drop(trie);
+    let full = std::fs::read(&seg).unwrap();
+    for cut in [0, after1, after1 + 100] {
+        std::fs::write(&seg, &full[..cut as usize]).unwrap();
+        for read_only in [true, false] {
+            let opened = if read_only {
+                LogStore::open_read_only(dir.path())
+            } else {
+                LogStore::open(dir.path(), &opts(5))
+            };
+            match opened {
+                Err(LogError::Corrupt(why)) => assert!(
+                    why.contains("yet it held block 3") && why.contains("index-sizes"),
+                    "cut at {cut}: {why}"
+                ),
+                other => panic!(
+                    "cut at {cut}, read-only {read_only}: {:?}",
+                    other.map(|s| s.meta())
+                ),
+            }
+        }
+    }
+    std::fs::remove_file(dir.path().join(crate::INDEX_SIZES_FILE)).unwrap();
+    let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+    assert_eq!((store.meta().block, store.meta().root), (1, r1));
+    drop(store);
+    // The open and the close wrote the file again: the log is trusted at block 1 from here.
+    assert!(LogStore::open_read_only(dir.path()).is_ok());
 }
 
 #[test]
@@ -446,7 +495,7 @@ fn the_index_sizes_size_the_next_open_and_a_wrong_file_changes_nothing() {
 
     let store = LogStore::open(dir.path(), &opts(5)).unwrap();
     let log_bytes = store.info().log_bytes;
-    assert_eq!(crate::sizes::read(dir.path(), log_bytes), Some(sizes));
+    assert_eq!(crate::sizes::read(dir.path(), log_bytes).sizes, Some(sizes));
     assert_eq!(index_snapshot(&store), expected);
     drop(store);
     let sized = LogStore::open_read_only(dir.path()).unwrap();
@@ -545,7 +594,8 @@ fn a_bulk_load_opens_as_the_tree_it_was_given_and_an_unfinished_one_is_refused()
     );
     assert!(sizes.entries() > blobs.len());
     drop(store);
-    assert_eq!(crate::sizes::read(dir.path(), log_bytes), Some(sizes));
+    let hint = crate::sizes::read(dir.path(), log_bytes);
+    assert_eq!((hint.sizes, hint.block), (Some(sizes), Some(1)));
     let mut store = LogStore::open(dir.path(), &opts(6)).unwrap();
     assert_eq!(
         store.get_code(&[3; 32], None).unwrap().unwrap(),
