@@ -38,7 +38,7 @@ pub(crate) struct BlockchainTestArgs {
     no_progress: bool,
 }
 
-/// Runs `bintrie blockchain-test`; exit status 1 (an error) when any test fails.
+/// Runs `bintrie blockchain-test`; exit status 1 (an error) when any test fails or none ran.
 pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
     let filter = args
         .filter
@@ -108,6 +108,16 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
         writeln!(out, "{summary} ({} files)", files.len()).context("writing output")?;
     }
     out.flush().context("writing output")?;
+    if results.is_empty() {
+        bail!(
+            "no test ran: {}",
+            if filter.is_some() {
+                "--filter matched no test in the given files"
+            } else {
+                "the given files hold no test"
+            }
+        );
+    }
     if summary.failed > 0 {
         bail!("{} of {} tests failed", summary.failed, results.len());
     }

@@ -255,6 +255,47 @@ const PRE_MERGE: [EthereumHardfork; 14] = [
     EthereumHardfork::GrayGlacier,
 ];
 
+/// Whether `network` names a fork schedule of Ethereum's tests, supported or not: a fork
+/// (`Frontier` … `Osaka`) or a transition between two (`BerlinToLondonAt5`,
+/// `ArrowGlacierToParisAtDiffC0000`, `ParisToShanghaiAtTime15k`, …). A test whose network is
+/// not one (a typo, a fork this code has never heard of) is a fault of the test, not a
+/// schedule the executor leaves out.
+pub(crate) fn is_known_network(network: &str) -> bool {
+    const FORKS: [&str; 21] = [
+        "Frontier",
+        "Homestead",
+        "Dao",
+        "EIP150",
+        "EIP158",
+        "Byzantium",
+        "Constantinople",
+        "ConstantinopleFix",
+        "Petersburg",
+        "Istanbul",
+        "MuirGlacier",
+        "Berlin",
+        "London",
+        "ArrowGlacier",
+        "GrayGlacier",
+        "Paris",
+        "Merge",
+        "Shanghai",
+        "Cancun",
+        "Prague",
+        "Osaka",
+    ];
+    let fork = |name: &str| FORKS.contains(&name);
+    match network.split_once("To") {
+        None => fork(network),
+        Some((from, to)) => {
+            fork(from)
+                && to.rsplit_once("At").is_some_and(|(to, at)| {
+                    fork(to) && !at.is_empty() && at.bytes().all(|b| b.is_ascii_alphanumeric())
+                })
+        }
+    }
+}
+
 fn pre_merge(network: &str) -> String {
     format!(
         "network `{network}` is not supported: its blocks run before the Merge (or it is \
@@ -301,6 +342,39 @@ mod tests {
                 .blob_params(0)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_networks_of_ethereums_tests_are_known_and_others_are_not() {
+        for n in [
+            "Cancun",
+            "Frontier",
+            "FrontierToHomesteadAt5",
+            "HomesteadToDaoAt5",
+            "HomesteadToEIP150At5",
+            "EIP158ToByzantiumAt5",
+            "ByzantiumToConstantinopleFixAt5",
+            "BerlinToLondonAt5",
+            "ArrowGlacierToParisAtDiffC0000",
+            "ParisToShanghaiAtTime15k",
+            "PragueToOsakaAtTime15k",
+        ] {
+            assert!(is_known_network(n), "{n}");
+        }
+        for n in [
+            "",
+            "Foo",
+            "cancun",
+            "Cancun ",
+            "CancunToNonsenseAtTime15k",
+            "NonsenseToCancunAtTime15k",
+            "ParisToShanghai",
+            "ParisToShanghaiAt",
+            "ParisToShanghaiAt-5",
+            "ParisToShanghaiAtTime15kToCancunAtTime15k",
+        ] {
+            assert!(!is_known_network(n), "{n}");
+        }
     }
 
     #[test]

@@ -115,6 +115,32 @@ fn filter_selects_by_name_and_bad_input_is_an_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no .json"), "{}", stderr(&out));
+    // Nothing ran: a filter that matches no test, a file that holds none.
+    let out = bin()
+        .args([
+            "blockchain-test",
+            "--no-progress",
+            "--filter",
+            "zzzz-no-such-test",
+        ])
+        .arg(&valid)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--filter matched no test"),
+        "{}",
+        stderr(&out)
+    );
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "{}").unwrap();
+    let out = bin()
+        .args(["blockchain-test", "--no-progress"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("hold no test"), "{}", stderr(&out));
 }
 
 #[test]

@@ -161,7 +161,15 @@ const STATE_ROOT_ONLY: &str = "BlockException.INVALID_STATE_ROOT";
 pub fn run_test(test: &BlockchainTest, options: &TestOptions) -> TestOutcome {
     let chain = match ChainSpec::from_network(&test.network) {
         Ok(c) => c,
-        Err(e) => return TestOutcome::skipped(e.to_string()),
+        Err(e) if crate::chain::is_known_network(&test.network) => {
+            return TestOutcome::skipped(e.to_string());
+        }
+        Err(_) => {
+            return TestOutcome::failed(format!(
+                "network `{}` is not a fork schedule of Ethereum's tests",
+                test.network
+            ));
+        }
     };
     if let Some(e) = test
         .blocks

@@ -113,9 +113,11 @@ pub fn parse_test(name: &str, t: &Value) -> Result<BlockchainTest> {
             })
         })
         .collect::<Result<_>>()?;
-    let post = match t.get("postState") {
-        Some(p) => Some(accounts(p, "postState")?),
-        None => None,
+    let post = match (t.get("postState"), t.get("postStateHash")) {
+        (Some(p), _) => Some(accounts(p, "postState")?),
+        (None, Some(_)) => None,
+        // Without either the test states no result: it would pass on any state.
+        (None, None) => bail!("neither `postState` nor `postStateHash` is given"),
     };
     let last = field("lastblockhash")?
         .as_str()

@@ -122,6 +122,9 @@ fn unsupported_and_unrepresentable_tests_are_skipped_with_the_reason() {
     let o = run(&t);
     assert_eq!(o.status, Status::Skipped);
     assert!(o.reason.unwrap().contains("proof-of-work"));
+    // A network no test names is the test's fault, not a schedule left out.
+    t.network = "Foo".into();
+    failed_with(&run(&t), "network `Foo` is not a fork schedule");
 
     let mut t = one(VALID);
     let acct = t.pre.values_mut().next().unwrap();
@@ -158,6 +161,13 @@ fn malformed_tests_are_errors_not_panics() {
     let mut t = good.clone();
     t.as_object_mut().unwrap().remove("pre");
     assert!(format!("{:#}", parse_test("t", &t).unwrap_err()).contains("`pre` is missing"));
+    // A test that states no result at all would pass on any state.
+    let mut t = good.clone();
+    t.as_object_mut().unwrap().remove("postState");
+    let e = format!("{:#}", parse_test("t", &t).unwrap_err());
+    assert!(e.contains("neither `postState` nor `postStateHash`"), "{e}");
+    t["postStateHash"] = Value::from(format!("0x{}", "11".repeat(32)));
+    assert!(parse_test("t", &t).unwrap().post.is_none());
     let mut t = good;
     let acct = t["pre"]
         .as_object_mut()
