@@ -119,16 +119,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
             })
         });
         if result.is_err() && created_dir && !other_writer {
-            let _ = std::fs::remove_dir(&args.db);
-            let log_only = std::fs::read_dir(&args.db).is_ok_and(|d| {
-                d.filter_map(Result::ok)
-                    .all(|e| matches!(e.file_name().to_str(), Some("LOCK" | "log.000001")))
-            });
-            let empty = bintrie_logstore::LogStore::open_read_only(&args.db)
-                .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
-            if log_only && empty {
-                let _ = std::fs::remove_dir_all(&args.db);
-            }
+            remove_if_empty_log(&args.db);
         }
         return result;
     }
@@ -158,6 +149,27 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
         remove_if_empty(&args.db, e);
     }
     result
+}
+
+/// Removes `dir` when it holds only what opening a new log leaves (the lock, the first
+/// segment, the index-sizes file and its temporary) and that log has no block and no node:
+/// a failed import of a log it created leaves nothing behind.
+fn remove_if_empty_log(dir: &std::path::Path) {
+    let _ = std::fs::remove_dir(dir);
+    let sizes = bintrie_logstore::INDEX_SIZES_FILE;
+    let sizes_tmp = format!("{sizes}.tmp");
+    let log_only = std::fs::read_dir(dir).is_ok_and(|d| {
+        d.filter_map(Result::ok).all(|e| {
+            e.file_name().to_str().is_some_and(|name| {
+                ["LOCK", "log.000001", sizes, sizes_tmp.as_str()].contains(&name)
+            })
+        })
+    });
+    let empty = bintrie_logstore::LogStore::open_read_only(dir)
+        .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
+    if log_only && empty {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Blocks `import` commits between MDBX syncs unless --buffer-blocks says otherwise.
@@ -831,4 +843,41 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
         .context("writing output")?;
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What opening a new log leaves is removed after a failed import (the index-sizes file
+    /// had kept it: a hostile-user pass found the directory left on a full disk); a log with
+    /// a block, or anything else in the directory, stays.
+    #[test]
+    fn a_failed_log_import_removes_only_the_empty_log_it_made() {
+        use bintrie_logstore::{LogOptions, LogStore};
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("fresh");
+        drop(LogStore::open(&fresh, &LogOptions::default()).unwrap());
+        assert!(fresh.join(bintrie_logstore::INDEX_SIZES_FILE).exists());
+        remove_if_empty_log(&fresh);
+        assert!(!fresh.exists(), "the empty log was left behind");
+
+        let other = dir.path().join("other");
+        drop(LogStore::open(&other, &LogOptions::default()).unwrap());
+        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+        remove_if_empty_log(&other);
+        assert!(other.join("notes.txt").exists());
+
+        let used = dir.path().join("used");
+        let store = LogStore::open(&used, &LogOptions::default()).unwrap();
+        let mut trie: Trie<LogStore> = Trie::new(store, 5).unwrap();
+        trie.insert(TreeKey::from_bytes([7; 32]), [1; 32]).unwrap();
+        trie.commit().unwrap();
+        drop(trie);
+        remove_if_empty_log(&used);
+        assert!(
+            used.join("log.000001").exists(),
+            "a log with nodes was removed"
+        );
+    }
 }
