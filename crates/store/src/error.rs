@@ -19,6 +19,21 @@ pub enum StoreError {
     /// the database is still at its last committed block.
     #[error("no space left on the disk holding the database; the last committed block is intact")]
     DiskFull,
+    /// The filesystem holding the database has too little space for MDBX to open it: MDBX
+    /// maps its lock file (`mdbx.lck`) into memory, and a page of it that the filesystem cannot
+    /// back kills the process (SIGBUS) instead of failing a call. Checked before the open when
+    /// the lock file is missing or not wholly allocated; nothing was written.
+    #[error(
+        "{dir}: only {free} bytes are free on its filesystem, too little to open it (MDBX maps \
+         its lock file into memory, and a page the filesystem cannot back would kill the \
+         process): free at least 1 MiB and open it again; nothing was written"
+    )]
+    NoRoomToOpen {
+        /// The database directory.
+        dir: PathBuf,
+        /// The bytes free on its filesystem.
+        free: u64,
+    },
     /// The database was created with another group depth.
     #[error("the database stores group depth {stored}, {requested} was asked for")]
     GroupDepthMismatch {

@@ -174,6 +174,7 @@ impl StateStore {
             _ => Ok(()),
         };
         if options.read_only {
+            check_room_for_lock(&dir)?;
             let _open_lock = DirLock::shared(&dir);
             let (db, meta) = open_read_only(&dir)?;
             let meta = meta.ok_or_else(|| StoreError::NotADatabase {
@@ -211,6 +212,7 @@ impl StateStore {
         // at once would each see the other's half-made file and call it "not a database";
         // opens are serialised by a lock on the directory, held until the tables exist.
         std::fs::create_dir_all(&dir)?;
+        check_room_for_lock(&dir)?;
         let _open_lock = DirLock::exclusive(&dir);
         let exists = exists || data.exists();
         if exists {
@@ -482,4 +484,52 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
         }
     };
     empty && std::fs::remove_dir_all(dir).is_ok()
+}
+
+/// Free bytes on the database's filesystem below which an open whose lock file is not wholly
+/// allocated is refused ([`StoreError::NoRoomToOpen`]): a few pages would do, this leaves room.
+const MIN_FREE_TO_OPEN: u64 = 1 << 20;
+
+/// Refuses to open the database in `dir` when MDBX would map a lock file the filesystem may
+/// not be able to back ([`StoreError::NoRoomToOpen`]).
+fn check_room_for_lock(dir: &FsPath) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let lck = std::fs::metadata(dir.join("mdbx.lck"))
+        .ok()
+        .map(|m| (m.blocks().saturating_mul(512), m.len()));
+    match free_bytes(dir) {
+        Some(free) if lock_needs_room(lck, free) => Err(StoreError::NoRoomToOpen {
+            dir: dir.to_path_buf(),
+            free,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether an open must be refused for room: the lock file (its allocated bytes and its
+/// length, `None` when missing) may need pages the filesystem's `free` bytes cannot give.
+fn lock_needs_room(lck: Option<(u64, u64)>, free: u64) -> bool {
+    let whole = lck.is_some_and(|(allocated, len)| allocated >= len);
+    !whole && free < MIN_FREE_TO_OPEN
+}
+
+#[cfg(test)]
+mod room_tests {
+    use super::*;
+
+    #[test]
+    fn an_open_is_refused_for_room_only_when_the_lock_file_may_need_pages() {
+        let little = MIN_FREE_TO_OPEN - 1;
+        assert!(lock_needs_room(None, little), "no lock file yet");
+        assert!(
+            lock_needs_room(Some((4096, 65_536)), little),
+            "a sparse one"
+        );
+        assert!(
+            !lock_needs_room(Some((65_536, 65_536)), little),
+            "wholly allocated"
+        );
+        assert!(!lock_needs_room(None, MIN_FREE_TO_OPEN), "room enough");
+        assert!(!lock_needs_room(Some((0, 65_536)), 1 << 30));
+    }
 }
