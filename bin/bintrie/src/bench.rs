@@ -91,6 +91,8 @@ pub(crate) struct BenchArgs {
     /// building new ones (for iterating on the engine; not for reported studies). A log
     /// layout's copy is cut back to the state it was copied at (the blocks earlier runs wrote
     /// on it dropped) instead of copied again, when it then opens at the MDBX database's root.
+    /// A database built from other --stems, --seed, --holders (or one that does not record
+    /// them) is refused: run without this flag to rebuild it.
     #[arg(long, requires = "db_dir")]
     reuse_databases: bool,
     /// `durable`: every committed block survives a power loss (the default; an fsync per

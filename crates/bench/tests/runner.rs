@@ -364,6 +364,28 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
         assert_eq!(blocks(&opts), fresh, "{field}");
         assert!(!marker.exists(), "{field}: copied again");
     }
+    // The MDBX database is reused only for the state it was built from: another seed or size
+    // is refused by name (it used to be measured and reported as the state asked for), and
+    // so is a database that records nothing.
+    let built_from = dir.path().join("dbs/db-p4096-g4/bench-built-from.json");
+    assert!(built_from.exists());
+    for change in [
+        (|o: &mut StudyOptions| o.config.seed += 1) as fn(&mut StudyOptions),
+        |o| o.config.stems += 1,
+    ] {
+        let mut other = tiny_approve_study(dir.path().join("dbs"), 3, Layout::Log);
+        other.keep_databases = true;
+        other.reuse_databases = true;
+        change(&mut other);
+        let err = format!("{:#}", run_study(&other).unwrap_err());
+        assert!(err.contains("was built from"), "{err}");
+    }
+    std::fs::remove_file(&built_from).unwrap();
+    let err = format!("{:#}", run_study(&opts).unwrap_err());
+    assert!(
+        err.contains("does not record what it was built from"),
+        "{err}"
+    );
 }
 
 /// Two studies on one `--db-dir` would delete each other's databases (a study removes a

@@ -306,6 +306,57 @@ struct Study<'a> {
     runs: Vec<RunRow>,
 }
 
+/// What a study database's random state was built from, kept beside it
+/// ([`BuiltFrom::FILE`]) so that `--reuse-databases` measures only a database of the state
+/// the run asks for: reused with other stems or another seed, it used to be measured and
+/// reported under the new run's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct BuiltFrom {
+    stems: u64,
+    seed: u64,
+    holders: u64,
+    page_size: u32,
+    group_depth: u8,
+}
+
+impl BuiltFrom {
+    /// The file in the database directory.
+    const FILE: &str = "bench-built-from.json";
+
+    /// Writes this record into `dir` (after its build).
+    fn record(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(Self::FILE);
+        std::fs::write(&path, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Refuses to reuse `dir` unless it records that it was built from this.
+    fn check(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(Self::FILE);
+        let found: BuiltFrom = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("--reuse-databases: reading {}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                "--reuse-databases: {} does not record what it was built from (no {}; built \
+                 before 2026-12-06): run once without --reuse-databases to rebuild it",
+                dir.display(),
+                Self::FILE
+            ),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("--reuse-databases: reading {}", path.display()));
+            }
+        };
+        ensure!(
+            found == *self,
+            "--reuse-databases: {} was built from {found:?}, this run asks for {self:?}: run \
+             without --reuse-databases to rebuild it",
+            dir.display()
+        );
+        Ok(())
+    }
+}
+
 impl Study<'_> {
     /// Builds (or reuses) the database of `stems` random stems, `page_size` and group depth
     /// `g`, measures every workload, read path and prefetch setting on it, and deletes it
@@ -344,13 +395,23 @@ impl Study<'_> {
             opts.memory_budget >> 20
         ));
         build.enable_steady_tick(Duration::from_millis(200));
+        let built_from = BuiltFrom {
+            stems,
+            seed: config.seed,
+            holders: config.holders,
+            page_size,
+            group_depth: g,
+        };
         let result = (|| -> Result<()> {
             let (mut bench, info) = if reuse {
+                built_from.check(&dir)?;
                 Bench::reopen(&dir, g, page_size, config)?
             } else {
-                Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
+                let built = Bench::build(&dir, g, page_size, config, opts.memory_budget, &|n| {
                     build.set_position(n)
-                })?
+                })?;
+                built_from.record(&dir)?;
+                built
             };
             build.finish_and_clear();
             tracing::info!(
