@@ -583,7 +583,9 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
     let meta = shape.meta;
     let (min, mean, max) = shape.depth_summary();
     let (groups, stems, codes, size) = (shape.groups, shape.stems, shape.code, shape.file_bytes);
-    let journaled = store.journaled_blocks();
+    let journal = store.check_journal();
+    let journaled = journal.as_ref().map_or_else(|_| Vec::new(), Vec::clone);
+    let journal_error = journal.as_ref().err().map(|e| e.to_string());
     let mut out = std::io::stdout().lock();
     if args.json {
         let hist: serde_json::Map<String, serde_json::Value> = shape
@@ -606,6 +608,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             "db_bytes": size,
             "stem_depth": {"min": min, "mean": mean, "max": max, "histogram": hist},
             "journaled_blocks": journaled,
+            "journal_error": journal_error,
         });
         writeln!(out, "{j}")
     } else {
@@ -619,8 +622,9 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             meta.group_depth,
             meta.page_size,
         )
-        .and_then(|()| match (journaled.first(), journaled.last()) {
-            (Some(a), Some(b)) => writeln!(
+        .and_then(|()| match (&journal_error, journaled.first(), journaled.last()) {
+            (Some(e), _, _) => writeln!(out, "journal      damaged: {e}"),
+            (None, Some(a), Some(b)) => writeln!(
                 out,
                 "journal      blocks {a}..={b} committed but not yet synced (a power loss \
                  takes MDBX back before them; the next writer replays them)"
@@ -808,7 +812,10 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
         );
         bar
     };
-    let result = store.verify(&|n| bar.set_position(n));
+    // A journal every writer would refuse is a failure too, though MDBX's state checks out.
+    let result = store
+        .verify(&|n| bar.set_position(n))
+        .and_then(|r| store.check_journal().map(|_| r));
     bar.finish_and_clear();
     let mut out = std::io::stdout().lock();
     let written = match (&result, args.json) {

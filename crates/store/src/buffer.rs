@@ -355,7 +355,8 @@ impl Journal {
         let size = file.metadata().map_err(|e| with_path(e, &path))?.len();
         if size > MAX_JOURNAL {
             return Err(StoreError::Corrupt(format!(
-                "the write journal {} holds {size} bytes, more than any buffer writes                  ({MAX_JOURNAL}): not a journal of this database; move it away",
+                "the write journal {} holds {size} bytes, more than any buffer writes \
+                 ({MAX_JOURNAL}): not a journal of this database; move it away",
                 path.display()
             )));
         }

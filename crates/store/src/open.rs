@@ -191,8 +191,10 @@ impl StateStore {
                 tracing::warn!(
                     at = meta.block,
                     journaled = last.meta.block,
-                    "the database's write journal holds blocks past its last sync (a writer \
-                     lost power before its flush): open it for writing once to replay them"
+                    "the database's write journal holds blocks past MDBX's last sync: a \
+                     buffered writer's that is still running (its next flush syncs them), or \
+                     one's that stopped before its flush (the next writer replays them); this \
+                     handle reads the synced block"
                 );
             }
             return Ok(StateStore {

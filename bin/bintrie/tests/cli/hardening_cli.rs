@@ -283,6 +283,38 @@ fn verify_names_a_flipped_byte_and_get_verified_refuses_it() {
     assert_eq!(info_json(&db)["block"], 1);
 }
 
+/// A damaged write journal (which every writer refuses) is reported by `info` and fails
+/// `verify`, where `info` used to say "journal empty" and `verify` "ok".
+#[test]
+fn a_damaged_journal_is_reported_not_taken_for_an_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(50, 8)).unwrap();
+    let db = dir.path().join("db");
+    assert!(import(&db, &file, "10", &[]).status.success());
+    assert_eq!(info_json(&db)["journal_error"], serde_json::Value::Null);
+    std::fs::write(db.join("journal"), [0x55u8; 100]).unwrap();
+    let info = info_json(&db);
+    assert!(
+        info["journal_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("journal is damaged")),
+        "{info}"
+    );
+    let text = bin().args(["info", "--db"]).arg(&db).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("journal      damaged"));
+    let v = bin()
+        .args(["verify", "--json", "--no-progress", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(v.status.code(), Some(1), "{}", stderr(&v));
+    let j: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(j["ok"], false, "{j}");
+    // And a writer refuses it, as before.
+    assert!(!import(&db, &file, "10", &[]).status.success());
+}
+
 /// `verify --json` keeps its promise of one JSON object when the database cannot even be
 /// opened: a missing directory, a log whose segment is gone, an MDBX file that is not one.
 #[test]
