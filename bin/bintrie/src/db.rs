@@ -253,7 +253,7 @@ fn bulk_import(
         hex0x(root)
     )
     .and_then(|()| out.flush())
-    .context("writing output")
+    .context("writing output to stdout")
 }
 
 fn import_into(
@@ -372,13 +372,13 @@ where
             trie.store().durable_note()
         )
         .and_then(|()| out.flush())
-        .context("writing output")?;
+        .context("writing output to stdout")?;
         batch = lines.next_batch(batch_size)?;
     }
     if trie.store_mut().sync_last()? {
         writeln!(out, "{}", trie.store().durable_note())
             .and_then(|()| out.flush())
-            .context("writing output")?;
+            .context("writing output to stdout")?;
     }
     Ok(())
 }
@@ -442,7 +442,7 @@ fn info_log(args: &InfoArgs) -> Result<()> {
         )
     }
     .and_then(|()| out.flush())
-    .context("writing output")
+    .context("writing output to stdout")
 }
 
 #[derive(clap::Args, Debug)]
@@ -548,7 +548,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
         )
     }
     .and_then(|()| out.flush())
-    .context("writing output")
+    .context("writing output to stdout")
 }
 
 #[derive(clap::Args, Debug)]
@@ -563,7 +563,7 @@ pub(crate) struct InfoArgs {
 
 /// Opens an existing database read-only (never creates, formats or writes anything), at its
 /// own group depth.
-fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
+pub(crate) fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
     if bintrie_logstore::holds_log(dir) && !dir.join("mdbx.dat").exists() {
         bail!(
             "{} holds a state in the log layout: this command reads MDBX databases (`info` and \
@@ -633,7 +633,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
         })
     }
     .and_then(|()| out.flush())
-    .context("writing output")?;
+    .context("writing output to stdout")?;
     if !shape.is_consistent() {
         bail!(
             "flat stem table has {stems} stems but the node table {}: the database is inconsistent",
@@ -670,7 +670,7 @@ pub(crate) fn cmd_get(args: GetArgs) -> Result<()> {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", hex0x(v))
             .and_then(|()| out.flush())
-            .context("writing output")?;
+            .context("writing output to stdout")?;
     }
     Ok(())
 }
@@ -702,7 +702,7 @@ fn verify_unopened(args: &VerifyArgs, e: anyhow::Error) -> Result<()> {
             serde_json::json!({"ok": false, "error": format!("{e:#}")})
         )
         .and_then(|()| out.flush())
-        .context("writing output")?;
+        .context("writing output to stdout")?;
     }
     Err(e)
 }
@@ -783,7 +783,7 @@ fn verify_log(args: &VerifyArgs) -> Result<()> {
     };
     written
         .and_then(|()| out.flush())
-        .context("writing output")?;
+        .context("writing output to stdout")?;
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }
@@ -847,7 +847,7 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
     };
     written
         .and_then(|()| out.flush())
-        .context("writing output")?;
+        .context("writing output to stdout")?;
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }

@@ -275,7 +275,7 @@ pub(crate) fn print_line(line: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
-        .context("writing output")
+        .context("writing output to stdout")
 }
 
 #[cfg(test)]

@@ -46,17 +46,17 @@ pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
                 .with_context(|| format!("KEY {} ({k:?})", i + 1))
         })
         .collect::<Result<Vec<_>>>()?;
-    let store = StateStore::open_read_only(&args.db)
-        .with_context(|| format!("opening {}", args.db.display()))?;
+    // Names a log-layout directory as one (plain MDBX opening called it "no database").
+    let store = crate::db::open_existing(&args.db)?;
     let meta = store.meta();
     let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for key in &keys {
         let proof = trie.prove(key)?;
         let json = serde_json::to_string(&ProofJson::new(&meta.root, &proof))?;
-        writeln!(out, "{json}").context("writing output")?;
+        writeln!(out, "{json}").context("writing output to stdout")?;
     }
-    out.flush().context("writing output")
+    out.flush().context("writing output to stdout")
 }
 
 /// The largest proof read: a proof is under 20 KB, so anything larger is refused as not one
@@ -149,7 +149,7 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
             Some(v) => writeln!(out, "{}", hex0x(v)),
             None => writeln!(out, "absent"),
         }
-        .context("writing output")
+        .context("writing output to stdout")
     };
     loop {
         let read = input
@@ -207,5 +207,5 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
     if n == 0 {
         bail!("{src}: no proof in it");
     }
-    out.flush().context("writing output")
+    out.flush().context("writing output to stdout")
 }

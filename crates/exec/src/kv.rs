@@ -30,11 +30,16 @@ pub fn parse_b32(s: &str) -> Result<[u8; 32]> {
 /// Exactly `N` bytes of hex (0x optional); errors say how many digits were given.
 pub fn parse_hex_array<const N: usize>(s: &str) -> Result<[u8; N]> {
     let hex = strip_0x(s);
+    // A character that is no hex digit is named first: counted as a length, "é" among 63
+    // digits read "got 64 characters" where 64 were asked for.
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("not hex: {} ({})", shown(s), hex_fault(s));
+    }
     if hex.len() != 2 * N {
-        let digits = hex.chars().count();
         bail!(
-            "expected {N} bytes of hex ({} digits), got {digits} characters",
-            2 * N
+            "expected {N} bytes of hex ({} digits), got {} digits",
+            2 * N,
+            hex.len()
         );
     }
     // `decode_to_array` strips one 0x/0X prefix itself.
@@ -306,6 +311,16 @@ mod tests {
             let err = json_hex_bytes(&Value::from(code), "a.code").unwrap_err();
             assert!(err.to_string().starts_with("a.code: "), "{err}");
         }
+    }
+
+    /// A non-hex character is named, not counted: 63 digits and an "é" are not "64 characters".
+    #[test]
+    fn a_bad_character_is_named_before_the_length() {
+        let s = format!("{}é", "0".repeat(63));
+        let e = parse_b32(&s).unwrap_err().to_string();
+        assert!(e.contains("invalid character 'é' at position 63"), "{e}");
+        let e = parse_b32(&"0".repeat(63)).unwrap_err().to_string();
+        assert!(e.contains("(64 digits), got 63 digits"), "{e}");
     }
 
     /// `u8::from_str_radix("+1", 16)` is `Ok(1)`: a sign is not a hex digit.

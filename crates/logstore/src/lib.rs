@@ -1265,6 +1265,13 @@ impl LogStore {
         }
         let writing = !options.read_only;
         if writing && options.create {
+            // `create_dir_all` on a file says only "File exists".
+            if std::fs::metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+                return Err(io_err(&dir)(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    "a file, not a directory: a log is a directory of segments",
+                )));
+            }
             std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         }
         let lock = if writing {

@@ -111,7 +111,7 @@ pub(crate) struct ExecArgs {
 }
 
 /// The context of an error writing the command's output.
-const WRITING: &str = "writing output";
+const WRITING: &str = "writing output to stdout";
 
 /// Imports the fixture's pre-state into `state`, on top of `base` when there is one.
 fn import_over<S: BlockState>(
