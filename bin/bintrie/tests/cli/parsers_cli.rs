@@ -184,7 +184,7 @@ fn exec_output_to_a_full_or_closed_stdout_is_an_error() {
             .spawn()
             .unwrap();
         let out = wait(child, Duration::from_secs(300), "exec > /dev/full");
-        assert_error(&out, "writing output: No space left on device");
+        assert_error(&out, "writing output to stdout: No space left on device");
 
         let mut child = bin()
             .arg("exec")
@@ -198,7 +198,7 @@ fn exec_output_to_a_full_or_closed_stdout_is_an_error() {
             .unwrap();
         drop(child.stdout.take()); // the reader is gone before anything is written
         let out = wait(child, Duration::from_secs(300), "exec | head -0");
-        assert_error(&out, "writing output: Broken pipe");
+        assert_error(&out, "writing output to stdout: Broken pipe");
     }
 }
 
