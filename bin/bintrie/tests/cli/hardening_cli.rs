@@ -20,6 +20,24 @@ fn import(db: &Path, file: &Path, batch: &str, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A temporary directory with `lines` random input lines (`seed`) in `in.txt`, imported in
+/// batches of `batch` (with `extra` arguments) into `db` there: the directory, the input and
+/// the database.
+fn imported(
+    lines: usize,
+    seed: u64,
+    batch: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(lines, seed)).unwrap();
+    let db = dir.path().join("db");
+    let o = import(&db, &file, batch, extra);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (dir, file, db)
+}
+
 fn last_root(o: &Output) -> String {
     roots_printed(&String::from_utf8_lossy(&o.stdout))
         .pop()
@@ -103,11 +121,7 @@ fn two_racing_importers_never_lose_an_update() {
 
 #[test]
 fn readers_never_write_and_coexist_with_a_relaxed_writer() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("in.txt");
-    std::fs::write(&file, input(3000, 3)).unwrap();
-    let db = dir.path().join("db");
-    assert!(import(&db, &file, "1000", &[]).status.success());
+    let (dir, _file, db) = imported(3000, 3, "1000", &[]);
     let data = db.join("mdbx.dat");
     let before = std::fs::read(&data).unwrap();
     let key = &input(1, 3)[..64];
@@ -287,11 +301,7 @@ fn verify_names_a_flipped_byte_and_get_verified_refuses_it() {
 /// `verify`, where `info` used to say "journal empty" and `verify` "ok".
 #[test]
 fn a_damaged_journal_is_reported_not_taken_for_an_empty_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("in.txt");
-    std::fs::write(&file, input(50, 8)).unwrap();
-    let db = dir.path().join("db");
-    assert!(import(&db, &file, "10", &[]).status.success());
+    let (_dir, file, db) = imported(50, 8, "10", &[]);
     assert_eq!(info_json(&db)["journal_error"], serde_json::Value::Null);
     std::fs::write(db.join("journal"), [0x55u8; 100]).unwrap();
     let info = info_json(&db);
@@ -351,11 +361,7 @@ fn verify_json_answers_even_when_the_open_fails() {
 
 #[test]
 fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("in.txt");
-    std::fs::write(&file, input(50, 8)).unwrap();
-    let db = dir.path().join("db");
-    assert!(import(&db, &file, "10", &["--relaxed"]).status.success());
+    let (dir, file, db) = imported(50, 8, "10", &["--relaxed"]);
     let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../docs/study/writes-2026-12-04-s12/round4-after/results.json");
     let out = dir.path().join("report");
@@ -516,11 +522,7 @@ fn a_full_disk_fails_the_block_and_keeps_the_last_one() {
 /// the reader as `nobody`); elsewhere it says it was skipped.
 #[test]
 fn a_reader_without_access_to_the_lock_file_is_told_what_it_needs() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("in.txt");
-    std::fs::write(&file, input(10, 13)).unwrap();
-    let db = dir.path().join("db");
-    assert!(import(&db, &file, "10", &[]).status.success());
+    let (dir, _file, db) = imported(10, 13, "10", &[]);
     let as_nobody = |args: &str| {
         Command::new("su")
             .args(["nobody", "-s", "/bin/sh", "-c"])
