@@ -369,27 +369,21 @@ fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
         .write(true)
         .open("/dev/full")
         .unwrap();
+    // The study's report re-rendered from a results.json kept in docs/study: its one line (or
+    // its JSON) goes to stdout after the report is written.
+    let rerender = [
+        "bench",
+        "--from-results",
+        results.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
     for args in [
         vec!["info", "--db", db.to_str().unwrap()],
         vec!["verify", "--db", db.to_str().unwrap()],
         vec!["root", "-i", file.to_str().unwrap()],
-        // The study's report re-rendered from a results.json kept in docs/study: its one
-        // line (or its JSON) goes to stdout after the report is written.
-        vec![
-            "bench",
-            "--from-results",
-            results.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        vec![
-            "bench",
-            "--from-results",
-            results.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--json",
-        ],
+        rerender.to_vec(),
+        [&rerender[..], &["--json"]].concat(),
     ] {
         let o = bin()
             .args(&args)
