@@ -496,22 +496,32 @@ const MIN_FREE_TO_OPEN: u64 = 1 << 20;
 /// not be able to back ([`StoreError::NoRoomToOpen`]).
 fn check_room_for_lock(dir: &FsPath) -> Result<(), StoreError> {
     use std::os::unix::fs::MetadataExt as _;
+    let Ok(st) = rustix::fs::statvfs(dir) else {
+        return Ok(());
+    };
+    // On a read-only filesystem MDBX opens without a lock file, and such filesystems (images)
+    // report nothing free.
+    if st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+        return Ok(());
+    }
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
     let lck = std::fs::metadata(dir.join("mdbx.lck"))
         .ok()
         .map(|m| (m.blocks().saturating_mul(512), m.len()));
-    match free_bytes(dir) {
-        Some(free) if lock_needs_room(lck, free) => Err(StoreError::NoRoomToOpen {
+    if lock_needs_room(lck, free) {
+        return Err(StoreError::NoRoomToOpen {
             dir: dir.to_path_buf(),
             free,
-        }),
-        _ => Ok(()),
+        });
     }
+    Ok(())
 }
 
 /// Whether an open must be refused for room: the lock file (its allocated bytes and its
 /// length, `None` when missing) may need pages the filesystem's `free` bytes cannot give.
+/// An empty one needs them all: MDBX cuts it to nothing at a clean close.
 fn lock_needs_room(lck: Option<(u64, u64)>, free: u64) -> bool {
-    let whole = lck.is_some_and(|(allocated, len)| allocated >= len);
+    let whole = lck.is_some_and(|(allocated, len)| len > 0 && allocated >= len);
     !whole && free < MIN_FREE_TO_OPEN
 }
 
@@ -530,6 +540,10 @@ mod room_tests {
         assert!(
             !lock_needs_room(Some((65_536, 65_536)), little),
             "wholly allocated"
+        );
+        assert!(
+            lock_needs_room(Some((0, 0)), little),
+            "cut to nothing at a clean close"
         );
         assert!(!lock_needs_room(None, MIN_FREE_TO_OPEN), "room enough");
         assert!(!lock_needs_room(Some((0, 65_536)), 1 << 30));
