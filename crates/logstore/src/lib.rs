@@ -234,8 +234,9 @@ pub enum Durability {
     /// `fdatasync` after every block: a power loss keeps every committed block.
     #[default]
     Durable,
-    /// No sync per block (only when a segment fills and at [`LogStore::sync`]): a power loss
-    /// rolls back to some earlier block boundary, never to a torn state. A process crash loses
+    /// No sync per block (only when a segment fills, at [`LogStore::sync`], and at a writer's
+    /// open and close): a power loss rolls back to some earlier block boundary, never to a
+    /// torn state. A process crash loses
     /// nothing committed in either mode (the OS holds the written bytes).
     Relaxed,
 }
@@ -375,10 +376,12 @@ impl Loc {
     }
 }
 
-/// The file beside a log's segments in which a writable open and a finished bulk load leave
-/// the index's table sizes, so the next open can size its tables before its scan. A hint:
-/// a copy of a log may take it along with the segments, or leave it; an open ignores it when
-/// it is missing or wrong.
+/// The file beside a log's segments in which a writer's open and close and a finished bulk
+/// load leave the index's table sizes, so the next open can size its tables before its scan,
+/// and the block the log then held on the device. The sizes are a hint, ignored when missing
+/// or wrong; the block is a check: an open whose log ends at an earlier block is refused
+/// ([`LogError::Corrupt`]). A copy of a log may take the file along with the segments (it
+/// names their block) or leave it; a file from another log must not be put beside them.
 pub const INDEX_SIZES_FILE: &str = sizes::SIZES_FILE;
 
 /// Paths of at most this many bits go to [`NodeMap`]'s small table: at most 2^17 of them at
@@ -792,6 +795,10 @@ struct Writer {
     file: File,
     pos: u64,
     poisoned: bool,
+    /// A sync (or a write beside one) failed at some point: Linux reports a writeback error
+    /// once, so a later sync that succeeds does not prove the earlier pages reached the
+    /// device, and the close then names no block in the index-sizes file.
+    sync_failed: bool,
     /// The last block known to be on the device (synced).
     synced_block: u64,
     /// Compaction stopped until a reopen: a segment a compaction dropped could not be removed
@@ -966,12 +973,14 @@ struct Inner {
 }
 
 /// A writer's close: its last block synced, then the index's sizes and that block left for
-/// the next open ([`sizes`]). Nothing is written after a failed write or sync, or when the
-/// sync fails (the next open then checks the block of the file before).
+/// the next open ([`sizes`]). Nothing is written by a poisoned writer, by one any of whose
+/// syncs ever failed (a later one succeeding proves nothing: see `Writer::sync_failed`), or
+/// when this sync fails; the next open then checks the block of the file before. (After a
+/// failed write that was cut back, the block named is the last one committed before it.)
 impl Drop for Inner {
     fn drop(&mut self) {
         let writer = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
-        let Some(w) = writer.as_mut().filter(|w| !w.poisoned) else {
+        let Some(w) = writer.as_mut().filter(|w| !w.poisoned && !w.sync_failed) else {
             return;
         };
         if let Err(e) = w.file.sync_data() {
@@ -1279,10 +1288,19 @@ impl LogStore {
         } else {
             None
         };
+        // The hint is read before the segments are listed: a writer that moves on meanwhile
+        // names a later block in it only once that block is synced in segments listed after.
+        let hint = sizes::read_unbounded(&dir);
+        let held = hint.block.unwrap_or(0);
         let mut files = scan::segment_files(&dir).map_err(io_err(&dir))?;
         if files.is_empty() {
             if !(writing && options.create) {
                 return Err(LogError::NotFound(dir));
+            }
+            // Every segment of a log that held blocks is gone: refused before a new one is
+            // made.
+            if held > 0 {
+                return Err(sizes::lost_blocks(&dir, 0, held));
             }
             let path = dir.join(segment_name(1));
             File::create(&path).map_err(io_err(&path))?;
@@ -1290,23 +1308,11 @@ impl LogStore {
             files.push((1, path));
         }
         // The segments' bytes bound the sizes the hint may name; when a file's size cannot be
-        // read its sizes are not used (the scan reports the file), its block still is.
-        let hint = sizes::read(&dir, files_bytes(&files).unwrap_or(0));
-        let scanned = scan::scan(&files, writing, hint.sizes)?;
+        // read its sizes are not used (the scan reports the file), its block still is. The
+        // scan refuses a log that ends before that block, before it cuts anything.
+        let hint = hint.bounded(&dir, files_bytes(&files).unwrap_or(0));
+        let scanned = scan::scan(&files, writing, hint.sizes, held, &dir)?;
         let mut index = scanned.index;
-        let found = index.meta.map_or(0, |m| m.block);
-        if let Some(held) = hint.block
-            && held > found
-        {
-            return Err(LogError::Corrupt(format!(
-                "{}: the log ends at block {found}, yet it held block {held} on the device when \
-                 it was last opened or closed ({SIZES_FILE}): its segments were cut, emptied or \
-                 replaced (a crash tears only a block never reported durable). Restore the log \
-                 from a copy, or remove {SIZES_FILE} to go on from block {found}",
-                dir.display(),
-                SIZES_FILE = sizes::SIZES_FILE,
-            )));
-        }
         if hint.sizes.is_some() {
             index.trim_oversized();
         }
@@ -1379,6 +1385,7 @@ impl LogStore {
                 file,
                 pos: scanned.end,
                 poisoned: false,
+                sync_failed: false,
                 synced_block: meta.block,
                 halted: false,
                 cursor: None,
@@ -2563,6 +2570,7 @@ impl LogStore {
             None => Ok(()),
         });
         if let Err(e) = res {
+            w.sync_failed = true;
             if w.file
                 .set_len(w.pos)
                 .and_then(|()| w.file.sync_data())
@@ -2592,7 +2600,10 @@ impl LogStore {
         }
         let dir = &self.inner.dir;
         let old = dir.join(segment_name(w.seg));
-        w.file.sync_data().map_err(io_err(&old))?;
+        if let Err(e) = w.file.sync_data() {
+            w.sync_failed = true;
+            return Err(io_err(&old)(e));
+        }
         w.synced_block = self.stored_meta().block;
         let seg = w.seg + 1;
         let path = dir.join(segment_name(seg));
@@ -2616,6 +2627,8 @@ impl LogStore {
             file,
             pos: 0,
             poisoned: false,
+            // A failed sync of an earlier segment is not forgotten by moving on.
+            sync_failed: w.sync_failed,
             synced_block: self.meta.block,
             halted: w.halted,
             cursor: w.cursor.take(),
@@ -2650,7 +2663,10 @@ impl LogStore {
         let mut guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = guard.as_mut() {
             let path = self.inner.dir.join(segment_name(w.seg));
-            w.file.sync_data().map_err(io_err(&path))?;
+            if let Err(e) = w.file.sync_data() {
+                w.sync_failed = true;
+                return Err(io_err(&path)(e));
+            }
             w.synced_block = self.stored_meta().block;
         }
         Ok(())

@@ -39,7 +39,9 @@ pub(crate) struct Scanned {
 
 /// Scans `files` in order, into an index whose tables start with room for `sizes` when given
 /// ([`crate::sizes`]). A torn tail of the last segment is cut off when `writing` (ignored
-/// otherwise); damage anywhere else, or followed by a valid commit, is an error.
+/// otherwise); damage anywhere else, or followed by a valid commit, is an error. So is a log
+/// (of `dir`) that ends before block `held`, the block its index-sizes file says was synced:
+/// refused before any cut ([`crate::sizes::lost_blocks`]).
 ///
 /// Segments are numbered from 1; one may be missing only where a committed drop record names
 /// it (a compaction removed it), any other gap is an error (a lost file would otherwise drop
@@ -48,7 +50,17 @@ pub(crate) fn scan(
     files: &[(u32, PathBuf)],
     writing: bool,
     sizes: Option<crate::sizes::Sizes>,
+    held: u64,
+    dir: &Path,
 ) -> Result<Scanned, LogError> {
+    let check_held = |index: &Index| {
+        let found = index.meta.map_or(0, |m| m.block);
+        if found < held {
+            Err(crate::sizes::lost_blocks(dir, found, held))
+        } else {
+            Ok(())
+        }
+    };
     let mut index = sizes.map_or_else(Index::default, Index::with_sizes);
     let mut building = false;
     let mut end = 0;
@@ -79,6 +91,8 @@ pub(crate) fn scan(
                     ))
                 )));
             }
+            // What the cut would leave must hold the synced block, or nothing is cut.
+            check_held(&index)?;
             tracing::warn!(
                 segment = %path.display(),
                 kept = seg.good_end,
@@ -119,6 +133,7 @@ pub(crate) fn scan(
     if building {
         return Err(LogError::Building);
     }
+    check_held(&index)?;
     Ok(Scanned { index, end })
 }
 

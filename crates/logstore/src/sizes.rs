@@ -116,14 +116,40 @@ pub(crate) struct Hint {
 /// What `dir`'s [`SIZES_FILE`] says: its sizes when a log of `log_bytes` bytes could have
 /// them (together at most one entry per [`HEADER`] bytes), and its block. Both `None` when the
 /// file is missing, unreadable or not one of ours.
+#[cfg(test)]
 pub(crate) fn read(dir: &Path, log_bytes: u64) -> Hint {
-    let Some((sizes, block)) = parse_file(dir) else {
-        return Hint::default();
-    };
-    Hint {
-        sizes: bounded(dir, sizes, log_bytes),
+    read_unbounded(dir).bounded(dir, log_bytes)
+}
+
+/// What `dir`'s [`SIZES_FILE`] says, its sizes not yet bounded by the log's bytes (an open
+/// reads the file before it lists the segments: see [`crate::LogStore::open`]).
+pub(crate) fn read_unbounded(dir: &Path) -> Hint {
+    parse_file(dir).map_or_else(Hint::default, |(sizes, block)| Hint {
+        sizes: Some(sizes),
         block,
+    })
+}
+
+impl Hint {
+    /// This hint with its sizes dropped unless a log of `log_bytes` bytes could hold them.
+    pub(crate) fn bounded(self, dir: &Path, log_bytes: u64) -> Hint {
+        Hint {
+            sizes: self.sizes.and_then(|s| bounded(dir, s, log_bytes)),
+            block: self.block,
+        }
     }
+}
+
+/// The error of an open whose log ends at block `found` though `dir`'s [`SIZES_FILE`] says it
+/// held block `held` once synced: blocks that were on the device are gone.
+pub(crate) fn lost_blocks(dir: &Path, found: u64, held: u64) -> crate::LogError {
+    crate::LogError::Corrupt(format!(
+        "{}: the log ends at block {found}, yet it held block {held} on the device when it \
+         was last opened or closed ({SIZES_FILE}): its segments were cut, emptied or replaced \
+         (a crash tears only a block never reported durable). Nothing was changed. Restore \
+         the log from a copy, or remove {SIZES_FILE} to go on from block {found}",
+        dir.display(),
+    ))
 }
 
 /// The parsed [`SIZES_FILE`] of `dir`, if it is one.

@@ -198,8 +198,19 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
                     other.map(|s| s.meta())
                 ),
             }
+            // Refused before the writer's cut of what looks like a torn tail: the bytes stay
+            // for whoever restores the log.
+            assert_eq!(std::fs::metadata(&seg).unwrap().len(), cut, "cut at {cut}");
         }
     }
+    // Every segment gone: a writable open refuses before it makes a new, empty log.
+    std::fs::remove_file(&seg).unwrap();
+    match LogStore::open(dir.path(), &opts(5)) {
+        Err(LogError::Corrupt(why)) => assert!(why.contains("ends at block 0"), "{why}"),
+        other => panic!("{:?}", other.map(|s| s.meta())),
+    }
+    assert!(!seg.exists(), "a new segment was made");
+    std::fs::write(&seg, &full[..after1 as usize]).unwrap();
     std::fs::remove_file(dir.path().join(crate::INDEX_SIZES_FILE)).unwrap();
     let store = LogStore::open(dir.path(), &opts(5)).unwrap();
     assert_eq!((store.meta().block, store.meta().root), (1, r1));
