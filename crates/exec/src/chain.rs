@@ -261,7 +261,7 @@ const PRE_MERGE: [EthereumHardfork; 14] = [
 /// not one (a typo, a fork this code has never heard of) is a fault of the test, not a
 /// schedule the executor leaves out.
 pub(crate) fn is_known_network(network: &str) -> bool {
-    const FORKS: [&str; 21] = [
+    const FORKS: [&str; 27] = [
         "Frontier",
         "Homestead",
         "Dao",
@@ -283,6 +283,13 @@ pub(crate) fn is_known_network(network: &str) -> bool {
         "Cancun",
         "Prague",
         "Osaka",
+        // execution-spec-tests' blob-parameter-only forks after Osaka, and the next fork.
+        "BPO1",
+        "BPO2",
+        "BPO3",
+        "BPO4",
+        "BPO5",
+        "Amsterdam",
     ];
     let fork = |name: &str| FORKS.contains(&name);
     match network.split_once("To") {
@@ -358,6 +365,9 @@ mod tests {
             "ArrowGlacierToParisAtDiffC0000",
             "ParisToShanghaiAtTime15k",
             "PragueToOsakaAtTime15k",
+            "OsakaToBPO1AtTime15k",
+            "BPO1ToBPO2AtTime15k",
+            "Amsterdam",
         ] {
             assert!(is_known_network(n), "{n}");
         }
