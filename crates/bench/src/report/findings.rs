@@ -437,7 +437,7 @@ fn write_device_sentences(view: &View) -> Vec<String> {
                     "below the drive's limit: part of the wait is not the drive's"
                 };
                 let mut s = format!(
-                    "**{}** ({}) at GD-{gd}: the trie prefetch read {} pages in {} ms, beside the state read and execution ({} ms): {} the drive's most ({} reads of 4 KB per second, at QD{}), {limit}. The update then waited {} ms for it, {} the block's {} ms of hashing; its own work, {} ms, is {} (the hash floor is their sum)",
+                    "**{}** ({}) at GD-{gd}: the trie prefetch read {} pages in {} ms (the block's device reads, nearly all of them its), beside the state read and execution ({} ms): {} the drive's most ({} reads of 4 KB per second, at QD{}), {limit}. The update then waited {} ms for it, {} the block's {} ms of hashing; its own work, {} ms, is {} (the hash floor is their sum)",
                     w.name(),
                     view.label(c),
                     num(pages),

@@ -247,7 +247,7 @@ impl<'a> View<'a> {
         let hash_ns = self
             .median(key, Metric::Hash64Ns)
             .unwrap_or(self.results.machine.hash64_ns);
-        Some(hashes * hash_ns / 1e6)
+        (hash_ns > 0.0).then(|| hashes * hash_ns / 1e6)
     }
 
     /// The trie prefetch's pages per second over the drive's most 4 KB reads per second
