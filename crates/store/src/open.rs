@@ -472,6 +472,8 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
             let meta = store.meta();
             meta.block == 0 && meta.root == [0; 32]
         }
+        // Refused before MDBX looked at the file (a full disk): whatever it holds stays.
+        Err(StoreError::NoRoomToOpen { .. }) => false,
         Err(_) => {
             // MDBX's two files and an empty journal, nothing else.
             !dir.join("mdbx.dat").exists()

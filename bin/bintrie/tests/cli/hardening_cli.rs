@@ -504,6 +504,24 @@ fn a_full_disk_fails_the_block_and_keeps_the_last_one() {
         err.contains(&format!("stays at block {committed}")),
         "{err}"
     );
+    // On the full disk a reader is refused before MDBX maps its lock file (a page it cannot
+    // get would be a SIGBUS), and the failed import's cleanup left the database alone.
+    let full = bin().args(["info", "--db"]).arg(&db).output().unwrap();
+    assert_eq!(full.status.code(), Some(1), "{}", stderr(&full));
+    assert!(
+        stderr(&full).contains("bytes are free"),
+        "{}",
+        stderr(&full)
+    );
+    assert!(db.join("mdbx.dat").exists(), "the database was removed");
+    // With room again, it holds the last block the import reported.
+    assert!(
+        Command::new("mount")
+            .args(["-o", "remount,size=8m"])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success())
+    );
     let info = info_json(&db);
     assert_eq!(info["block"], committed as u64);
     assert_eq!(info["root"].as_str().unwrap(), last_root(&o));
