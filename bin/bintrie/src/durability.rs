@@ -36,12 +36,17 @@ pub(crate) struct WriteArgs {
 }
 
 impl WriteArgs {
-    /// Refuses the options that do not apply to `layout` (`--log-pinned-mib` on MDBX) instead
-    /// of ignoring them.
+    /// Refuses the options that do not apply to `layout` (`--log-pinned-mib` on MDBX,
+    /// `--buffer-blocks` on the log) instead of ignoring them.
     pub(crate) fn check_for(&self, layout: bintrie_bench::model::Layout) -> anyhow::Result<()> {
+        use bintrie_bench::model::Layout;
         anyhow::ensure!(
-            self.log_pinned_mib == 0 || layout == bintrie_bench::model::Layout::Log,
+            self.log_pinned_mib == 0 || layout == Layout::Log,
             "--log-pinned-mib applies to --layout log only"
+        );
+        anyhow::ensure!(
+            self.buffer_blocks.is_none() || layout == Layout::Mdbx,
+            "--buffer-blocks applies to the MDBX layout only (a log commit is already one append)"
         );
         Ok(())
     }

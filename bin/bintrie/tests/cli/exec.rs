@@ -491,6 +491,12 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
         text.contains("--log-pinned-mib applies to --layout log only"),
         "{text}"
     );
+    // Nor has the log a write buffer.
+    let text = exec_fails(&f, &["--layout", "log", "--buffer-blocks", "3"]);
+    assert!(
+        text.contains("--buffer-blocks applies to the MDBX layout only"),
+        "{text}"
+    );
     // The log now holds the block: a second exec into it is refused, as is another group
     // depth.
     let again = ["--db", db2.to_str().unwrap(), "--layout", "log"];
