@@ -249,7 +249,19 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     };
     let encoding = args.witness_encoding.into();
     let witness_json = match (&args.witness_out, &executed.run.witness) {
-        (Some(path), Some(w)) => Some(witness::write(w, encoding, path)?),
+        (Some(path), Some(w)) => Some(witness::write(w, encoding, path).with_context(|| {
+            // The block is in the database by now: a rerun would be refused ("not an empty
+            // database"), so the error says where it is.
+            match &args.db {
+                Some(db) => format!(
+                    "block {number} is committed to {}{}, but its witness could not be written",
+                    db.display(),
+                    durable_block
+                        .map_or_else(String::new, |b| format!(" (durable through block {b})"))
+                ),
+                None => format!("block {number} ran, but its witness could not be written"),
+            }
+        })?),
         _ => None,
     };
 

@@ -102,6 +102,29 @@ fn every_fixture_runs_stateless_from_its_witness() {
     }
 }
 
+/// A witness that cannot be written after the block was committed to `--db` says where the
+/// block is: a rerun into that database is refused as not empty.
+#[test]
+fn a_witness_that_cannot_be_written_says_the_block_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let o = run(&[
+        "--relaxed".as_ref(),
+        "--fixture".as_ref(),
+        fixture(FIXTURES[0]).as_os_str(),
+        "--db".as_ref(),
+        db.as_os_str(),
+        "--witness-out".as_ref(),
+        "/dev/full".as_ref(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("is committed to") && err.contains("witness could not be written"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_witnesses_fail_clearly() {
     let dir = tempfile::tempdir().unwrap();
