@@ -228,7 +228,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         )
     }
     .and_then(|()| stdout.flush())
-    .context("writing output to stdout")?;
+    .context(crate::WRITING)?;
     Ok(())
 }
 

@@ -88,8 +88,8 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
             summary,
             results: &results,
         };
-        serde_json::to_writer(&mut out, &report).context("writing output to stdout")?;
-        writeln!(out).context("writing output to stdout")?;
+        serde_json::to_writer(&mut out, &report).context(crate::WRITING)?;
+        writeln!(out).context(crate::WRITING)?;
     } else {
         for r in results
             .iter()
@@ -103,11 +103,11 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
                 r.name,
                 r.outcome.reason.as_deref().unwrap_or("")
             )
-            .context("writing output to stdout")?;
+            .context(crate::WRITING)?;
         }
-        writeln!(out, "{summary} ({} files)", files.len()).context("writing output to stdout")?;
+        writeln!(out, "{summary} ({} files)", files.len()).context(crate::WRITING)?;
     }
-    out.flush().context("writing output to stdout")?;
+    out.flush().context(crate::WRITING)?;
     if results.is_empty() {
         bail!(
             "no test ran: {}",

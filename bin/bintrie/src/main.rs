@@ -269,13 +269,17 @@ fn cmd_root(args: RootArgs) -> Result<()> {
     print_line(&line)
 }
 
+/// The context of every error writing a command's output: it names stdout, so that a full or
+/// closed stdout is not taken for the database's disk full.
+pub(crate) const WRITING: &str = "writing output to stdout";
+
 /// Writes `line` and a newline to stdout through a locked handle and flushes it: a closed or
-/// full stdout is an error ("writing output: …", exit status 1), never a panic.
+/// full stdout is an error ("writing output to stdout: …", exit status 1), never a panic.
 pub(crate) fn print_line(line: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
-        .context("writing output to stdout")
+        .context(crate::WRITING)
 }
 
 #[cfg(test)]

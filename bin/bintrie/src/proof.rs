@@ -54,9 +54,9 @@ pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
     for key in &keys {
         let proof = trie.prove(key)?;
         let json = serde_json::to_string(&ProofJson::new(&meta.root, &proof))?;
-        writeln!(out, "{json}").context("writing output to stdout")?;
+        writeln!(out, "{json}").context(crate::WRITING)?;
     }
-    out.flush().context("writing output to stdout")
+    out.flush().context(crate::WRITING)
 }
 
 /// The largest proof read: a proof is under 20 KB, so anything larger is refused as not one
@@ -149,7 +149,7 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
             Some(v) => writeln!(out, "{}", hex0x(v)),
             None => writeln!(out, "absent"),
         }
-        .context("writing output to stdout")
+        .context(crate::WRITING)
     };
     loop {
         let read = input
@@ -207,5 +207,5 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
     if n == 0 {
         bail!("{src}: no proof in it");
     }
-    out.flush().context("writing output to stdout")
+    out.flush().context(crate::WRITING)
 }

@@ -110,9 +110,6 @@ pub(crate) struct ExecArgs {
     base: base::BaseArgs,
 }
 
-/// The context of an error writing the command's output.
-const WRITING: &str = "writing output to stdout";
-
 /// Imports the fixture's pre-state into `state`, on top of `base` when there is one.
 fn import_over<S: BlockState>(
     state: &mut S,
@@ -347,7 +344,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 "workers": args.workers,
             },
         });
-        writeln!(out, "{j}").context(WRITING)?;
+        writeln!(out, "{j}").context(crate::WRITING)?;
     } else {
         writeln!(
             out,
@@ -356,17 +353,17 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             executed.spec,
             if valid { "valid" } else { "INVALID" }
         )
-        .context(WRITING)?;
-        writeln!(out, "  checks      {}", witness::checks_text(&v)).context(WRITING)?;
+        .context(crate::WRITING)?;
+        writeln!(out, "  checks      {}", witness::checks_text(&v)).context(crate::WRITING)?;
         if fx.expected.is_some() {
             writeln!(
                 out,
                 "  post-state  {} accounts and {} slots compared",
                 v.post_accounts, v.post_slots
             )
-            .context(WRITING)?;
+            .context(crate::WRITING)?;
         } else {
-            writeln!(out, "  post-state  none in the fixture").context(WRITING)?;
+            writeln!(out, "  post-state  none in the fixture").context(crate::WRITING)?;
         }
         if let Some(b) = &base {
             writeln!(
@@ -380,9 +377,9 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                     None => format!("built in {:.1} s", b.build_s),
                 }
             )
-            .context(WRITING)?;
+            .context(crate::WRITING)?;
         }
-        writeln!(out, "  speed       {mgas_per_s:.1} Mgas/s").context(WRITING)?;
+        writeln!(out, "  speed       {mgas_per_s:.1} Mgas/s").context(crate::WRITING)?;
         writeln!(
             out,
             "  durable     {}",
@@ -391,7 +388,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 |b| format!("through block {b}")
             )
         )
-        .context(WRITING)?;
+        .context(crate::WRITING)?;
         writeln!(
             out,
             "  time        state read {:.3} ms, execution {:.3} ms, trie update {:.3} ms, commit {:.3} ms (total {:.3} ms)",
@@ -401,7 +398,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             ms(t.commit),
             ms(total)
         )
-        .context(WRITING)?;
+        .context(crate::WRITING)?;
         if stats.streamed {
             writeln!(
                 out,
@@ -409,14 +406,14 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 ms(t.prefetch),
                 ms(stats.prefetch_wait)
             )
-            .context(WRITING)?;
+            .context(crate::WRITING)?;
         }
         writeln!(
             out,
             "  keys        {} read, {} written ({} accounts, {} slots)",
             stats.unique_keys, w.keys, w.accounts, w.slots
         )
-        .context(WRITING)?;
+        .context(crate::WRITING)?;
         writeln!(
             out,
             "  store reads {} ({} by prefetch), cache hits {}, misses {}, read amplification {:.2}",
@@ -426,7 +423,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             stats.misses,
             stats.read_amplification()
         )
-        .context(WRITING)?;
+        .context(crate::WRITING)?;
         writeln!(
             out,
             "  pre-state   {} accounts at block {parent} ({} without code), root {}, imported in {:.1} ms",
@@ -435,21 +432,21 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             import.root,
             ms(import.time)
         )
-        .context(WRITING)?;
-        writeln!(out, "  root        {}", run.commit.root).context(WRITING)?;
+        .context(crate::WRITING)?;
+        writeln!(out, "  root        {}", run.commit.root).context(crate::WRITING)?;
         if let (Some(path), Some(w)) = (&args.witness_out, &run.witness) {
             writeln!(
                 out,
                 "  witness     {}",
                 witness::describe(w, encoding, path)
             )
-            .context(WRITING)?;
+            .context(crate::WRITING)?;
         }
         for e in &v.findings {
-            writeln!(out, "  MISMATCH    {e}").context(WRITING)?;
+            writeln!(out, "  MISMATCH    {e}").context(crate::WRITING)?;
         }
     }
-    out.flush().context(WRITING)?;
+    out.flush().context(crate::WRITING)?;
     drop(out);
     fail_if_invalid(number, &v)
 }

@@ -1,7 +1,8 @@
 //! `exec --witness-out W` (write the block's witness) and `exec --stateless W` (execute a block
 //! from a witness alone, no database).
 
-use super::{ExecArgs, WRITING, ms};
+use super::{ExecArgs, ms};
+use crate::WRITING;
 use anyhow::{Context, Result, bail};
 use bintrie_exec::{ExecOptions, Prefetch, Validation, execute_block, fixture, validate_over};
 use bintrie_revm::{
