@@ -253,7 +253,7 @@ fn bulk_import(
         hex0x(root)
     )
     .and_then(|()| out.flush())
-    .context("writing output to stdout")
+    .context(crate::WRITING)
 }
 
 fn import_into(
@@ -372,13 +372,13 @@ where
             trie.store().durable_note()
         )
         .and_then(|()| out.flush())
-        .context("writing output to stdout")?;
+        .context(crate::WRITING)?;
         batch = lines.next_batch(batch_size)?;
     }
     if trie.store_mut().sync_last()? {
         writeln!(out, "{}", trie.store().durable_note())
             .and_then(|()| out.flush())
-            .context("writing output to stdout")?;
+            .context(crate::WRITING)?;
     }
     Ok(())
 }
@@ -442,7 +442,7 @@ fn info_log(args: &InfoArgs) -> Result<()> {
         )
     }
     .and_then(|()| out.flush())
-    .context("writing output to stdout")
+    .context(crate::WRITING)
 }
 
 #[derive(clap::Args, Debug)]
@@ -548,7 +548,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
         )
     }
     .and_then(|()| out.flush())
-    .context("writing output to stdout")
+    .context(crate::WRITING)
 }
 
 #[derive(clap::Args, Debug)]
@@ -583,9 +583,10 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
     let meta = shape.meta;
     let (min, mean, max) = shape.depth_summary();
     let (groups, stems, codes, size) = (shape.groups, shape.stems, shape.code, shape.file_bytes);
-    let journal = store.check_journal();
-    let journaled = journal.as_ref().map_or_else(|_| Vec::new(), Vec::clone);
-    let journal_error = journal.as_ref().err().map(|e| e.to_string());
+    let (journaled, journal_error) = match store.check_journal() {
+        Ok(blocks) => (blocks, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let hist: serde_json::Map<String, serde_json::Value> = shape
@@ -633,7 +634,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
         })
     }
     .and_then(|()| out.flush())
-    .context("writing output to stdout")?;
+    .context(crate::WRITING)?;
     if !shape.is_consistent() {
         bail!(
             "flat stem table has {stems} stems but the node table {}: the database is inconsistent",
@@ -670,7 +671,7 @@ pub(crate) fn cmd_get(args: GetArgs) -> Result<()> {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", hex0x(v))
             .and_then(|()| out.flush())
-            .context("writing output to stdout")?;
+            .context(crate::WRITING)?;
     }
     Ok(())
 }
@@ -689,8 +690,6 @@ pub(crate) struct VerifyArgs {
     no_progress: bool,
 }
 
-/// `verify` on a log: every blob reachable from the root re-hashed, no blob the index holds
-/// unreachable, every stem entry at a blob of the tree, every code entry hashing to its key.
 /// `verify`'s end when the database cannot even be opened: with `--json`, the promised
 /// `{"ok": false, "error": …}` on stdout before the error (exit status 1).
 fn verify_unopened(args: &VerifyArgs, e: anyhow::Error) -> Result<()> {
@@ -702,11 +701,13 @@ fn verify_unopened(args: &VerifyArgs, e: anyhow::Error) -> Result<()> {
             serde_json::json!({"ok": false, "error": format!("{e:#}")})
         )
         .and_then(|()| out.flush())
-        .context("writing output to stdout")?;
+        .context(crate::WRITING)?;
     }
     Err(e)
 }
 
+/// `verify` on a log: every blob reachable from the root re-hashed, no blob the index holds
+/// unreachable, every stem entry at a blob of the tree, every code entry hashing to its key.
 fn verify_log(args: &VerifyArgs) -> Result<()> {
     use bintrie_logstore::LogStore;
     let store = match open_log(&args.db, None) {
@@ -781,9 +782,7 @@ fn verify_log(args: &VerifyArgs) -> Result<()> {
         ),
         (Err(_), false) => Ok(()),
     };
-    written
-        .and_then(|()| out.flush())
-        .context("writing output to stdout")?;
+    written.and_then(|()| out.flush()).context(crate::WRITING)?;
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }
@@ -845,9 +844,7 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
         ),
         (Err(_), false) => Ok(()),
     };
-    written
-        .and_then(|()| out.flush())
-        .context("writing output to stdout")?;
+    written.and_then(|()| out.flush()).context(crate::WRITING)?;
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }
