@@ -274,33 +274,20 @@ pub(crate) fn replay(bytes: &[u8], flushed: Meta) -> Result<Vec<Record>, StoreEr
     Ok(out)
 }
 
-/// The block numbers of the whole records at the start of a journal, in order (damage or a
-/// torn tail ends the list).
-pub(crate) fn journaled_blocks(bytes: &[u8]) -> Vec<u64> {
-    let mut at = 0usize;
-    let mut out = Vec::new();
-    while let Some(rest) = bytes.get(at..)
-        && rest.len() >= HEADER
-        && rest[..4] == MAGIC
-    {
-        let len = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
-        let Some(payload) = rest.get(HEADER..HEADER + len) else {
-            break;
-        };
-        // The block number follows the base (8 + 32 bytes).
-        if crc32fast::hash(payload) != crc || payload.len() < 48 {
-            break;
-        }
-        out.push(u64::from_le_bytes(
-            payload[40..48].try_into().expect("8 bytes"),
-        ));
-        at += HEADER + len;
+/// `e`, naming the file it happened on (a full disk stays a full disk).
+/// Refuses a journal at `path` of `size` bytes larger than any buffer writes, before it is
+/// read into memory.
+fn check_size(path: &FsPath, size: u64) -> Result<(), StoreError> {
+    if size > MAX_JOURNAL {
+        return Err(StoreError::Corrupt(format!(
+            "the write journal {} holds {size} bytes, more than any buffer writes \
+             ({MAX_JOURNAL}): not a journal of this database; move it away",
+            path.display()
+        )));
     }
-    out
+    Ok(())
 }
 
-/// `e`, naming the file it happened on (a full disk stays a full disk).
 fn with_path(e: std::io::Error, path: &FsPath) -> StoreError {
     if e.raw_os_error() == Some(libc::ENOSPC) {
         return StoreError::DiskFull;
@@ -353,13 +340,7 @@ impl Journal {
             }
         }
         let size = file.metadata().map_err(|e| with_path(e, &path))?.len();
-        if size > MAX_JOURNAL {
-            return Err(StoreError::Corrupt(format!(
-                "the write journal {} holds {size} bytes, more than any buffer writes \
-                 ({MAX_JOURNAL}): not a journal of this database; move it away",
-                path.display()
-            )));
-        }
+        check_size(&path, size)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| with_path(e, &path))?;
@@ -432,12 +413,23 @@ impl Journal {
     }
 }
 
-/// Reads the journal of `dir` for a read-only open: `None` when there is none, it cannot be
-/// read, or it is larger than any buffer writes (never read into memory).
-pub(crate) fn read_journal(dir: &FsPath) -> Option<Vec<u8>> {
+/// The blocks past `flushed` (MDBX's last sync) that the journal of `dir` holds, read as a
+/// writer's open replays them ([`replay`]): empty without a journal; the damage for which a
+/// writer would refuse it ([`StoreError::Corrupt`]) otherwise, a journal larger than any
+/// buffer writes (never read into memory) or unreadable included.
+pub(crate) fn blocks_past(dir: &FsPath, flushed: Meta) -> Result<Vec<u64>, StoreError> {
     let path = dir.join(JOURNAL);
-    let size = std::fs::metadata(&path).ok()?.len();
-    (size <= MAX_JOURNAL).then(|| std::fs::read(&path).ok())?
+    let size = match std::fs::metadata(&path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(with_path(e, &path)),
+    };
+    check_size(&path, size)?;
+    let bytes = std::fs::read(&path).map_err(|e| with_path(e, &path))?;
+    Ok(replay(&bytes, flushed)?
+        .iter()
+        .map(|r| r.meta.block)
+        .collect())
 }
 
 #[cfg(test)]

@@ -196,37 +196,12 @@ impl StateStore {
         }
     }
 
-    /// The blocks the write journal holds now (committed since the writer's last flush, not
-    /// yet synced in MDBX; or, after a power loss, waiting to be replayed by the next writer),
-    /// read from the file: also for read-only handles, beside a running writer.
-    pub fn journaled_blocks(&self) -> Vec<u64> {
-        buffer::read_journal(&self.inner.dir)
-            .map(|b| buffer::journaled_blocks(&b))
-            .unwrap_or_default()
-    }
-
     /// The write journal as a writer opening this database would take it: the blocks past
     /// this handle's block that it holds (replayed by the next writer; empty without a
     /// journal), or the damage for which every writer would refuse the database
-    /// ([`StoreError::Corrupt`]). For a read-only handle, whose block is MDBX's last sync;
-    /// unlike [`StateStore::journaled_blocks`], damage is not taken for the journal's end.
+    /// ([`StoreError::Corrupt`]). For a read-only handle, whose block is MDBX's last sync.
     pub fn check_journal(&self) -> Result<Vec<u64>, StoreError> {
-        let path = self.inner.dir.join(buffer::JOURNAL);
-        let bytes = match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-            Ok(_) => buffer::read_journal(&self.inner.dir).ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "the write journal {} cannot be read whole (unreadable, or larger than any \
-                     buffer writes): a writer would refuse it; move it away",
-                    path.display()
-                ))
-            })?,
-        };
-        Ok(buffer::replay(&bytes, self.meta)?
-            .iter()
-            .map(|r| r.meta.block)
-            .collect())
+        buffer::blocks_past(&self.inner.dir, self.meta)
     }
 
     /// Blocks committed since the last flush.

@@ -184,13 +184,12 @@ impl StateStore {
             check_depth(&meta)?;
             // After a power loss MDBX is back at its last sync and the journal holds the
             // blocks after it; only a writer replays them.
-            if let Some(bytes) = buffer::read_journal(&dir)
-                && let Ok(records) = buffer::replay(&bytes, meta)
-                && let Some(last) = records.last()
+            if let Ok(blocks) = buffer::blocks_past(&dir, meta)
+                && let Some(last) = blocks.last()
             {
                 tracing::warn!(
                     at = meta.block,
-                    journaled = last.meta.block,
+                    journaled = last,
                     "the database's write journal holds blocks past MDBX's last sync: a \
                      buffered writer's that is still running (its next flush syncs them), or \
                      one's that stopped before its flush (the next writer replays them); this \
