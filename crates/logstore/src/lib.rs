@@ -809,6 +809,15 @@ struct Writer {
     cursor: Option<compact::Cursor>,
 }
 
+impl Writer {
+    /// `fdatasync` of the segment being written; a failure is remembered in `sync_failed`.
+    fn sync(&mut self) -> std::io::Result<()> {
+        let synced = self.file.sync_data();
+        self.sync_failed |= synced.is_err();
+        synced
+    }
+}
+
 /// Blobs preloaded by [`LogStore::warm_trie_paths`], valid for one root.
 #[derive(Default)]
 struct WarmSet {
@@ -983,7 +992,7 @@ impl Drop for Inner {
         let Some(w) = writer.as_mut().filter(|w| !w.poisoned && !w.sync_failed) else {
             return;
         };
-        if let Err(e) = w.file.sync_data() {
+        if let Err(e) = w.sync() {
             tracing::warn!(dir = %self.dir.display(), error = %e, "the log's last segment could not be synced at close");
             return;
         }
@@ -2600,10 +2609,7 @@ impl LogStore {
         }
         let dir = &self.inner.dir;
         let old = dir.join(segment_name(w.seg));
-        if let Err(e) = w.file.sync_data() {
-            w.sync_failed = true;
-            return Err(io_err(&old)(e));
-        }
+        w.sync().map_err(io_err(&old))?;
         w.synced_block = self.stored_meta().block;
         let seg = w.seg + 1;
         let path = dir.join(segment_name(seg));
@@ -2663,10 +2669,7 @@ impl LogStore {
         let mut guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = guard.as_mut() {
             let path = self.inner.dir.join(segment_name(w.seg));
-            if let Err(e) = w.file.sync_data() {
-                w.sync_failed = true;
-                return Err(io_err(&path)(e));
-            }
+            w.sync().map_err(io_err(&path))?;
             w.synced_block = self.stored_meta().block;
         }
         Ok(())

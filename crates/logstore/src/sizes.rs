@@ -131,10 +131,23 @@ pub(crate) fn read_unbounded(dir: &Path) -> Hint {
 }
 
 impl Hint {
-    /// This hint with its sizes dropped unless a log of `log_bytes` bytes could hold them.
+    /// This hint with its sizes dropped unless a log of `log_bytes` bytes could hold them
+    /// (together at most one entry per [`HEADER`] bytes; an overflowing total is too many).
     pub(crate) fn bounded(self, dir: &Path, log_bytes: u64) -> Hint {
+        let most = log_bytes / HEADER as u64;
+        let fits = |sizes: &Sizes| {
+            let total = sizes
+                .0
+                .iter()
+                .try_fold(0u64, |t, &n| t.checked_add(n as u64));
+            let fits = total.is_some_and(|t| t <= most);
+            if !fits {
+                tracing::debug!(dir = %dir.display(), ?total, most, "index sizes beyond what the log can hold: ignored");
+            }
+            fits
+        };
         Hint {
-            sizes: self.sizes.and_then(|s| bounded(dir, s, log_bytes)),
+            sizes: self.sizes.filter(fits),
             block: self.block,
         }
     }
@@ -167,20 +180,6 @@ fn parse_file(dir: &Path) -> Option<(Sizes, Option<u64>)> {
         return None;
     }
     Sizes::parse(std::str::from_utf8(&text).ok()?)
-}
-
-/// `sizes` when a log of `log_bytes` bytes could hold that many entries.
-fn bounded(dir: &Path, sizes: Sizes, log_bytes: u64) -> Option<Sizes> {
-    let total = sizes
-        .0
-        .iter()
-        .try_fold(0u64, |t, &n| t.checked_add(n as u64))?;
-    let most = log_bytes / HEADER as u64;
-    if total > most {
-        tracing::debug!(dir = %dir.display(), total, most, "index sizes beyond what the log can hold: ignored");
-        return None;
-    }
-    Some(sizes)
 }
 
 /// Writes `sizes` and `block` into `dir`'s [`SIZES_FILE`] (a temporary file renamed over it,
