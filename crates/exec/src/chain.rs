@@ -261,7 +261,7 @@ const PRE_MERGE: [EthereumHardfork; 14] = [
 /// not one (a typo, a fork this code has never heard of) is a fault of the test, not a
 /// schedule the executor leaves out.
 pub(crate) fn is_known_network(network: &str) -> bool {
-    const FORKS: [&str; 27] = [
+    const FORKS: &[&str] = &[
         "Frontier",
         "Homestead",
         "Dao",
