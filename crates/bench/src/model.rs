@@ -839,6 +839,9 @@ mod tests {
             "99999999G",
             "0x10",
             "1.2.3",
+            "1k,,2k",
+            "1k,",
+            ",1k",
         ] {
             assert!(parse_stems(bad).is_err(), "{bad}");
         }
@@ -849,7 +852,7 @@ mod tests {
         assert_eq!(parse_group_depths("1-3,6").unwrap(), vec![1, 2, 3, 6]);
         assert_eq!(parse_group_depths("5").unwrap(), vec![5]);
         assert_eq!(parse_group_depths(" 8, 1,1 ").unwrap(), vec![1, 8]);
-        for bad in ["0-3", "9", "3-1", "x", "1-", "", ","] {
+        for bad in ["0-3", "9", "3-1", "x", "1-", "", ",", "4,,5", "5,"] {
             assert!(parse_group_depths(bad).is_err(), "{bad}");
         }
     }

@@ -246,12 +246,27 @@ impl StudyConfig {
     }
 }
 
+/// The trimmed parts of a comma-separated list; an error when one is empty, unless the whole
+/// list is (the callers say "none given" for that).
+fn list_parts<'a>(s: &'a str, what: &str) -> anyhow::Result<Vec<&'a str>> {
+    if s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    ensure!(
+        parts.iter().all(|p| !p.is_empty()),
+        "an empty {what} in `{s}` (a value missing between commas, or a comma at an end)"
+    );
+    Ok(parts)
+}
+
 /// Parses a list of state sizes in stems: `1M,4M,16M,64M`, `20000` or `500k,2M` (k, M and G are
 /// 10^3, 10^6 and 10^9, either case; fractions such as `1.5M` are fine). The result is sorted
-/// and free of duplicates; an error names a part that is not a size, or an empty list.
+/// and free of duplicates; an error names a part that is not a size, an empty part (`1k,,2k`:
+/// a value lost between two commas is a typo, not a shorter list), or an empty list.
 pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
     let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+    for part in list_parts(s, "state size")? {
         let (digits, scale) = match part.char_indices().last() {
             Some((i, 'k' | 'K')) => (&part[..i], 1e3),
             Some((i, 'm' | 'M')) => (&part[..i], 1e6),
@@ -279,11 +294,11 @@ pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
 }
 
 /// Parses a list of group depths: `1,5,6`, `1-8` or a mix (`1-3,6`). The result is sorted and
-/// free of duplicates; an error names a part that is not a number or range within 1..=8, or an
-/// empty list.
+/// free of duplicates; an error names a part that is not a number or range within 1..=8, an
+/// empty part, or an empty list.
 pub fn parse_group_depths(s: &str) -> anyhow::Result<Vec<u8>> {
     let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+    for part in list_parts(s, "group depth")? {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let bound = |x: &str| -> anyhow::Result<u8> {
             x.trim()
