@@ -93,11 +93,11 @@ pub fn build_random_state(
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
             free >= need,
-            "building {stems} stems needs about {:.1} GB free in {} (database and sort runs); \
-             {:.1} GB are free",
-            need as f64 / 1e9,
+            "building {stems} stems needs about {} free in {} (database and sort runs); \
+             {} are free",
+            indicatif::DecimalBytes(need),
             dir.display(),
-            free as f64 / 1e9
+            indicatif::DecimalBytes(free)
         );
     }
     let mut sorter = ExternalSort::new(dir, memory_budget);
