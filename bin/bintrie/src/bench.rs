@@ -1,6 +1,6 @@
 //! `bintrie bench`: the whole-system group-depth study (what `cargo xtask bench` runs).
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
     Durability, Layout, Metric, ReadPath, Results, Scale, StudyConfig, Workload,
@@ -383,6 +383,26 @@ pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
     let read = |paths: &[PathBuf]| -> Result<Vec<Results>> {
         paths.iter().map(|p| Results::read(p)).collect()
     };
+    // One file twice on one side would count one invocation as two samples (a file on both
+    // sides is fine: a version compared with itself shows no change).
+    for side in [&args.before, &args.after] {
+        let mut seen = std::collections::HashMap::new();
+        for p in side {
+            let mut id =
+                std::fs::canonicalize(p).with_context(|| format!("reading {}", p.display()))?;
+            if id.is_dir() {
+                id.push("results.json");
+            }
+            if let Some(first) = seen.insert(id, p) {
+                bail!(
+                    "{} and {} are the same results file, given twice on one side: each \
+                     invocation is one sample",
+                    first.display(),
+                    p.display()
+                );
+            }
+        }
+    }
     let (before, after) = (read(&args.before)?, read(&args.after)?);
     let rows = bintrie_bench::ab::compare_sides(&before, &after, &args.metrics);
     anyhow::ensure!(

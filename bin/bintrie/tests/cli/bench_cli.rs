@@ -178,6 +178,17 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
             "share no configuration",
         ),
         (vec!["--before".as_ref(), dir.as_os_str()], "--after"),
+        // One invocation twice on a side (as its directory and as its file) is not two samples.
+        (
+            vec![
+                "--before".as_ref(),
+                dir.as_os_str(),
+                results.as_os_str(),
+                "--after".as_ref(),
+                dir.as_os_str(),
+            ],
+            "the same results file, given twice on one side",
+        ),
     ] {
         let run = compare(&args);
         let err = String::from_utf8_lossy(&run.stderr);
