@@ -1,7 +1,9 @@
 //! Database commands: `import`, `info`, `get`.
 
+use crate::durability::held_layout;
 use crate::hex0x;
 use anyhow::{Context, Result, bail};
+use bintrie_bench::model::Layout;
 use bintrie_exec::kv;
 use bintrie_keys::TreeKey;
 use bintrie_store::{ReadPath, StateStore, StoreOptions};
@@ -28,9 +30,9 @@ pub(crate) fn open_log(
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
         );
         bar.set_message(format!(
-            "opening {}: scanning {:.1} GB of log segments to rebuild the index",
+            "opening {}: scanning {} of log segments to rebuild the index",
             dir.display(),
-            bytes as f64 / 1e9
+            indicatif::DecimalBytes(bytes)
         ));
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         bar
@@ -210,13 +212,13 @@ fn bulk_import(
             && free < need
         {
             bail!(
-                "{} holds up to {} lines, which need about {:.1} GB free in {} (sort runs and \
-                 database); {:.1} GB are free",
+                "{} holds up to {} lines, which need about {} free in {} (sort runs and \
+                 database); {} are free",
                 args.input,
                 size / 129,
-                need as f64 / 1e9,
+                indicatif::DecimalBytes(need),
                 args.db.display(),
-                free as f64 / 1e9
+                indicatif::DecimalBytes(free)
             );
         }
     }
@@ -473,15 +475,14 @@ fn parse_share(s: &str) -> std::result::Result<f64, String> {
 }
 
 pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
-    if args.db.join("mdbx.dat").exists() {
-        bail!(
+    match held_layout(&args.db)? {
+        Some(Layout::Log) => {}
+        Some(Layout::Mdbx) => bail!(
             "{} holds an MDBX database, which reuses the pages it frees: only the log layout is \
              compacted",
             args.db.display()
-        );
-    }
-    if !bintrie_logstore::holds_log(&args.db) {
-        bail!("{} holds no state in the log layout", args.db.display());
+        ),
+        None => bail!("{} holds no state in the log layout", args.db.display()),
     }
     let options = bintrie_logstore::LogOptions {
         create: false,
@@ -564,7 +565,7 @@ pub(crate) struct InfoArgs {
 /// Opens an existing database read-only (never creates, formats or writes anything), at its
 /// own group depth.
 pub(crate) fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
-    if bintrie_logstore::holds_log(dir) && !dir.join("mdbx.dat").exists() {
+    if held_layout(dir)? == Some(Layout::Log) {
         bail!(
             "{} holds a state in the log layout: this command reads MDBX databases (`info` and \
              `verify` read both)",
@@ -575,7 +576,7 @@ pub(crate) fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
 }
 
 pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
-    if bintrie_logstore::holds_log(&args.db) && !args.db.join("mdbx.dat").exists() {
+    if held_layout(&args.db)? == Some(Layout::Log) {
         return info_log(&args);
     }
     let store = open_existing(&args.db)?;
@@ -788,7 +789,8 @@ fn verify_log(args: &VerifyArgs) -> Result<()> {
 }
 
 pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
-    if bintrie_logstore::holds_log(&args.db) && !args.db.join("mdbx.dat").exists() {
+    // Holding both layouts fails in `open_existing`, which `verify_unopened` reports.
+    if matches!(held_layout(&args.db), Ok(Some(Layout::Log))) {
         return verify_log(&args);
     }
     let opened = open_existing(&args.db).and_then(|store| {

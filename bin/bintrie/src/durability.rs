@@ -95,23 +95,41 @@ pub(crate) fn durable_note(store: &bintrie_store::StateStore) -> String {
     }
 }
 
+/// The layout of the state `dir` holds: `None` when it holds none (or does not exist). An error
+/// when it holds both an MDBX database (`mdbx.dat`) and log segments: which of the two is the
+/// state cannot be told, and a command must not pick one silently.
+pub(crate) fn held_layout(
+    dir: &std::path::Path,
+) -> anyhow::Result<Option<bintrie_bench::model::Layout>> {
+    use bintrie_bench::model::Layout;
+    match (
+        dir.join("mdbx.dat").exists(),
+        bintrie_logstore::holds_log(dir),
+    ) {
+        (true, true) => anyhow::bail!(
+            "{} holds both an MDBX database (mdbx.dat) and a log (log.NNNNNN segments): which is \
+             the state cannot be told; move one of them to a directory of its own",
+            dir.display()
+        ),
+        (true, false) => Ok(Some(Layout::Mdbx)),
+        (false, true) => Ok(Some(Layout::Log)),
+        (false, false) => Ok(None),
+    }
+}
+
 /// Refuses to open `dir` as `layout` when it already holds a state in the other layout (one
-/// would be created beside the other).
+/// would be created beside the other), or both ([`held_layout`]).
 pub(crate) fn check_layout(
     dir: &std::path::Path,
     layout: bintrie_bench::model::Layout,
 ) -> anyhow::Result<()> {
     use bintrie_bench::model::Layout;
-    let (mdbx, log) = (
-        dir.join("mdbx.dat").exists(),
-        bintrie_logstore::holds_log(dir),
-    );
-    match layout {
-        Layout::Mdbx if log => anyhow::bail!(
+    match (layout, held_layout(dir)?) {
+        (Layout::Mdbx, Some(Layout::Log)) => anyhow::bail!(
             "{} holds a state in the log layout: add --layout log",
             dir.display()
         ),
-        Layout::Log if mdbx => anyhow::bail!(
+        (Layout::Log, Some(Layout::Mdbx)) => anyhow::bail!(
             "{} holds an MDBX database: drop --layout log (or use another directory)",
             dir.display()
         ),

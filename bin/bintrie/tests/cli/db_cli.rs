@@ -360,6 +360,28 @@ fn import_into_the_log_layout_matches_mdbx() {
         "log",
     ]);
     assert!(e.contains("holds an MDBX database"), "{e}");
+    // A directory holding both is refused by every command, not read as one of them.
+    let both = dir.path().join("both");
+    std::fs::create_dir(&both).unwrap();
+    for src in [&m, &l] {
+        for entry in std::fs::read_dir(src).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), both.join(entry.file_name())).unwrap();
+        }
+    }
+    let b = both.to_str().unwrap();
+    for args in [
+        vec!["info", "--db", b],
+        vec!["verify", "--db", b],
+        vec!["get", "--db", b, &key],
+        vec!["prove", "--db", b, &key],
+        vec!["compact", "--db", b],
+        vec!["import", "--db", b, "-i", f],
+        vec!["import", "--db", b, "-i", f, "--layout", "log"],
+    ] {
+        let e = fails(&args);
+        assert!(e.contains("holds both an MDBX database"), "{args:?}: {e}");
+    }
     // A bad line in the second batch: block 1 stays committed.
     let bad = dir.path().join("bad.txt");
     std::fs::write(&bad, input(1200, 3) + "zz 00\n").unwrap();
