@@ -220,7 +220,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
     let writes: Vec<(TreeKey, [u8; 32])> = if let Some(path) = &args.alloc {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let json: serde_json::Value = serde_json::from_str(&text)
+        let json = bintrie_exec::json::parse_unique_keys(&text)
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
     } else {

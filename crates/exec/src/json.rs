@@ -42,7 +42,18 @@ pub fn hex_fault(s: &str) -> String {
 pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
     match v {
         Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
-            anyhow!("{at}: {n} is not a non-negative integer (use a string for big numbers)")
+            // A JSON number past u64 arrives as a float: say it is too large, not that it is
+            // not an integer, which the user did write.
+            let why = match (n.as_i64(), n.as_f64()) {
+                (Some(_), _) => "is negative",
+                (None, Some(f)) if f < 0.0 => "is negative",
+                (None, Some(f)) if f.fract() == 0.0 => {
+                    "is too large for a JSON number (above 2^64 - 1): write it as a string, \
+                     decimal or 0x-hex"
+                }
+                _ => "is not an integer",
+            };
+            anyhow!("{at}: {n} {why}")
         }),
         Value::String(s) => {
             let (digits, radix, plain): (&str, u64, fn(&u8) -> bool) =
@@ -104,6 +115,78 @@ impl<K: Ord> Spellings<K> {
     }
 }
 
+/// Parses JSON text like `serde_json::from_str`, except that an object giving one key twice is
+/// an error naming the key (and, through serde_json, the line and column), at any depth: a
+/// plain parse keeps the last value silently, so a genesis that lists one address twice would
+/// lose an account without a word.
+pub fn parse_unique_keys(text: &str) -> serde_json::Result<Value> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = UniqueKeys.deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// The seed and visitor of [`parse_unique_keys`]: builds a [`Value`], refusing repeated keys.
+#[derive(Clone, Copy)]
+struct UniqueKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(self)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let v = map.next_value_seed(self)?;
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "{} is given twice in one object",
+                    shown(&key)
+                )));
+            }
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,9 +210,47 @@ mod tests {
             let err = n(bad).unwrap_err().to_string();
             assert!(err.starts_with("x: "), "{bad:?}: {err}");
         }
-        assert!(json_u256(&Value::from(-1), "x").is_err());
-        assert!(json_u256(&Value::from(1.5), "x").is_err());
+        let num = |text: &str| {
+            let v: Value = serde_json::from_str(text).unwrap();
+            json_u256(&v, "x").unwrap_err().to_string()
+        };
+        assert!(num("-1").contains("is negative"), "{}", num("-1"));
+        assert!(num("-1.5").contains("is negative"));
+        assert!(num("1.5").contains("is not an integer"));
+        // 2^64: an integer the user wrote, too large for a JSON number here.
+        assert!(num("18446744073709551616").contains("too large"));
+        assert!(num("1e100").contains("too large"));
+        assert_eq!(
+            json_u256(&serde_json::from_str("18446744073709551615").unwrap(), "x").unwrap(),
+            U256::from(u64::MAX)
+        );
         assert!(json_u256(&Value::Null, "x").is_err());
+    }
+
+    /// Every value parses as serde_json parses it, and a key repeated in any object is an
+    /// error naming it and its line.
+    #[test]
+    fn repeated_keys_are_refused_at_any_depth() {
+        let text =
+            r#"{"a": [1, -2, 3.5, "x", null, true, {"b": {}}], "c": {"d": 18446744073709551615}}"#;
+        assert_eq!(
+            parse_unique_keys(text).unwrap(),
+            serde_json::from_str::<Value>(text).unwrap()
+        );
+        for (bad, key) in [
+            (r#"{"a": 1, "a": 1}"#, "\"a\""),
+            ("{\"a\": {\"b\": 1,\n \"b\": 2}}", "\"b\""),
+            (r#"[{"x": 1}, {"é": 1, "é": 2}]"#, "\"é\""),
+        ] {
+            let err = parse_unique_keys(bad).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{key} is given twice")),
+                "{bad}: {err}"
+            );
+            assert!(err.contains("line"), "{err}");
+        }
+        assert!(parse_unique_keys(r#"{"a": 1} x"#).is_err());
+        assert!(parse_unique_keys("").is_err());
     }
 
     /// The error names the character as written (a non-ASCII one whole, not its first byte)

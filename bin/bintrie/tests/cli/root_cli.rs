@@ -140,3 +140,26 @@ fn bad_input_names_the_line() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/genesis.json"));
 }
+
+/// An alloc that lists one address twice, spelled the same, is refused with the address and
+/// its line: a plain JSON parse keeps the second entry and drops the first account unseen.
+#[test]
+fn an_alloc_listing_an_address_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("genesis.json");
+    let a = format!("0x{}", "11".repeat(20));
+    std::fs::write(
+        &path,
+        format!(
+            "{{\"alloc\": {{\n\"{a}\": {{\"balance\": \"1\"}},\n\"{a}\": {{\"balance\": \"2\"}}}}}}"
+        ),
+    )
+    .unwrap();
+    let out = run(&["root", "--alloc", path.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("\"{a}\" is given twice")) && err.contains("line 3"),
+        "{err}"
+    );
+}
