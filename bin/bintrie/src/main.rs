@@ -190,7 +190,7 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let result = match cli.command {
         Command::Root(args) => cmd_root(args),
         Command::Import(args) => db::cmd_import(args),
@@ -210,6 +210,22 @@ fn main() {
         // Never `eprintln!`: it panics when stderr is closed.
         let _ = writeln!(std::io::stderr(), "error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// The command line, or the process ends: with clap's message and status for a usage error or
+/// for `--help` and `--version`, except that help or version text that cannot be written (a
+/// closed or full stdout) ends in status 1 with the reason on stderr, never in a silent 0.
+fn parse_cli() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            if let Err(io) = e.print() {
+                let _ = writeln!(std::io::stderr(), "error: {WRITING}: {io}");
+                std::process::exit(1);
+            }
+            std::process::exit(e.exit_code());
+        }
     }
 }
 

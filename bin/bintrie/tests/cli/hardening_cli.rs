@@ -384,6 +384,11 @@ fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
         vec!["root", "-i", file.to_str().unwrap()],
         rerender.to_vec(),
         [&rerender[..], &["--json"]].concat(),
+        // clap prints help and version itself, and exited 0 when they could not be written.
+        vec!["--help"],
+        vec!["import", "--help"],
+        vec!["-h"],
+        vec!["--version"],
     ] {
         let o = bin()
             .args(&args)
