@@ -7,8 +7,8 @@ use bintrie_exec::kv::parse_b32;
 use bintrie_exec::proof::ProofJson;
 use bintrie_keys::TreeKey;
 use bintrie_node::Sha256Hasher;
-use bintrie_store::StateStore;
-use bintrie_trie::Trie;
+use bintrie_store::{StateStore, StoreError};
+use bintrie_trie::{Trie, TrieError};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -46,17 +46,57 @@ pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
                 .with_context(|| format!("KEY {} ({k:?})", i + 1))
         })
         .collect::<Result<Vec<_>>>()?;
-    // Names a log-layout directory as one (plain MDBX opening called it "no database").
-    let store = crate::db::open_existing(&args.db)?;
-    let meta = store.meta();
-    let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
+    let lines = prove_at_one_block(&args.db, &keys)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for key in &keys {
-        let proof = trie.prove(key)?;
-        let json = serde_json::to_string(&ProofJson::new(&meta.root, &proof))?;
+    for json in lines {
         writeln!(out, "{json}").context(crate::WRITING)?;
     }
     out.flush().context(crate::WRITING)
+}
+
+/// One JSON proof line per key, all against the root of one block. The trie reads each blob in
+/// a transaction of its own and checks it against its parent's hash, so a writer committing
+/// meanwhile shows as a conflict (never as a wrong proof): the whole set is then proved again
+/// at the new block, up to a bound, as `verify`'s readers do.
+fn prove_at_one_block(db: &std::path::Path, keys: &[TreeKey]) -> Result<Vec<String>> {
+    const ATTEMPTS: usize = 100;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        // Names a log-layout directory as one (plain MDBX opening called it "no database").
+        let store = crate::db::open_existing(db)?;
+        let meta = store.meta();
+        let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
+        let proved = keys
+            .iter()
+            .map(|key| {
+                let proof = trie.prove(key)?;
+                Ok(serde_json::to_string(&ProofJson::new(&meta.root, &proof))?)
+            })
+            .collect::<Result<Vec<String>>>();
+        match proved {
+            Err(e) if attempt < ATTEMPTS && moved_on(&e) => {
+                tracing::debug!(
+                    attempt,
+                    "a writer committed during the proofs: proving again"
+                );
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` says another writer committed since the store was opened.
+fn moved_on(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<TrieError<StoreError>>(),
+            Some(TrieError::Store(StoreError::Conflict { .. }))
+        ) || matches!(
+            c.downcast_ref::<StoreError>(),
+            Some(StoreError::Conflict { .. })
+        )
+    })
 }
 
 /// The largest proof read: a proof is under 20 KB, so anything larger is refused as not one

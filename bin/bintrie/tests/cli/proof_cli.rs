@@ -210,3 +210,44 @@ fn many_proofs_one_per_line() {
         .unwrap();
     assert!(stderr(&o).contains("KEY 2"), "{}", stderr(&o));
 }
+
+/// `prove` beside a writer committing block after block: every run succeeds with a proof that
+/// verifies against the root it names (the trie's reads span many transactions, and a commit
+/// between two of them failed the proof as "the database changed under this writer").
+#[test]
+fn proofs_beside_a_running_import_succeed_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = import(
+        dir.path(),
+        (0..64u32).map(|n| format!("{} {:064x}\n", key(n, 1), n + 1)),
+    );
+    let more = dir.path().join("more.txt");
+    std::fs::write(
+        &more,
+        (0..6000u32)
+            .map(|n| format!("{} {:064x}\n", key(n * 7 + 1000, (n % 5) as u8), n + 2))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let mut writer = bin()
+        .args(["import", "--relaxed", "--batch", "16", "--db"])
+        .arg(&db)
+        .arg("-i")
+        .arg(&more)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut runs = 0;
+    let mut roots = std::collections::HashSet::new();
+    while writer.try_wait().unwrap().is_none() || runs < 3 {
+        let k = key(runs % 64, 1);
+        let proof = prove(&db, &k);
+        roots.insert(proof["root"].as_str().unwrap().to_owned());
+        let o = verify(dir.path(), &proof, &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        runs += 1;
+    }
+    assert!(writer.wait().unwrap().success());
+    // The proofs were taken at several blocks, so runs overlapped commits.
+    assert!(roots.len() >= 2, "{runs} runs saw {} roots", roots.len());
+}
