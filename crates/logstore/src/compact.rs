@@ -910,6 +910,35 @@ mod tests {
         }
     }
 
+    /// A read-only open that listed the segments just before a compaction (in another
+    /// handle, as another process would) removed some of them lists them again: it opens at
+    /// the same state, not at "No such file or directory" as before.
+    #[test]
+    fn a_reader_opening_beside_a_compaction_lists_the_segments_again() {
+        let Logged {
+            dir,
+            options,
+            trie,
+            root,
+            ..
+        } = logged(8, 60);
+        drop(trie);
+        let before = segment_numbers(dir.path());
+        let (compactor, removed) = (options.clone(), std::rc::Rc::new(std::cell::Cell::new(0)));
+        let seen = removed.clone();
+        crate::tests::on_next_listing(move |dir| {
+            let mut store = LogStore::open(dir, &compactor).unwrap();
+            let done = store.compact(0.3).unwrap();
+            seen.set(done.dropped.len());
+        });
+        let reader = LogStore::open_read_only(dir.path()).unwrap();
+        assert!(removed.get() > 0, "the compaction dropped nothing");
+        assert_ne!(segment_numbers(dir.path())[0], before[0]);
+        assert_eq!(reader.stored_meta().root, root);
+        let mut trie = Trie::open(reader, 3, root).unwrap();
+        assert_eq!(trie.verify().unwrap(), root);
+    }
+
     /// With the compaction on its own thread, dropping the last handle waits for the step
     /// under way and frees the directory at once: a log reopened right after each of many
     /// runs of compacting blocks opens (no lock still held by the thread) at the state the

@@ -1258,8 +1258,32 @@ impl LogStore {
     /// Opens (or, with `create`, creates) the log in `dir`: takes the writer lock (unless
     /// read-only), scans every segment and rebuilds the index at the last whole block. A torn
     /// last block is cut off (logged); any other damage is [`LogError::Corrupt`].
+    ///
+    /// A read-only open lists the segments and then reads them; a compaction in another process
+    /// may remove one in between (after copying what is live in it to the log's end). The open
+    /// then lists them again, a few times, rather than fail on the file that went away.
     pub fn open(dir: impl AsRef<FsPath>, options: &LogOptions) -> Result<LogStore, LogError> {
-        let dir = dir.as_ref().to_path_buf();
+        const ATTEMPTS: usize = 5;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match LogStore::open_once(dir.as_ref(), options) {
+                Err(LogError::Io { path, error })
+                    if options.read_only
+                        && attempt < ATTEMPTS
+                        && error.kind() == std::io::ErrorKind::NotFound
+                        && scan::is_segment_name(&path) =>
+                {
+                    tracing::debug!(segment = %path.display(), attempt, "a listed segment went away (a compaction beside this reader?): listing again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`LogStore::open`].
+    fn open_once(dir: &FsPath, options: &LogOptions) -> Result<LogStore, LogError> {
+        let dir = dir.to_path_buf();
         if let Some(g) = options.group_depth
             && !(1..=8).contains(&g)
         {
@@ -1302,6 +1326,8 @@ impl LogStore {
         let hint = sizes::read_unbounded(&dir);
         let held = hint.block.unwrap_or(0);
         let mut files = scan::segment_files(&dir).map_err(io_err(&dir))?;
+        #[cfg(test)]
+        tests::after_listing(&dir);
         if files.is_empty() {
             if !(writing && options.create) {
                 return Err(LogError::NotFound(dir));

@@ -16,19 +16,25 @@ pub(crate) fn segment_files(dir: &Path) -> std::io::Result<Vec<(u32, PathBuf)>> 
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry?;
-        let name = entry.file_name();
-        let Some(n) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("log."))
-            .filter(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        out.push((n, entry.path()));
+        if let Some(n) = segment_number(&entry.file_name()) {
+            out.push((n, entry.path()));
+        }
     }
     out.sort_unstable();
     Ok(out)
+}
+
+/// The number of a segment file's name (`log.NNNNNN`), `None` for any other name.
+fn segment_number(name: &std::ffi::OsStr) -> Option<u32> {
+    name.to_str()
+        .and_then(|n| n.strip_prefix("log."))
+        .filter(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse::<u32>().ok())
+}
+
+/// Whether `path` names a segment file (`…/log.NNNNNN`).
+pub(crate) fn is_segment_name(path: &Path) -> bool {
+    path.file_name().and_then(segment_number).is_some()
 }
 
 /// The index at the last whole block, and where the writer continues in the last segment.

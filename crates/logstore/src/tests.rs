@@ -20,6 +20,25 @@ pub(crate) fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32
         .collect()
 }
 
+std::thread_local! {
+    /// What [`after_listing`] runs once, on this thread: a test's stand-in for another process
+    /// acting between an open's listing of the segments and its reading of them.
+    static AFTER_LISTING: std::cell::RefCell<Option<Box<dyn FnOnce(&FsPath)>>> =
+        std::cell::RefCell::new(None);
+}
+
+/// Called by an open right after it lists the segments of `dir`.
+pub(crate) fn after_listing(dir: &FsPath) {
+    if let Some(f) = AFTER_LISTING.with(|h| h.borrow_mut().take()) {
+        f(dir);
+    }
+}
+
+/// Runs `f` in the next open on this thread, between its listing and its reading.
+pub(crate) fn on_next_listing(f: impl FnOnce(&FsPath) + 'static) {
+    AFTER_LISTING.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+}
+
 pub(crate) fn opts(g: u8) -> LogOptions {
     LogOptions {
         group_depth: Some(g),
