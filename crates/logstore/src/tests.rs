@@ -20,11 +20,13 @@ pub(crate) fn random_writes(rng: &mut StdRng, n: usize) -> Vec<(TreeKey, [u8; 32
         .collect()
 }
 
+/// What another process does to a log directory, in a test.
+type DirAction = Box<dyn FnOnce(&FsPath)>;
+
 std::thread_local! {
     /// What [`after_listing`] runs once, on this thread: a test's stand-in for another process
     /// acting between an open's listing of the segments and its reading of them.
-    static AFTER_LISTING: std::cell::RefCell<Option<Box<dyn FnOnce(&FsPath)>>> =
-        std::cell::RefCell::new(None);
+    static AFTER_LISTING: std::cell::RefCell<Option<DirAction>> = std::cell::RefCell::new(None);
 }
 
 /// Called by an open right after it lists the segments of `dir`.
