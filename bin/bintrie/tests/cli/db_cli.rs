@@ -382,6 +382,23 @@ fn import_into_the_log_layout_matches_mdbx() {
         let e = fails(&args);
         assert!(e.contains("holds both an MDBX database"), "{args:?}: {e}");
     }
+    // A file is refused as one, not taken for an empty directory ("no database here").
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "x").unwrap();
+    let p = plain.to_str().unwrap();
+    for args in [
+        vec!["info", "--db", p],
+        vec!["verify", "--db", p],
+        vec!["get", "--db", p, &key],
+        vec!["compact", "--db", p],
+        vec!["import", "--db", p, "-i", f, "--layout", "log"],
+    ] {
+        let e = fails(&args);
+        assert!(
+            e.contains("is a file: a database is a directory"),
+            "{args:?}: {e}"
+        );
+    }
     // A bad line in the second batch: block 1 stays committed.
     let bad = dir.path().join("bad.txt");
     std::fs::write(&bad, input(1200, 3) + "zz 00\n").unwrap();
