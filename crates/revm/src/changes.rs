@@ -44,9 +44,9 @@ impl BlockChanges {
             balance: info.balance,
         }
         .encode()
-        .map_err(|source| StateError::Encode {
+        .map_err(|reason| StateError::Encode {
             address: *address,
-            source,
+            reason,
         })?;
         self.writes.push((basic_data_key(address), basic));
         self.writes.push((code_hash_key(address), info.code_hash.0));
@@ -85,9 +85,9 @@ impl BlockChanges {
         for (address, acct) in accounts {
             let mut acct = acct.clone();
             acct.storage.retain(|(_, v)| !v.is_zero());
-            let entries = account_entries(address, &acct).map_err(|source| StateError::Encode {
+            let entries = account_entries(address, &acct).map_err(|reason| StateError::Encode {
                 address: *address,
-                source,
+                reason,
             })?;
             out.writes.extend(entries);
             out.accounts_written += 1;

@@ -52,12 +52,13 @@ pub enum StateError {
     #[error("no hash supplied for block {0}")]
     MissingBlockHash(u64),
     /// An account cannot be encoded (e.g. a balance over 16 bytes).
-    #[error("account {address}: {source}")]
+    #[error("account {address}: {reason}")]
     Encode {
         /// The account.
         address: Address,
-        /// Why.
-        source: bintrie_keys::KeyError,
+        /// Why. Not named `source`: thiserror would make it the error's source, and an error
+        /// chain would then print the reason twice.
+        reason: bintrie_keys::KeyError,
     },
 }
 
@@ -76,5 +77,28 @@ impl From<StoreError> for StateError {
 impl From<TrieError<StoreError>> for StateError {
     fn from(e: TrieError<StoreError>) -> Self {
         StateError::Trie(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error chain (`{:#}`, what the CLI prints) says an account's encoding fault once: the
+    /// fault is in the message, so it must not also be the error's source.
+    #[test]
+    fn an_encoding_fault_is_said_once() {
+        let e = StateError::Encode {
+            address: Address::repeat_byte(0x45),
+            reason: bintrie_keys::KeyError::BalanceTooLarge,
+        };
+        assert!(std::error::Error::source(&e).is_none());
+        let said = e.to_string();
+        assert_eq!(
+            said.matches("does not fit in 128 bits").count(),
+            1,
+            "{said}"
+        );
+        assert!(said.contains("0x4545"), "{said}");
     }
 }

@@ -370,10 +370,10 @@ impl<'c> ChainRun<'c> {
                     .commit_block(changes, 0)
                     .map_err(|e| TestOutcome::failed(format!("importing pre: {e}")))?;
             }
-            Err(StateError::Encode { address, source }) => {
+            Err(StateError::Encode { address, reason }) => {
                 return Err(TestOutcome::skipped(format!(
                     "pre-state: {}",
-                    unrepresentable(address, source)
+                    unrepresentable(address, reason)
                 )));
             }
             Err(e) => return Err(TestOutcome::failed(format!("importing pre: {e}"))),
@@ -451,9 +451,9 @@ impl<'c> ChainRun<'c> {
         self.eip7610 = self.eip7610.or(collision);
         let (_, run) = match run {
             Ok(r) => r,
-            Err(PipelineError::State(StateError::Encode { address, source })) => {
+            Err(PipelineError::State(StateError::Encode { address, reason })) => {
                 return Err(BlockFault::Unrepresentable(unrepresentable(
-                    address, source,
+                    address, reason,
                 )));
             }
             Err(PipelineError::State(e)) => return Err(BlockFault::State(e)),
