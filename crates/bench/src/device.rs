@@ -212,10 +212,11 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
             free > options.file_bytes.saturating_mul(2),
-            "probing the disk needs {} MB free in {}; {} MB are",
-            options.file_bytes.saturating_mul(2) / 1_000_000,
+            "probing the disk needs more than {} bytes free in {} (twice the probe file); {} \
+             bytes are",
+            options.file_bytes.saturating_mul(2),
             dir.display(),
-            free / 1_000_000
+            free
         );
     }
     let path = dir.join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
