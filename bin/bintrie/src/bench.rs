@@ -143,8 +143,8 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     no_progress: bool,
     /// Do not measure: re-render the report (statistics, report.md, charts, index.html) from
-    /// an existing results.json (or the report directory holding it) into --out, e.g. after a
-    /// change to the report.
+    /// an existing results.json (gzip-compressed or not), or the report directory holding it,
+    /// into --out, e.g. after a change to the report.
     #[arg(long, value_name = "RESULTS_JSON")]
     from_results: Option<PathBuf>,
     /// Print results.json to stdout when done (the report is written either way).
@@ -388,11 +388,9 @@ pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
     for side in [&args.before, &args.after] {
         let mut seen = std::collections::HashMap::new();
         for p in side {
-            let mut id =
-                std::fs::canonicalize(p).with_context(|| format!("reading {}", p.display()))?;
-            if id.is_dir() {
-                id.push("results.json");
-            }
+            let file = Results::file_at(p);
+            let id = std::fs::canonicalize(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
             if let Some(first) = seen.insert(id, p) {
                 bail!(
                     "{} and {} are the same results file, given twice on one side: each \

@@ -418,6 +418,54 @@ impl Metric {
     }
 }
 
+impl Results {
+    /// The file [`Results::read`] reads for `path`: `path` itself, or in a directory its
+    /// `results.json`, else its `results.json.gz` when only that exists.
+    pub fn file_at(path: &Path) -> std::path::PathBuf {
+        if !path.is_dir() {
+            return path.to_path_buf();
+        }
+        let plain = path.join(crate::report::RESULTS_FILE);
+        let gz = path.join(format!("{}.gz", crate::report::RESULTS_FILE));
+        if !plain.exists() && gz.exists() {
+            gz
+        } else {
+            plain
+        }
+    }
+
+    /// Refuses rows no run could have measured ([`Results::read`]); errors name `path`.
+    fn check_rows(&self, path: &Path) -> anyhow::Result<()> {
+        ensure!(
+            !self.runs.is_empty(),
+            "{}: holds no measured blocks (`runs` is empty)",
+            path.display()
+        );
+        let mut seen = std::collections::HashSet::new();
+        for (i, row) in self.runs.iter().enumerate() {
+            ensure!(
+                seen.insert((row.key, row.run, row.block_in_run)),
+                "{}: runs[{i}] repeats run {} block {} of its configuration: one block would \
+                 count twice",
+                path.display(),
+                row.run,
+                row.block_in_run
+            );
+            for m in Metric::ALL {
+                if let Some(v) = row.metric(m) {
+                    ensure!(
+                        (0.0..1e15).contains(&v),
+                        "{}: runs[{i}].{} is {v}: not a measurement (negative, or beyond 10^15)",
+                        path.display(),
+                        m.name()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl RunRow {
     /// The value of metric `m` (counts as `f64`); `None` for an absent optional metric.
     pub fn metric(&self, m: Metric) -> Option<f64> {
@@ -595,17 +643,36 @@ impl Results {
     /// Reads the `results.json` at `path`, or the one inside `path` when it is a directory (a
     /// report's `--out`). Errors name the file: unreadable, not JSON of this schema, or a
     /// `schema_version` other than [`SCHEMA_VERSION`].
+    ///
+    /// A gzip-compressed file is read as well (docs/study keeps its results as
+    /// `results.json.gz`; a directory holding only that is read through it). Rows that no run
+    /// could have measured are refused, naming the row: no rows at all, a metric that is
+    /// negative or beyond 10^15, or one (configuration, run, block) given twice, which would
+    /// count one block twice in every statistic.
     pub fn read(path: &Path) -> anyhow::Result<Results> {
-        let file;
-        let path = if path.is_dir() {
-            file = path.join(crate::report::RESULTS_FILE);
-            &file
+        let file = Results::file_at(path);
+        let path = file.as_path();
+        let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = if raw.starts_with(&[0x1f, 0x8b]) {
+            use std::io::Read;
+            // Far above any study's results, and a bound on what a hostile file can make this
+            // hold.
+            const MAX_BYTES: u64 = 1 << 30;
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&raw[..])
+                .take(MAX_BYTES + 1)
+                .read_to_end(&mut out)
+                .with_context(|| format!("{}: decompressing gzip", path.display()))?;
+            ensure!(
+                out.len() as u64 <= MAX_BYTES,
+                "{}: more than {MAX_BYTES} bytes once decompressed",
+                path.display()
+            );
+            out
         } else {
-            path
+            raw
         };
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut results: Results = serde_json::from_str(&text).with_context(|| {
+        let mut results: Results = serde_json::from_slice(&text).with_context(|| {
             format!(
                 "{}: not a results.json of schema {SCHEMA_VERSION}",
                 path.display()
@@ -617,6 +684,7 @@ impl Results {
             path.display(),
             results.schema_version
         );
+        results.check_rows(path)?;
         // A file from before the state-size dimension has one state size and no `stems` on its
         // rows (read as 0): it is the configuration's. (With several sizes, 0 is a size.)
         if results.config.state_sizes.is_empty() {
@@ -817,6 +885,33 @@ mod tests {
             ..back
         };
         assert!(bad.validate().is_err());
+    }
+
+    /// docs/study keeps its results gzip-compressed: the file and its directory read as the
+    /// decompressed file does.
+    #[test]
+    fn compressed_results_read_as_the_plain_file() {
+        let study = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/study");
+        let gz = Results::read(&study.join("results.json.gz")).unwrap();
+        let by_dir = Results::read(&study).unwrap();
+        assert!(!gz.runs.is_empty());
+        assert_eq!(
+            serde_json::to_value(&gz).unwrap(),
+            serde_json::to_value(&by_dir).unwrap()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("results.json");
+        std::fs::write(&plain, serde_json::to_vec(&gz).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_value(Results::read(&plain).unwrap()).unwrap(),
+            serde_json::to_value(&gz).unwrap()
+        );
+        // A truncated stream is an error naming the file, not a panic.
+        let cut = dir.path().join("cut.json.gz");
+        let bytes = std::fs::read(study.join("results.json.gz")).unwrap();
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+        let err = format!("{:#}", Results::read(&cut).unwrap_err());
+        assert!(err.contains("cut.json.gz"), "{err}");
     }
 
     #[test]

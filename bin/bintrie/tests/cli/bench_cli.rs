@@ -137,6 +137,18 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
         path
     };
     let (gd1, gd2) = (only(1, "gd1.json"), only(2, "gd2.json"));
+    // Rows no run could have measured.
+    let edited = |name: &str, edit: &dyn Fn(&mut Vec<serde_json::Value>)| {
+        let mut f = file.clone();
+        edit(f["runs"].as_array_mut().unwrap());
+        let path = scratch.path().join(name);
+        std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
+        path
+    };
+    let negative = edited("negative.json", &|runs| runs[3]["total_ms"] = (-5.0).into());
+    let huge = edited("huge.json", &|runs| runs[0]["commit_ms"] = 1e300.into());
+    let doubled = edited("doubled.json", &|runs| runs.extend(runs.clone()));
+    let empty = edited("empty.json", &|runs| runs.clear());
     let missing = scratch.path().join("nowhere");
     for (args, says) in [
         (
@@ -178,6 +190,42 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
             "share no configuration",
         ),
         (vec!["--before".as_ref(), dir.as_os_str()], "--after"),
+        (
+            vec![
+                "--before".as_ref(),
+                negative.as_os_str(),
+                "--after".as_ref(),
+                dir.as_os_str(),
+            ],
+            "runs[3].total_ms is -5: not a measurement",
+        ),
+        (
+            vec![
+                "--before".as_ref(),
+                dir.as_os_str(),
+                "--after".as_ref(),
+                huge.as_os_str(),
+            ],
+            "runs[0].commit_ms is 1",
+        ),
+        (
+            vec![
+                "--before".as_ref(),
+                doubled.as_os_str(),
+                "--after".as_ref(),
+                dir.as_os_str(),
+            ],
+            "would count twice",
+        ),
+        (
+            vec![
+                "--before".as_ref(),
+                empty.as_os_str(),
+                "--after".as_ref(),
+                dir.as_os_str(),
+            ],
+            "holds no measured blocks",
+        ),
         // One invocation twice on a side (as its directory and as its file) is not two samples.
         (
             vec![
