@@ -122,6 +122,33 @@ fn import_over<S: BlockState>(
         .with_context(|| format!("importing into {}", dir.display()))
 }
 
+/// Refuses an `--db` that is not absent or empty: every run imports its pre-state into a new
+/// database, so one holding a state (an earlier run's, or a failed run's that imported the
+/// pre-state) is refused before the fixture is read, saying so, and a directory of other files
+/// is never written into.
+fn check_new_db(db: &Path) -> Result<()> {
+    if let Some(layout) = crate::durability::held_layout(db)? {
+        anyhow::bail!(
+            "{} already holds a database ({}): `exec --db` imports the pre-state into a new one \
+             each run, so this one is from an earlier run (or from a run that failed after its \
+             import); remove it or give another directory",
+            db.display(),
+            match layout {
+                Layout::Mdbx => "MDBX",
+                Layout::Log => "log layout",
+            }
+        );
+    }
+    if std::fs::read_dir(db).is_ok_and(|mut entries| entries.next().is_some()) {
+        anyhow::bail!(
+            "{} is not empty, and holds no database: `exec --db` takes an absent or empty \
+             directory",
+            db.display()
+        );
+    }
+    Ok(())
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
@@ -129,6 +156,12 @@ fn ms(d: Duration) -> f64 {
 pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     if let Some(w) = &args.stateless {
         return witness::cmd_stateless(&args, w);
+    }
+    // (The same directory given as --base-db is refused as such by the base's preparation.)
+    if let Some(db) = &args.db
+        && args.base.base_db.as_ref() != Some(db)
+    {
+        check_new_db(db)?;
     }
     let t = Instant::now();
     let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;

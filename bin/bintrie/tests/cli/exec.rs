@@ -185,9 +185,22 @@ fn cold_run_evicts_and_validates_into_a_kept_database() {
     let base = exec_json(&fixture(ZKPI_CANCUN), &[]);
     assert_eq!(j["root"], base["root"]);
     assert!(db.join("mdbx.dat").is_file());
-    // The database now holds the block: a second exec into it is refused.
+    // The database now holds the block: a second exec into it is refused before the fixture
+    // is read, and so is a directory of other files.
     let text = exec_fails(&fixture(ZKPI_CANCUN), &["--db", db.to_str().unwrap()]);
-    assert!(text.contains("the database holds block 22188088"), "{text}");
+    assert!(
+        text.contains("already holds a database (MDBX): `exec --db` imports the pre-state"),
+        "{text}"
+    );
+    let other = dir.path().join("notes");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let text = exec_fails(&fixture(ZKPI_CANCUN), &["--db", other.to_str().unwrap()]);
+    assert!(
+        text.contains("is not empty, and holds no database"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
 }
 
 /// `--base-stems`: the block validates on top of a random base; a kept base is reused (copied,
@@ -497,14 +510,13 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
         text.contains("--buffer-blocks applies to the MDBX layout only"),
         "{text}"
     );
-    // The log now holds the block: a second exec into it is refused, as is another group
-    // depth.
+    // The log now holds the block: a second exec into it is refused, at any group depth.
     let again = ["--db", db2.to_str().unwrap(), "--layout", "log"];
-    let text = exec_fails(&f, &[&again[..], &["-g", "4"]].concat());
-    assert!(text.contains("the database holds block 22188088"), "{text}");
-    let text = exec_fails(&f, &again);
-    assert!(
-        text.contains("has group depth 4, 5 was asked for"),
-        "{text}"
-    );
+    for extra in [&["-g", "4"][..], &[]] {
+        let text = exec_fails(&f, &[&again[..], extra].concat());
+        assert!(
+            text.contains("already holds a database (log layout)"),
+            "{text}"
+        );
+    }
 }
