@@ -160,8 +160,9 @@ impl LogStore {
     /// duplicates). A file that cannot be removed is reported in
     /// [`Compaction::left_in_place`], not as an error; this handle then compacts no more
     /// ([`LogError::Invalid`], and the automatic compaction stops) until the log is reopened,
-    /// which removes it. The automatic compaction also stops at a segment that disagrees with
-    /// the index (logged once).
+    /// which removes it. A file removed whose directory then fails to sync counts as dropped
+    /// (it is gone), and stops the compaction the same way. The automatic compaction also
+    /// stops at a segment that disagrees with the index (logged once).
     ///
     /// A read that found a record's place before a compaction and reads it after the next one
     /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
@@ -406,13 +407,18 @@ impl LogStore {
                 continue;
             }
             let path = self.inner.dir.join(segment_name(*n));
-            match std::fs::remove_file(&path)
-                .map_err(io_err(&path))
-                .and_then(|()| sync_dir(&self.inner.dir))
-            {
+            match std::fs::remove_file(&path).map_err(io_err(&path)) {
                 Ok(()) => {
                     out.dropped.push(*n);
                     out.dropped_bytes += *len;
+                    // Removed, though perhaps not durably: after a power loss the file may be
+                    // back, and the next writer's open removes it again (the log names it
+                    // dropped). Not "left in place"; but this handle compacts no more.
+                    if let Err(e) = sync_dir(&self.inner.dir) {
+                        tracing::warn!(error = %e, segment = %path.display(), "a compacted segment was removed, but the directory did not sync: the removal may not survive a power loss (the next open removes it then)");
+                        failed = true;
+                        w.halted = true;
+                    }
                 }
                 Err(e) => {
                     // The later ones stay too: a newer segment must never go before an older
@@ -936,6 +942,34 @@ mod tests {
         assert_ne!(segment_numbers(dir.path())[0], before[0]);
         assert_eq!(reader.stored_meta().root, root);
         let mut trie = Trie::open(reader, 3, root).unwrap();
+        assert_eq!(trie.verify().unwrap(), root);
+    }
+
+    /// A segment removed whose directory sync then fails is reported dropped, not "left in
+    /// place" (its file is gone); the handle compacts no more, and the log reopens whole.
+    #[test]
+    fn a_removal_whose_directory_sync_fails_counts_as_dropped() {
+        let Logged {
+            dir,
+            options,
+            mut trie,
+            root,
+            ..
+        } = logged(8, 60);
+        let before = segment_numbers(dir.path());
+        crate::tests::fail_dir_syncs(true);
+        let done = trie.store_mut().compact(0.3);
+        crate::tests::fail_dir_syncs(false);
+        let done = done.unwrap();
+        assert_eq!(done.dropped.len(), 1, "{done:?}");
+        assert!(!before.is_empty() && done.dropped[0] == before[0], "{done:?}");
+        assert!(!dir.path().join(segment_name(done.dropped[0])).exists());
+        // The ones after it wait for the next open, as after a failed removal.
+        assert!(trie.store_mut().compact(0.3).is_err());
+        drop(trie);
+        let store = LogStore::open(dir.path(), &options).unwrap();
+        assert_eq!(store.stored_meta().root, root);
+        let mut trie = Trie::open(store, 3, root).unwrap();
         assert_eq!(trie.verify().unwrap(), root);
     }
 

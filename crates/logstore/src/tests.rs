@@ -36,6 +36,21 @@ pub(crate) fn after_listing(dir: &FsPath) {
     }
 }
 
+std::thread_local! {
+    /// Directory syncs on this thread that fail, from now on ([`fail_dir_syncs`]).
+    static DIR_SYNC_FAILS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a directory sync on this thread is to fail (a test planted it).
+pub(crate) fn dir_sync_fails() -> bool {
+    DIR_SYNC_FAILS.with(std::cell::Cell::get)
+}
+
+/// Makes every directory sync on this thread fail (`true`) or work again (`false`).
+pub(crate) fn fail_dir_syncs(fail: bool) {
+    DIR_SYNC_FAILS.with(|f| f.set(fail));
+}
+
 /// Runs `f` in the next open on this thread, between its listing and its reading.
 pub(crate) fn on_next_listing(f: impl FnOnce(&FsPath) + 'static) {
     AFTER_LISTING.with(|h| *h.borrow_mut() = Some(Box::new(f)));
