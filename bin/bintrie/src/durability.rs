@@ -18,7 +18,8 @@ pub(crate) struct WriteArgs {
     pub(crate) relaxed: bool,
     /// Write buffer: commit each block to MDBX without an fsync, journal it (one sequential
     /// append, fdatasync'd when durable) and sync MDBX every N blocks. 0: no buffer, every
-    /// block is its own synced MDBX commit. A buffered writer must be the only writer.
+    /// block is its own synced MDBX commit. A buffered writer must be the only writer; readers
+    /// beside it see the last synced block. Default: 8 for `import`, 0 for `exec` (one block).
     #[arg(long, value_name = "N")]
     pub(crate) buffer_blocks: Option<u64>,
     /// ... or once this many MiB of blobs were committed since the last sync.
