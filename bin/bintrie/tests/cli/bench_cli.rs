@@ -275,3 +275,67 @@ fn bad_arguments_are_refused_with_a_message() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// `bench` deletes and rebuilds its databases under --db-dir: a directory bearing a
+/// database's name that holds anything else is refused before any build, and kept. An --out
+/// that takes no file is refused before measuring, not after (which lost the run's results).
+#[test]
+fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_dir = dir.path().join("dbs");
+    let mine = db_dir.join("db-p4096-g5-log");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    let bench = |out: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_bintrie"))
+            .args([
+                "bench",
+                "--stems",
+                "2k",
+                "--runs",
+                "2",
+                "--group-depths",
+                "5",
+            ])
+            .args(["--workloads", "erc20_balanceof", "--read-paths", "flat"])
+            .args(["--prefetch", "off", "--no-disk-probe", "--no-progress"])
+            .arg("--db-dir")
+            .arg(&db_dir)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let o = bench(&dir.path().join("out"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("holds \"notes.txt\", which a bench database does not"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(mine.join("notes.txt")).unwrap(), b"mine");
+    assert!(!db_dir.join("db-p4096-g5").exists(), "a database was built");
+    // Without it, the study runs (and deletes its own databases).
+    std::fs::remove_dir_all(&mine).unwrap();
+    let o = bench(&dir.path().join("out"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!db_dir.join("db-p4096-g5").exists());
+
+    // A read-only --out (a read-only tmpfs; needs root to mount).
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+        .arg(&ro)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED the read-only --out case: needs root to mount a tmpfs");
+        return;
+    }
+    let o = bench(&ro);
+    let _ = Command::new("umount").arg(&ro).status();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write there"), "{err}");
+}

@@ -117,10 +117,7 @@ impl Bench {
         let mut copied = None;
         let state = loop {
             if !reused {
-                if dir.exists() {
-                    std::fs::remove_dir_all(dir)
-                        .with_context(|| format!("removing stale {}", dir.display()))?;
-                }
+                super::remove_database_dir(dir)?;
                 copy_into_log(src, dir, &options)?;
                 copied = Some(t.elapsed());
             }

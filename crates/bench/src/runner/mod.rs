@@ -218,9 +218,17 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         overall.set_message("measuring the disk");
         probe(&opts.db_dir)
     });
+    let several_sizes = config.sizes().len() > 1;
+    // Every directory the study will delete is checked before the first is built, so a file
+    // that is not the study's stops it at once, not after hours of measuring.
+    for &(stems, page_size, g) in &plan {
+        let (dir, log_dir) = database_dirs(&opts.db_dir, several_sizes, stems, page_size, g);
+        check_database_dir(&dir)?;
+        check_database_dir(&log_dir)?;
+    }
     let mut study = Study {
         opts,
-        several_sizes: config.sizes().len() > 1,
+        several_sizes,
         bars,
         overall,
         databases: Vec::new(),
@@ -319,6 +327,72 @@ struct BuiltFrom {
     group_depth: u8,
 }
 
+/// The database directories of one cell of the plan under `db_dir`: MDBX's and the log's. One
+/// state size keeps the names earlier studies used (and --reuse-databases finds).
+fn database_dirs(
+    db_dir: &Path,
+    several_sizes: bool,
+    stems: u64,
+    page_size: u32,
+    g: u8,
+) -> (PathBuf, PathBuf) {
+    let name = if several_sizes {
+        format!("db-s{stems}-p{page_size}-g{g}")
+    } else {
+        format!("db-p{page_size}-g{g}")
+    };
+    (db_dir.join(&name), db_dir.join(format!("{name}-log")))
+}
+
+/// Deletes `dir`, a database directory this study makes under `--db-dir` (absent: nothing to
+/// do), but only when every entry in it is a file a bench database holds: MDBX's (`mdbx.dat`,
+/// `mdbx.lck`, `journal`), the log's (`log.NNNNNN`, `LOCK`, `index-sizes`) and the study's own
+/// records. Anything else (a user's file in a directory that happens to bear the name) makes it
+/// an error naming the file, and nothing is deleted.
+pub(crate) fn remove_database_dir(dir: &Path) -> Result<()> {
+    if check_database_dir(dir)? {
+        std::fs::remove_dir_all(dir).with_context(|| format!("deleting {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// [`remove_database_dir`]'s check, deleting nothing: `Ok(true)` when `dir` exists and holds
+/// only a bench database's files, `Ok(false)` when it is absent, else the error.
+fn check_database_dir(dir: &Path) -> Result<bool> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let segment = name
+            .strip_prefix("log.")
+            .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()));
+        let ours = segment
+            || [
+                "mdbx.dat",
+                "mdbx.lck",
+                "journal",
+                "LOCK",
+                "index-sizes",
+                BuiltFrom::FILE,
+                block::BASE_FILE,
+            ]
+            .contains(&name.as_ref());
+        ensure!(
+            ours && entry.file_type().is_ok_and(|t| t.is_file()),
+            "{} holds {name:?}, which a bench database does not: bench deletes and rebuilds \
+             its databases in --db-dir, so it leaves this directory alone; move what is yours \
+             out of it, or give another --db-dir",
+            dir.display()
+        );
+    }
+    Ok(true)
+}
+
 impl BuiltFrom {
     /// The file in the database directory.
     const FILE: &str = "bench-built-from.json";
@@ -368,18 +442,10 @@ impl Study<'_> {
             stems,
             ..opts.config.clone()
         };
-        // One size keeps the names earlier studies used (and --reuse-databases finds).
-        let name = if self.several_sizes {
-            format!("db-s{stems}-p{page_size}-g{g}")
-        } else {
-            format!("db-p{page_size}-g{g}")
-        };
-        let dir = opts.db_dir.join(&name);
-        let log_dir = opts.db_dir.join(format!("{name}-log"));
+        let (dir, log_dir) = database_dirs(&opts.db_dir, self.several_sizes, stems, page_size, g);
         let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
-        if dir.exists() && !reuse {
-            std::fs::remove_dir_all(&dir)
-                .with_context(|| format!("removing stale {}", dir.display()))?;
+        if !reuse {
+            remove_database_dir(&dir)?;
         }
         self.overall
             .set_message(format!("building g={g} page={page_size} stems={stems}"));
@@ -440,10 +506,7 @@ impl Study<'_> {
         build.finish_and_clear();
         if !opts.keep_databases {
             for dir in [&dir, &log_dir] {
-                if dir.exists() {
-                    std::fs::remove_dir_all(dir)
-                        .with_context(|| format!("deleting {}", dir.display()))?;
-                }
+                remove_database_dir(dir)?;
             }
         }
         result.with_context(|| format!("group depth {g}, page size {page_size}, {stems} stems"))
