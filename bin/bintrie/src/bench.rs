@@ -159,6 +159,17 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         PathBuf::from("target/bench").join(now.replace(':', "-"))
     });
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    // The results are written at the end: a directory that takes no file would lose the whole
+    // run then, so try one now.
+    let probe = out.join(format!(".bintrie-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .with_context(|| {
+            format!(
+                "--out {}: cannot write there, where the results go after the run",
+                out.display()
+            )
+        })?;
     let mut results = match &args.from_results {
         Some(path) => Results::read(path)?,
         None => {
