@@ -14,27 +14,52 @@ use std::path::{Path, PathBuf};
 
 /// Every `.json` and `.json.gz` file under `paths` (files as given, directories recursively),
 /// sorted. Errors name a path that does not exist or cannot be listed.
+///
+/// A directory is walked once however many links lead to it (a symlink loop would otherwise
+/// repeat or never end), a file found twice through links counts once, and in a walk only
+/// regular files are taken (a FIFO named `*.json` would block the run).
 pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    use std::collections::HashSet;
+    /// Real paths of the directories walked and the files taken so far.
+    #[derive(Default)]
+    struct Seen {
+        dirs: HashSet<PathBuf>,
+        files: HashSet<PathBuf>,
+    }
+    fn walk(dir: &Path, seen: &mut Seen, out: &mut Vec<PathBuf>) -> Result<()> {
+        let real = std::fs::canonicalize(dir).with_context(|| format!("{}", dir.display()))?;
+        if !seen.dirs.insert(real) {
+            return Ok(());
+        }
         let entries =
             std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
         for entry in entries {
             let path = entry
                 .with_context(|| format!("listing {}", dir.display()))?
                 .path();
-            if path.is_dir() {
-                walk(&path, out)?;
-            } else if is_test_file(&path) {
+            // Follows links; a dangling one is neither, and is left out.
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                walk(&path, seen, out)?;
+            } else if meta.is_file()
+                && is_test_file(&path)
+                && seen
+                    .files
+                    .insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()))
+            {
                 out.push(path);
             }
         }
         Ok(())
     }
     let mut out = Vec::new();
+    let mut seen = Seen::default();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| format!("{}", p.display()))?;
         if meta.is_dir() {
-            walk(p, &mut out)?;
+            walk(p, &mut seen, &mut out)?;
         } else {
             out.push(p.clone());
         }

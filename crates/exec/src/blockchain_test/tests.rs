@@ -203,6 +203,31 @@ fn files_are_found_recursively_and_bad_files_are_named() {
     assert_eq!(Summary::of(&results).failed, 1, "{results:?}");
 }
 
+/// Links that lead back up (one loop repeated a file 41 times, two never ended) and a FIFO
+/// named like a test (reading it blocked the run) are walked once and left out.
+#[test]
+fn a_walk_takes_each_file_once_through_links_and_only_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("l/d");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("t.json"), "{}").unwrap();
+    std::os::unix::fs::symlink("..", d.join("up")).unwrap();
+    std::os::unix::fs::symlink("..", d.join("up2")).unwrap();
+    std::os::unix::fs::symlink("t.json", d.join("same.json")).unwrap();
+    std::os::unix::fs::symlink("nowhere.json", d.join("dangling.json")).unwrap();
+    let fifo = d.join("fifo.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let files = test_files(&[dir.path().join("l")]).unwrap();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].ends_with("t.json") || files[0].ends_with("same.json"));
+}
+
 #[test]
 fn empty_truncated_and_non_object_files_are_named_errors() {
     let dir = tempfile::tempdir().unwrap();
