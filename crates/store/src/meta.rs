@@ -24,6 +24,22 @@ fn u64_be(bytes: &[u8], what: &str) -> Result<u64, StoreError> {
     Ok(u64::from_be_bytes(arr))
 }
 
+/// The key of the meta records' checksum ([`meta_check`]).
+const M_CHECK: &[u8] = b"check";
+
+/// CRC-32 over the meta records (root, block, group depth, format, page size, in that order):
+/// the block number is hashed into nothing else, so a flipped bit in it would otherwise pass
+/// every check and the next import would number its blocks from it.
+fn meta_check(m: &Meta) -> [u8; 4] {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&m.root);
+    h.update(&m.block.to_be_bytes());
+    h.update(&[m.group_depth]);
+    h.update(&u64::from(m.format).to_be_bytes());
+    h.update(&u64::from(m.page_size).to_be_bytes());
+    h.finalize().to_be_bytes()
+}
+
 /// Reads the meta records in `txn`: `Ok(None)` when the database has none yet (a new one).
 pub(crate) fn read_meta<K: libmdbx::TransactionKind>(
     txn: &libmdbx::Transaction<'_, K, MapKind>,
@@ -55,14 +71,28 @@ pub(crate) fn read_meta<K: libmdbx::TransactionKind>(
         .try_into()
         .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into()))?;
     let page_size = u64_be(&get(M_PAGE_SIZE)?, "page size")?;
-    Ok(Some(Meta {
+    let meta = Meta {
         root,
         block: u64_be(&get(M_BLOCK)?, "block")?,
         group_depth: g,
         format: FORMAT_VERSION,
         page_size: u32::try_from(page_size)
             .map_err(|_| StoreError::Corrupt(format!("meta page size {page_size}")))?,
-    }))
+    };
+    // Absent in a database last committed before the checksum existed (the next commit
+    // writes it).
+    if let Some(check) = txn.get::<Vec<u8>>(mt, M_CHECK).map_err(map_err)?
+        && check[..] != meta_check(&meta)
+    {
+        return Err(StoreError::Corrupt(format!(
+            "the meta records (block {}, root {}, group depth {}) do not match their checksum: \
+             one of them is damaged",
+            meta.block,
+            hex(meta.root),
+            meta.group_depth
+        )));
+    }
+    Ok(Some(meta))
 }
 
 pub(crate) fn put_meta(
@@ -80,5 +110,71 @@ pub(crate) fn put_meta(
         .map_err(map_err)?;
     txn.put(mt, M_PAGE_SIZE, (meta.page_size as u64).to_be_bytes(), f)
         .map_err(map_err)?;
+    txn.put(mt, M_CHECK, meta_check(meta), f).map_err(map_err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `key` = `value` (or deletes `key`, for `None`) in the meta table of the database
+    /// in `dir` behind the store's back, as damage would.
+    fn poke(dir: &FsPath, key: &[u8], value: Option<&[u8]>) {
+        let db = Database::<MapKind>::open_with_options(
+            dir,
+            DatabaseOptions {
+                max_tables: Some(8),
+                mode: Mode::ReadWrite(ReadWriteOptions::default()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let txn = db.begin_rw_txn().unwrap();
+        let mt = txn.open_table(Some(T_META)).unwrap();
+        match value {
+            Some(v) => txn.put(&mt, key, v, WriteFlags::UPSERT).unwrap(),
+            None => txn.del(&mt, key, None).map(drop).unwrap(),
+        }
+        txn.commit().unwrap();
+    }
+
+    /// A block number changed behind the store's back (a flipped bit) is refused by every
+    /// open, read-only too; a database from before the checksum (none stored) still opens, and
+    /// its next commit stores one.
+    #[test]
+    fn a_damaged_block_number_is_refused_and_a_database_without_a_checksum_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(StateStore::open(dir.path(), &StoreOptions::default()).unwrap());
+        poke(dir.path(), M_BLOCK, Some(&7u64.to_be_bytes()));
+        for err in [
+            StateStore::open(dir.path(), &StoreOptions::default()).err(),
+            StateStore::open_read_only(dir.path()).err(),
+        ] {
+            let err = err.expect("the damaged meta was accepted").to_string();
+            assert!(
+                err.contains("(block 7, root") && err.contains("do not match their checksum"),
+                "{err}"
+            );
+        }
+        // As a database written before the checksum existed: opens at the block it says.
+        poke(dir.path(), M_CHECK, None);
+        let store = StateStore::open_read_only(dir.path()).unwrap();
+        assert_eq!(store.meta().block, 7);
+        drop(store);
+        let txn_check = |dir: &FsPath| {
+            let store = StateStore::open_read_only(dir).unwrap();
+            let txn = store.inner.db.begin_ro_txn().unwrap();
+            let mt = txn.open_table(Some(T_META)).unwrap();
+            txn.get::<Vec<u8>>(&mt, M_CHECK).unwrap()
+        };
+        assert_eq!(txn_check(dir.path()), None);
+        let mut store = StateStore::open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut commit = bintrie_trie::CommitSet::default();
+        commit.group_depth = store.meta().group_depth;
+        bintrie_trie::NodeStore::apply(&mut store, &commit).unwrap();
+        drop(store);
+        assert!(txn_check(dir.path()).is_some());
+        assert_eq!(StateStore::open_read_only(dir.path()).unwrap().meta().block, 8);
+    }
 }
