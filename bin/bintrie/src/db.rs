@@ -238,6 +238,13 @@ fn bulk_import(
         batch = lines.next_batch(1 << 16)?;
     }
     let entries = sorter.len();
+    if entries == 0 {
+        // As a plain import of no lines: no block (a block 1 holding nothing would make the
+        // database no longer empty, and a later --bulk would be refused).
+        bar.finish_and_clear();
+        tracing::warn!("no lines to import: nothing committed");
+        return Ok(());
+    }
     bar.set_message("stems placed:");
     bar.set_position(0);
     let root = store.build_sorted(

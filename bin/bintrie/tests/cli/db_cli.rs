@@ -268,6 +268,31 @@ fn bulk_import_sorts_in_a_budget_and_matches_root() {
         .output()
         .unwrap();
     assert_eq!(huge.status.code(), Some(2));
+
+    // No lines: no block, as a plain import (a block 1 holding nothing made a later --bulk
+    // into the same database refused as "not empty").
+    let empty_in = dir.path().join("empty.txt");
+    std::fs::write(&empty_in, "# nothing\n").unwrap();
+    let e = dir.path().join("e");
+    for _ in 0..2 {
+        let o = bin()
+            .args(["import", "--bulk", "--db", e.to_str().unwrap()])
+            .args(["-i", empty_in.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    let o = bin()
+        .args(["import", "--bulk", "--db", e.to_str().unwrap(), "-i", f])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("committed block 1 "));
 }
 
 /// `import --layout log`: the same blocks and roots as MDBX, `info` on the log, other commands
