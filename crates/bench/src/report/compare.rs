@@ -8,7 +8,7 @@ use crate::ab::AbRow;
 use crate::model::ConfigKey;
 
 /// A configuration in one cell, in the report's words: `GD-5 erc20_approve, flat + prefetch,
-/// 4 KB pages, log layout, 16M stems`.
+/// 4 KB pages, 16M stems`, or for the log `…, log layout (copied from 4 KB pages), 16M stems`.
 fn describe(key: &ConfigKey) -> String {
     format!(
         "GD-{} {}, {}",
@@ -79,7 +79,7 @@ mod tests {
         };
         assert_eq!(
             describe(&key),
-            "GD-5 erc20_approve, flat + prefetch, 4 KB pages, log layout, 16M stems"
+            "GD-5 erc20_approve, flat + prefetch, log layout (copied from 4 KB pages), 16M stems"
         );
     }
 }

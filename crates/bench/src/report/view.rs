@@ -59,7 +59,8 @@ impl Combo {
         s
     }
 
-    /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page`.
+    /// `flat + prefetch` or `trie, no prefetch`, with `, 4 KB pages` when `with_page`, and
+    /// `, log layout` for the log (`, log layout (copied from 4 KB pages)` with the page).
     pub(super) fn label(self, with_page: bool) -> String {
         let mut s = format!(
             "{}{}",
@@ -70,11 +71,18 @@ impl Combo {
                 ", no prefetch"
             }
         );
-        if with_page {
-            s.push_str(&format!(", {} pages", super::format::page(self.page_size)));
-        }
-        if self.layout == Layout::Log {
-            s.push_str(", log layout");
+        // The log has no pages: its rows carry the page size of the MDBX database it was
+        // copied from, which tells them apart when the study has several.
+        match (self.layout, with_page) {
+            (Layout::Log, true) => s.push_str(&format!(
+                ", log layout (copied from {} pages)",
+                super::format::page(self.page_size)
+            )),
+            (Layout::Log, false) => s.push_str(", log layout"),
+            (Layout::Mdbx, true) => {
+                s.push_str(&format!(", {} pages", super::format::page(self.page_size)))
+            }
+            (Layout::Mdbx, false) => {}
         }
         s
     }
