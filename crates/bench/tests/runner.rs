@@ -326,8 +326,10 @@ fn a_reused_log_copy_is_cut_back_and_runs_the_blocks_a_fresh_copy_runs() {
     opts.keep_databases = true;
     opts.reuse_databases = true;
     let log_dir = dir.path().join("dbs/db-p4096-g4-log");
-    // A file of ours in the log's directory: a copy starts from an empty directory.
-    let marker = log_dir.join("marker");
+    // A file in the log's directory that tells whether it was copied again (a copy starts
+    // from an empty directory): named as a bench database's file (the study deletes no
+    // directory holding anything else), one a log copy never makes.
+    let marker = log_dir.join("journal");
     let blocks = |opts: &StudyOptions| block_facts(&run_study(opts).unwrap());
     let fresh = blocks(&opts);
     assert_eq!(fresh.len(), 2 * 3);
@@ -397,9 +399,11 @@ fn a_second_study_on_the_same_database_directory_is_refused_and_deletes_nothing(
     let dbs = dir.path().join("dbs");
     let opts = tiny_approve_study(dbs.clone(), 1, bintrie_bench::model::Layout::Mdbx);
     // What the second study would delete first: a database it takes for stale.
+    // Its marker is named as a bench database's file (the study deletes no directory holding
+    // anything else), one an MDBX database never holds.
     let stale = dbs.join("db-p4096-g4");
     std::fs::create_dir_all(&stale).unwrap();
-    std::fs::write(stale.join("marker"), b"").unwrap();
+    std::fs::write(stale.join("index-sizes"), b"").unwrap();
     // The first study, as another process holds it.
     let lock = bintrie_bench::runner::lock_db_dir(&dbs).unwrap();
     let err = run_study(&opts).unwrap_err();
@@ -407,12 +411,12 @@ fn a_second_study_on_the_same_database_directory_is_refused_and_deletes_nothing(
         format!("{err:#}").contains("another `bintrie bench` is using"),
         "{err:#}"
     );
-    assert!(stale.join("marker").exists(), "nothing deleted");
+    assert!(stale.join("index-sizes").exists(), "nothing deleted");
     drop(lock);
     // The first has ended: this one runs (and replaces the stale database), twice over, as
     // each study lets go of the lock when it ends.
     for _ in 0..2 {
         assert_eq!(run_study(&opts).unwrap().runs.len(), 2);
     }
-    assert!(!stale.join("marker").exists());
+    assert!(!stale.join("index-sizes").exists());
 }
