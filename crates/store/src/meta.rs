@@ -24,20 +24,23 @@ fn u64_be(bytes: &[u8], what: &str) -> Result<u64, StoreError> {
     Ok(u64::from_be_bytes(arr))
 }
 
-/// The key of the meta records' checksum ([`meta_check`]).
+/// The key of the meta records' check ([`meta_check`]).
 const M_CHECK: &[u8] = b"check";
 
-/// CRC-32 over the meta records (root, block, group depth, format, page size, in that order):
-/// the block number is hashed into nothing else, so a flipped bit in it would otherwise pass
-/// every check and the next import would number its blocks from it.
-fn meta_check(m: &Meta) -> [u8; 4] {
+/// The meta records' check: the root it was written with (32 bytes), then a CRC-32 over the
+/// records (root, block, group depth, format, page size, in that order). The block number is
+/// hashed into nothing else, so a flipped bit in it would otherwise pass every check and the
+/// next import would number its blocks from it. The root is kept beside the CRC so that a
+/// check left stale by an older bintrie (which writes the records but not the check) is told
+/// from damage: its root is another one.
+fn meta_check(m: &Meta) -> Vec<u8> {
     let mut h = crc32fast::Hasher::new();
     h.update(&m.root);
     h.update(&m.block.to_be_bytes());
     h.update(&[m.group_depth]);
     h.update(&u64::from(m.format).to_be_bytes());
     h.update(&u64::from(m.page_size).to_be_bytes());
-    h.finalize().to_be_bytes()
+    [&m.root[..], &h.finalize().to_be_bytes()].concat()
 }
 
 /// Reads the meta records in `txn`: `Ok(None)` when the database has none yet (a new one).
@@ -79,14 +82,16 @@ pub(crate) fn read_meta<K: libmdbx::TransactionKind>(
         page_size: u32::try_from(page_size)
             .map_err(|_| StoreError::Corrupt(format!("meta page size {page_size}")))?,
     };
-    // Absent in a database last committed before the checksum existed (the next commit
-    // writes it).
+    // Absent in a database last committed before the check existed; written for another root
+    // when an older bintrie committed since. Either way the next commit writes it.
     if let Some(check) = txn.get::<Vec<u8>>(mt, M_CHECK).map_err(map_err)?
-        && check[..] != meta_check(&meta)
+        && check.get(..32) == Some(&meta.root[..])
+        && check != meta_check(&meta)
     {
         return Err(StoreError::Corrupt(format!(
             "the meta records (block {}, root {}, group depth {}) do not match their checksum: \
-             one of them is damaged",
+             one of them is damaged (or a bintrie from before 2026-12-06 committed a block that \
+             left the root as it was)",
             meta.block,
             hex(meta.root),
             meta.group_depth
@@ -140,8 +145,9 @@ mod tests {
     }
 
     /// A block number changed behind the store's back (a flipped bit) is refused by every
-    /// open, read-only too; a database from before the checksum (none stored) still opens, and
-    /// its next commit stores one.
+    /// open, read-only too; a check left for another root (an older bintrie committed since)
+    /// is not damage, and a database from before the checksum (none stored) still opens; the
+    /// next commit stores a check.
     #[test]
     fn a_damaged_block_number_is_refused_and_a_database_without_a_checksum_opens() {
         let dir = tempfile::tempdir().unwrap();
@@ -157,6 +163,15 @@ mod tests {
                 "{err}"
             );
         }
+        // As an older bintrie leaves it after committing a block: the records moved on (another
+        // root), the check did not. Not damage: it opens.
+        poke(dir.path(), M_ROOT, Some(&[9u8; 32]));
+        assert_eq!(
+            StateStore::open_read_only(dir.path()).unwrap().meta().block,
+            7
+        );
+        poke(dir.path(), M_ROOT, Some(&[0u8; 32]));
+        assert!(StateStore::open_read_only(dir.path()).is_err());
         // As a database written before the checksum existed: opens at the block it says.
         poke(dir.path(), M_CHECK, None);
         let store = StateStore::open_read_only(dir.path()).unwrap();
@@ -175,6 +190,9 @@ mod tests {
         bintrie_trie::NodeStore::apply(&mut store, &commit).unwrap();
         drop(store);
         assert!(txn_check(dir.path()).is_some());
-        assert_eq!(StateStore::open_read_only(dir.path()).unwrap().meta().block, 8);
+        assert_eq!(
+            StateStore::open_read_only(dir.path()).unwrap().meta().block,
+            8
+        );
     }
 }
