@@ -347,7 +347,7 @@ fn database_dirs(
 /// Deletes `dir`, a database directory this study makes under `--db-dir` (absent: nothing to
 /// do), but only when every entry in it is a file a bench database holds: MDBX's (`mdbx.dat`,
 /// `mdbx.lck`, `journal`), the log's (`log.NNNNNN`, `LOCK`, `index-sizes`) and the study's own
-/// records. Anything else (a user's file in a directory that happens to bear the name) makes it
+/// records, or the `.tmp` of one of them (a crash between a record's write and its rename). Anything else (a user's file in a directory that happens to bear the name) makes it
 /// an error naming the file, and nothing is deleted.
 pub(crate) fn remove_database_dir(dir: &Path) -> Result<()> {
     if check_database_dir(dir)? {
@@ -366,8 +366,10 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
     };
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        // A record written then renamed leaves its temporary when a crash falls between.
+        let name = file_name.strip_suffix(".tmp").unwrap_or(&file_name);
         let segment = name
             .strip_prefix("log.")
             .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()));
@@ -381,10 +383,10 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
                 BuiltFrom::FILE,
                 block::BASE_FILE,
             ]
-            .contains(&name.as_ref());
+            .contains(&name);
         ensure!(
             ours && entry.file_type().is_ok_and(|t| t.is_file()),
-            "{} holds {name:?}, which a bench database does not: bench deletes and rebuilds \
+            "{} holds {file_name:?}, which a bench database does not: bench deletes and rebuilds \
              its databases in --db-dir, so it leaves this directory alone; move what is yours \
              out of it, or give another --db-dir",
             dir.display()
@@ -505,8 +507,12 @@ impl Study<'_> {
         })();
         build.finish_and_clear();
         if !opts.keep_databases {
+            // Checked before the study began; should a file have appeared since, the study's
+            // measurements are kept and the directory with it.
             for dir in [&dir, &log_dir] {
-                remove_database_dir(dir)?;
+                if let Err(e) = remove_database_dir(dir) {
+                    tracing::warn!(error = %format!("{e:#}"), "a database directory was kept");
+                }
             }
         }
         result.with_context(|| format!("group depth {g}, page size {page_size}, {stems} stems"))
@@ -554,5 +560,45 @@ impl Study<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory holding a bench database's files (and the temporaries of its records) is
+    /// deleted; one holding anything else, or a directory in its place, is refused and kept.
+    #[test]
+    fn only_a_bench_databases_directory_is_deleted() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("db-p4096-g5");
+        let fill = |names: &[&str]| {
+            std::fs::create_dir_all(&dir).unwrap();
+            for n in names {
+                std::fs::write(dir.join(n), b"").unwrap();
+            }
+        };
+        assert!(!check_database_dir(&dir).unwrap(), "absent");
+        fill(&["mdbx.dat", "mdbx.lck", "journal", "bench-built-from.json"]);
+        fill(&[
+            "log.000001",
+            "LOCK",
+            "index-sizes.tmp",
+            "bench-base.json.tmp",
+        ]);
+        remove_database_dir(&dir).unwrap();
+        assert!(!dir.exists());
+        for foreign in ["notes.txt", "log.1", "mdbx.dat.bak", "x.tmp"] {
+            fill(&["mdbx.dat", foreign]);
+            let err = format!("{:#}", remove_database_dir(&dir).unwrap_err());
+            assert!(err.contains(&format!("{foreign:?}")), "{err}");
+            assert!(dir.join(foreign).exists());
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        fill(&["mdbx.dat"]);
+        std::fs::create_dir(dir.join("log.000002")).unwrap();
+        assert!(remove_database_dir(&dir).is_err());
+        assert!(dir.join("mdbx.dat").exists());
     }
 }
