@@ -46,10 +46,14 @@ pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
             // not an integer, which the user did write.
             let why = match (n.as_i64(), n.as_f64()) {
                 (Some(_), _) => "is negative",
-                (None, Some(f)) if f < 0.0 => "is negative",
-                (None, Some(f)) if f.fract() == 0.0 => {
+                (None, Some(f)) if f < 0.0 || (f == 0.0 && f.is_sign_negative()) => "is negative",
+                (None, Some(f)) if f >= 18_446_744_073_709_551_616.0 => {
                     "is too large for a JSON number (above 2^64 - 1): write it as a string, \
                      decimal or 0x-hex"
+                }
+                (None, Some(f)) if f.fract() == 0.0 => {
+                    "is written as a float (a fraction or an exponent): write it as an integer \
+                     or a string"
                 }
                 _ => "is not an integer",
             };
@@ -220,6 +224,11 @@ mod tests {
         // 2^64: an integer the user wrote, too large for a JSON number here.
         assert!(num("18446744073709551616").contains("too large"));
         assert!(num("1e100").contains("too large"));
+        // Below 2^64, but floats to serde_json: not "too large".
+        for float in ["1e18", "2.0", "0.0"] {
+            assert!(num(float).contains("written as a float"), "{}", num(float));
+        }
+        assert!(num("-0.0").contains("is negative"));
         assert_eq!(
             json_u256(&serde_json::from_str("18446744073709551615").unwrap(), "x").unwrap(),
             U256::from(u64::MAX)
