@@ -226,6 +226,12 @@ fn a_walk_takes_each_file_once_through_links_and_only_regular_files() {
     let files = test_files(&[dir.path().join("l")]).unwrap();
     assert_eq!(files.len(), 1, "{files:?}");
     assert!(files[0].ends_with("t.json") || files[0].ends_with("same.json"));
+    // A test file that cannot be looked at (a link to itself) is counted, and fails naming it.
+    std::os::unix::fs::symlink("self.json", d.join("self.json")).unwrap();
+    let files = test_files(&[dir.path().join("l")]).unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let e = format!("{:#}", load_file(&d.join("self.json")).unwrap_err());
+    assert!(e.contains("self.json"), "{e}");
 }
 
 #[test]
