@@ -238,9 +238,10 @@ fn bulk_import(
         batch = lines.next_batch(1 << 16)?;
     }
     let entries = sorter.len();
-    if entries == 0 {
+    if entries == 0 && store.meta().block == 0 {
         // As a plain import of no lines: no block (a block 1 holding nothing would make the
-        // database no longer empty, and a later --bulk would be refused).
+        // database no longer empty, and a later --bulk would be refused). A database that
+        // holds blocks is refused below, as for any input.
         bar.finish_and_clear();
         tracing::warn!("no lines to import: nothing committed");
         return Ok(());

@@ -293,6 +293,14 @@ fn bulk_import_sorts_in_a_budget_and_matches_root() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("committed block 1 "));
+    // Into a database that holds blocks, no lines are refused as any input is.
+    let o = bin()
+        .args(["import", "--bulk", "--db", e.to_str().unwrap()])
+        .args(["-i", empty_in.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("empty database"));
 }
 
 /// `import --layout log`: the same blocks and roots as MDBX, `info` on the log, other commands
