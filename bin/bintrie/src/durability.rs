@@ -97,18 +97,22 @@ pub(crate) fn durable_note(store: &bintrie_store::StateStore) -> String {
 }
 
 /// The layout of the state `dir` holds: `None` when it holds none (or does not exist). An error
-/// when the directory cannot be listed (no read permission, an I/O error), or when it holds both an MDBX database (`mdbx.dat`) and log segments: which of the two is the
-/// state cannot be told, and a command must not pick one silently.
+/// when `dir` is a file or cannot be listed (no read permission, an I/O error, a component of
+/// the path that is a file), or when it holds both an MDBX database (`mdbx.dat`) and log
+/// segments: which of the two is the state cannot be told, and a command must not pick one
+/// silently.
 pub(crate) fn held_layout(
     dir: &std::path::Path,
 ) -> anyhow::Result<Option<bintrie_bench::model::Layout>> {
     use bintrie_bench::model::Layout;
     // A directory that cannot be listed would look empty below ("no database here").
     match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => anyhow::bail!(
-            "{} is a file: a database is a directory (mdbx.dat, or log.NNNNNN segments)",
-            dir.display()
-        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory && dir.is_file() => {
+            anyhow::bail!(
+                "{} is a file: a database is a directory (mdbx.dat, or log.NNNNNN segments)",
+                dir.display()
+            )
+        }
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             anyhow::bail!("cannot read the directory {}: {e}", dir.display())
         }
