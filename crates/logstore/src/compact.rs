@@ -962,7 +962,10 @@ mod tests {
         crate::tests::fail_dir_syncs(false);
         let done = done.unwrap();
         assert_eq!(done.dropped.len(), 1, "{done:?}");
-        assert!(!before.is_empty() && done.dropped[0] == before[0], "{done:?}");
+        assert!(
+            !before.is_empty() && done.dropped[0] == before[0],
+            "{done:?}"
+        );
         assert!(!dir.path().join(segment_name(done.dropped[0])).exists());
         // The ones after it wait for the next open, as after a failed removal.
         assert!(trie.store_mut().compact(0.3).is_err());

@@ -1239,7 +1239,9 @@ fn open_for_reads(path: &FsPath) -> Result<File, LogError> {
 fn sync_dir(dir: &FsPath) -> Result<(), LogError> {
     #[cfg(test)]
     if tests::dir_sync_fails() {
-        return Err(io_err(dir)(std::io::Error::other("a failure planted by a test")));
+        return Err(io_err(dir)(std::io::Error::other(
+            "a failure planted by a test",
+        )));
     }
     File::open(dir)
         .and_then(|d| d.sync_all())
