@@ -202,6 +202,18 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 ..StudyConfig::for_scale(scale)
             };
             let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));
+            // Ctrl-C ends the study at its next block and deletes its databases (GBs at study
+            // scale) as its normal end does; a second one quits at once.
+            let _ = ctrlc::set_handler(|| {
+                if bintrie_bench::runner::request_stop() {
+                    std::process::exit(130);
+                }
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "stopping before the next block; the databases it made are deleted unless \
+                     kept (Ctrl-C again to quit at once, leaving them)"
+                );
+            });
             run_study(&StudyOptions {
                 keep_databases: args.keep_databases || args.reuse_databases,
                 reuse_databases: args.reuse_databases,

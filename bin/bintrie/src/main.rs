@@ -146,7 +146,10 @@ enum Command {
     /// setting run one-transaction blocks (100M block gas, 2^24 transaction gas), each cold:
     /// the database is evicted from the OS page cache and every in-process cache is empty. The
     /// first run of each configuration is dropped. Writes results.json, report.md, SVG charts
-    /// and index.html into --out; each database is deleted when its group depth is done.
+    /// and index.html into --out; each database is deleted when its group depth is done. Under
+    /// --db-dir only directories holding nothing but a bench database's files are deleted.
+    /// Ctrl-C stops the study before its next block, deletes its databases (unless kept) and
+    /// writes no results; a second Ctrl-C quits at once.
     Bench(Box<bench::BenchArgs>),
     /// Measure the drive under a directory, the ceiling of every I/O figure: random 4 KB reads
     /// (O_DIRECT) at 1..256 requests in flight, random write IOPS, the time of an fdatasync and

@@ -339,3 +339,51 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot write there"), "{err}");
 }
+
+/// Ctrl-C stops a study before its next block and deletes the databases it made (GBs at study
+/// scale were left in --out), writing no results.
+#[test]
+fn an_interrupted_study_deletes_its_databases_and_writes_no_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let db = out.join("databases/db-p4096-g5");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+        .args([
+            "bench",
+            "--stems",
+            "20k",
+            "--runs",
+            "200",
+            "--group-depths",
+            "5",
+        ])
+        .args(["--workloads", "erc20_balanceof", "--read-paths", "flat"])
+        .args(["--prefetch", "off", "--no-disk-probe", "--no-progress"])
+        .arg("--out")
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !db.exists() {
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "no database after 2 minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(!db.exists(), "the database was left behind");
+    assert!(!out.join("results.json").exists());
+}

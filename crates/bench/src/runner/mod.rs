@@ -327,6 +327,26 @@ struct BuiltFrom {
     group_depth: u8,
 }
 
+/// Set when the user asked the study to stop ([`request_stop`]).
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks a running study to stop (the CLI calls it on Ctrl-C): it ends with an error before its
+/// next block, or its next stem while it generates a database's state, and deletes the
+/// databases it made as at its normal end (unless they are kept). Nothing is written to
+/// --out. Returns whether a stop had been asked already (a second Ctrl-C: quit at once).
+pub fn request_stop() -> bool {
+    STOP.swap(true, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// An error once a stop was asked for ([`request_stop`]).
+pub(crate) fn check_stop() -> Result<()> {
+    ensure!(
+        !STOP.load(std::sync::atomic::Ordering::Relaxed),
+        "interrupted: the study stopped before its end, and wrote no results"
+    );
+    Ok(())
+}
+
 /// The database directories of one cell of the plan under `db_dir`: MDBX's and the log's. One
 /// state size keeps the names earlier studies used (and --reuse-databases finds).
 fn database_dirs(
@@ -551,6 +571,7 @@ impl Study<'_> {
                     ));
                     for run in 0..config.runs {
                         for b in 0..config.blocks_per_run {
+                            check_stop()?;
                             let row = bench.measure(key, run, b, &sizing, config)?;
                             self.runs.push(row);
                             self.overall.inc(1);

@@ -107,7 +107,10 @@ pub fn build_random_state(
         );
     }
     let mut sorter = ExternalSort::new(dir, memory_budget);
-    random_state(stems, seed, |k, v| Ok(sorter.push(k, v)?))?;
+    random_state(stems, seed, |k, v| {
+        super::check_stop()?;
+        Ok(sorter.push(k, v)?)
+    })?;
     let mut code = Vec::new();
     for (address, acct) in accounts {
         for (k, v) in account_entries(address, acct)? {
