@@ -347,7 +347,7 @@ fn an_interrupted_study_deletes_its_databases_and_writes_no_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let db = out.join("databases/db-p4096-g5");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+    let child = Command::new(env!("CARGO_BIN_EXE_bintrie"))
         .args([
             "bench",
             "--stems",
