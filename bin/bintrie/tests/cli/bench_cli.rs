@@ -276,6 +276,24 @@ fn bad_arguments_are_refused_with_a_message() {
     }
 }
 
+/// `bintrie bench` of one small cell (GD-5, erc20_balanceof, flat, no prefetch, no disk probe)
+/// at `stems` and `runs`, for --out and --db-dir to be added.
+fn small_study(stems: &str, runs: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bintrie"));
+    c.args([
+        "bench",
+        "--stems",
+        stems,
+        "--runs",
+        runs,
+        "--group-depths",
+        "5",
+    ])
+    .args(["--workloads", "erc20_balanceof", "--read-paths", "flat"])
+    .args(["--prefetch", "off", "--no-disk-probe", "--no-progress"]);
+    c
+}
+
 /// `bench` deletes and rebuilds its databases under --db-dir: a directory bearing a
 /// database's name that holds anything else is refused before any build, and kept. An --out
 /// that takes no file is refused before measuring, not after (which lost the run's results).
@@ -287,18 +305,7 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     std::fs::create_dir_all(&mine).unwrap();
     std::fs::write(mine.join("notes.txt"), "mine").unwrap();
     let bench = |out: &std::path::Path| {
-        Command::new(env!("CARGO_BIN_EXE_bintrie"))
-            .args([
-                "bench",
-                "--stems",
-                "2k",
-                "--runs",
-                "2",
-                "--group-depths",
-                "5",
-            ])
-            .args(["--workloads", "erc20_balanceof", "--read-paths", "flat"])
-            .args(["--prefetch", "off", "--no-disk-probe", "--no-progress"])
+        small_study("2k", "2")
             .arg("--db-dir")
             .arg(&db_dir)
             .arg("--out")
@@ -347,18 +354,7 @@ fn an_interrupted_study_deletes_its_databases_and_writes_no_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let db = out.join("databases/db-p4096-g5");
-    let child = Command::new(env!("CARGO_BIN_EXE_bintrie"))
-        .args([
-            "bench",
-            "--stems",
-            "20k",
-            "--runs",
-            "200",
-            "--group-depths",
-            "5",
-        ])
-        .args(["--workloads", "erc20_balanceof", "--read-paths", "flat"])
-        .args(["--prefetch", "off", "--no-disk-probe", "--no-progress"])
+    let child = small_study("20k", "200")
         .arg("--out")
         .arg(&out)
         .stderr(std::process::Stdio::piped())
