@@ -149,6 +149,16 @@ fn check_new_db(db: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `e` (a block that did not execute), with a hint first when the fixture's pre-state holds no
+/// account: the failure itself ("nonce 890 too high, expected 0") does not say why.
+fn with_pre_state_hint(e: anyhow::Error, fx: &fixture::Fixture) -> anyhow::Error {
+    if fx.pre.is_empty() {
+        e.context("the pre-state holds no accounts (is it the block's? --pre-state names it)")
+    } else {
+        e
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
@@ -227,7 +237,8 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                     .reopen(|dir| bintrie_store::evict_page_cache(dir).map(drop))
                     .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
             }
-            let executed = execute_block(&mut state, &fx, &exec_options)?;
+            let executed = execute_block(&mut state, &fx, &exec_options)
+                .map_err(|e| with_pre_state_hint(e.into(), &fx))?;
             let v = validate(&state, &fx, &executed, read_path)?;
             // Sync what the write buffer holds: the database is whole on disk when this
             // returns.
@@ -276,7 +287,8 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                     .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
                 state = state.drop_trie()?;
             }
-            let executed = execute_block(&mut state, &fx, &exec_options)?;
+            let executed = execute_block(&mut state, &fx, &exec_options)
+                .map_err(|e| with_pre_state_hint(e.into(), &fx))?;
             let v = validate_over(&LogBackend::new(state.store()), &fx, &executed)?;
             state
                 .store()

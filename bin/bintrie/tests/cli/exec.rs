@@ -374,6 +374,14 @@ fn missing_pieces_are_named() {
     });
     let text = exec_fails(&fixture(BLOCK), &["--pre-state", f.to_str().unwrap()]);
     assert!(text.contains(".basic`"), "{text}");
+    // An empty pre-state: the block fails ("nonce too high"), and the error says why first.
+    let empty = d.join("empty.pre_state.json");
+    std::fs::write(&empty, "{}").unwrap();
+    let text = exec_fails(&fixture(BLOCK), &["--pre-state", empty.to_str().unwrap()]);
+    assert!(
+        text.contains("the pre-state holds no accounts") && text.contains("too high"),
+        "{text}"
+    );
 
     let f = d.join("unknown.json");
     std::fs::write(&f, "{\"hello\": 1}").unwrap();
