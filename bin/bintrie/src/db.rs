@@ -153,19 +153,14 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     result
 }
 
-/// Removes `dir` when it holds only what opening a new log leaves (the lock, the first
-/// segment, the index-sizes file and its temporary) and that log has no block and no node:
-/// a failed import of a log it created leaves nothing behind.
+/// Removes `dir` when it holds only a log's files ([`bintrie_logstore::is_log_file_name`]) and
+/// that log has no block and no node: a failed import of a log it created leaves nothing
+/// behind.
 fn remove_if_empty_log(dir: &std::path::Path) {
     let _ = std::fs::remove_dir(dir);
-    let sizes = bintrie_logstore::INDEX_SIZES_FILE;
-    let sizes_tmp = format!("{sizes}.tmp");
     let log_only = std::fs::read_dir(dir).is_ok_and(|d| {
-        d.filter_map(Result::ok).all(|e| {
-            e.file_name().to_str().is_some_and(|name| {
-                ["LOCK", "log.000001", sizes, sizes_tmp.as_str()].contains(&name)
-            })
-        })
+        d.filter_map(Result::ok)
+            .all(|e| bintrie_logstore::is_log_file_name(&e.file_name()))
     });
     let empty = bintrie_logstore::LogStore::open_read_only(dir)
         .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);

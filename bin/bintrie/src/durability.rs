@@ -105,23 +105,18 @@ pub(crate) fn held_layout(
     dir: &std::path::Path,
 ) -> anyhow::Result<Option<bintrie_bench::model::Layout>> {
     use bintrie_bench::model::Layout;
-    // A directory that cannot be listed would look empty below ("no database here").
-    match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory && dir.is_file() => {
-            anyhow::bail!(
+    // A directory that cannot be listed is its error, never "no database here".
+    let log = bintrie_logstore::holds_log(dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotADirectory && dir.is_file() {
+            anyhow::anyhow!(
                 "{} is a file: a database is a directory (mdbx.dat, or log.NNNNNN segments)",
                 dir.display()
             )
+        } else {
+            anyhow::anyhow!("cannot read the directory {}: {e}", dir.display())
         }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            anyhow::bail!("cannot read the directory {}: {e}", dir.display())
-        }
-        _ => {}
-    }
-    match (
-        dir.join("mdbx.dat").exists(),
-        bintrie_logstore::holds_log(dir),
-    ) {
+    })?;
+    match (dir.join("mdbx.dat").exists(), log) {
         (true, true) => anyhow::bail!(
             "{} holds both an MDBX database (mdbx.dat) and a log (log.NNNNNN segments): which is \
              the state cannot be told; move one of them to a directory of its own",

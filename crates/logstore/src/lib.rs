@@ -1104,7 +1104,7 @@ pub(crate) fn cut_file(path: &FsPath, len: u64) -> Result<(), LogError> {
 
 /// Takes the directory's writer lock (`LOCK`, with `flock`): the file handle holds it.
 fn writer_lock(dir: &FsPath) -> Result<File, LogError> {
-    let path = dir.join("LOCK");
+    let path = dir.join(LOCK_FILE);
     let file = open_or_create(&path)?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(file),
@@ -1197,10 +1197,23 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
 }
 
 /// Whether `dir` holds a state log: at least one segment file (`log.NNNNNN`; after a
-/// compaction the first ones may be gone). A missing or unreadable directory holds none.
-pub fn holds_log(dir: &FsPath) -> bool {
-    scan::segment_files(dir).is_ok_and(|files| !files.is_empty())
+/// compaction the first ones may be gone). A missing directory holds none; one that cannot be
+/// listed (no permission, a file, an I/O error) is the error, not "none".
+pub fn holds_log(dir: &FsPath) -> std::io::Result<bool> {
+    scan::segment_files(dir).map(|files| !files.is_empty())
 }
+
+/// Whether `name` is the name of a file a log directory holds: a segment (`log.NNNNNN`), the
+/// writer's `LOCK`, the [`INDEX_SIZES_FILE`] or the temporary it is written through.
+pub fn is_log_file_name(name: &std::ffi::OsStr) -> bool {
+    scan::segment_number(name).is_some()
+        || name == LOCK_FILE
+        || name == sizes::SIZES_FILE
+        || name.to_str() == Some(sizes::TMP_FILE)
+}
+
+/// The writer's lock file in a log directory.
+const LOCK_FILE: &str = "LOCK";
 
 /// The bytes of the segment files in `dir`: what an open scans (0 when there are none, as in
 /// a missing directory). Lets a caller say how long an open will take before it starts.

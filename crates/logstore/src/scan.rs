@@ -25,7 +25,7 @@ pub(crate) fn segment_files(dir: &Path) -> std::io::Result<Vec<(u32, PathBuf)>> 
 }
 
 /// The number of a segment file's name (`log.NNNNNN`), `None` for any other name.
-fn segment_number(name: &std::ffi::OsStr) -> Option<u32> {
+pub(crate) fn segment_number(name: &std::ffi::OsStr) -> Option<u32> {
     name.to_str()
         .and_then(|n| n.strip_prefix("log."))
         .filter(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))

@@ -30,6 +30,10 @@ use std::path::Path;
 /// ([`crate::INDEX_SIZES_FILE`]).
 pub(crate) const SIZES_FILE: &str = "index-sizes";
 
+/// The temporary [`SIZES_FILE`] is written to before it is renamed over it (a crash between
+/// the two leaves it).
+pub(crate) const TMP_FILE: &str = "index-sizes.tmp";
+
 /// The most bytes [`SIZES_FILE`] may hold (it holds about 100).
 const MAX_FILE: u64 = 1024;
 
@@ -187,7 +191,7 @@ fn parse_file(dir: &Path) -> Option<(Sizes, Option<u64>)> {
 /// Call it only once `block` is synced. A failure is logged, not returned: without the file
 /// the next open sizes nothing ahead and checks no block.
 pub(crate) fn write(dir: &Path, sizes: Sizes, block: u64) {
-    let tmp = dir.join(format!("{SIZES_FILE}.tmp"));
+    let tmp = dir.join(TMP_FILE);
     let written = std::fs::write(&tmp, sizes.to_text(block))
         .and_then(|()| std::fs::rename(&tmp, dir.join(SIZES_FILE)));
     if let Err(e) = written {

@@ -29,6 +29,12 @@ mod sort;
 mod verify;
 mod write;
 
+/// Whether `name` is the name of a file a database directory holds: MDBX's data and lock
+/// files (`mdbx.dat`, `mdbx.lck`) and the write journal.
+pub fn is_store_file_name(name: &std::ffi::OsStr) -> bool {
+    name == "mdbx.dat" || name == "mdbx.lck" || name == buffer::JOURNAL
+}
+
 pub use buffer::BufferOptions;
 pub use error::StoreError;
 pub(crate) use error::map_err;

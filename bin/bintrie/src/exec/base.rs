@@ -135,6 +135,15 @@ fn lock_base(keep: &Path) -> Option<std::fs::File> {
     }
 }
 
+/// Whether `a` and `b` are one directory: the same real path (links and `.` resolved), or the
+/// same path as given when either cannot be resolved (one that does not exist yet).
+pub(crate) fn same_directory(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 /// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
 /// (built there first if it holds no database), or `build_into` (empty) when there is no
 /// --base-db. `None` when no base is asked for. `dir` is the block's database directory. A
@@ -160,17 +169,14 @@ pub(crate) fn locate(
             );
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
-        let resolve = |p: &Path| {
-            std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()))
-        };
         ensure!(
-            resolve(keep)? != resolve(dir)?,
+            !same_directory(keep, dir),
             "--base-db and --db must be different directories"
         );
         lock = lock_base(keep);
     }
     ensure!(
-        !dir.join("mdbx.dat").exists() && !bintrie_logstore::holds_log(dir),
+        crate::durability::held_layout(dir)?.is_none(),
         "{} already holds a database: a base goes into an empty one",
         dir.display()
     );
@@ -317,7 +323,7 @@ pub(crate) fn copy_into_log(
         return from_mdbx(dir);
     }
     let kept = source.join("log");
-    let matches = bintrie_logstore::holds_log(&kept)
+    let matches = bintrie_logstore::holds_log(&kept).unwrap_or(false)
         && crate::db::open_log(&kept, None)
             .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
     if !matches {

@@ -168,17 +168,12 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         return witness::cmd_stateless(&args, w);
     }
     // (The same directory given as --base-db is refused as such by the base's preparation.)
-    let same = |a: &Path, b: &Path| {
-        a == b
-            || std::fs::canonicalize(a)
-                .is_ok_and(|a| std::fs::canonicalize(b).is_ok_and(|b| a == b))
-    };
     if let Some(db) = &args.db
         && !args
             .base
             .base_db
             .as_deref()
-            .is_some_and(|base| same(db, base))
+            .is_some_and(|base| base::same_directory(db, base))
     {
         check_new_db(db)?;
     }

@@ -365,10 +365,11 @@ fn database_dirs(
 }
 
 /// Deletes `dir`, a database directory this study makes under `--db-dir` (absent: nothing to
-/// do), but only when every entry in it is a file a bench database holds: MDBX's (`mdbx.dat`,
-/// `mdbx.lck`, `journal`), the log's (`log.NNNNNN`, `LOCK`, `index-sizes`) and the study's own
-/// records, or the `.tmp` of one of them (a crash between a record's write and its rename). Anything else (a user's file in a directory that happens to bear the name) makes it
-/// an error naming the file, and nothing is deleted.
+/// do), but only when every entry in it is a file a bench database holds: the store's
+/// ([`bintrie_store::is_store_file_name`]), the log's ([`bintrie_logstore::is_log_file_name`])
+/// and the study's own records, or a record's `.tmp` (a crash between its write and its
+/// rename). Anything else (a user's file in a directory that happens to bear the name) makes
+/// it an error naming the file, and nothing is deleted.
 pub(crate) fn remove_database_dir(dir: &Path) -> Result<()> {
     if check_database_dir(dir)? {
         std::fs::remove_dir_all(dir).with_context(|| format!("deleting {}", dir.display()))?;
@@ -386,27 +387,17 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
     };
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
-        let file_name = entry.file_name();
-        let file_name = file_name.to_string_lossy();
-        // A record written then renamed leaves its temporary when a crash falls between.
-        let name = file_name.strip_suffix(".tmp").unwrap_or(&file_name);
-        let segment = name
-            .strip_prefix("log.")
-            .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()));
-        let ours = segment
-            || [
-                "mdbx.dat",
-                "mdbx.lck",
-                "journal",
-                "LOCK",
-                "index-sizes",
-                BuiltFrom::FILE,
-                block::BASE_FILE,
-            ]
-            .contains(&name);
+        let name = entry.file_name();
+        let record = name.to_str().is_some_and(|n| {
+            let n = n.strip_suffix(".tmp").unwrap_or(n);
+            n == BuiltFrom::FILE || n == block::BASE_FILE
+        });
+        let ours = record
+            || bintrie_store::is_store_file_name(&name)
+            || bintrie_logstore::is_log_file_name(&name);
         ensure!(
             ours && entry.file_type().is_ok_and(|t| t.is_file()),
-            "{} holds {file_name:?}, which a bench database does not: bench deletes and rebuilds \
+            "{} holds {name:?}, which a bench database does not: bench deletes and rebuilds \
              its databases in --db-dir, so it leaves this directory alone; move what is yours \
              out of it, or give another --db-dir",
             dir.display()
