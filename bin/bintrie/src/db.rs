@@ -575,6 +575,11 @@ pub(crate) fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
             dir.display()
         );
     }
+    open_mdbx(dir)
+}
+
+/// The MDBX database in `dir`, read-only, for a caller that has told the layout already.
+fn open_mdbx(dir: &std::path::Path) -> Result<StateStore> {
     StateStore::open_read_only(dir).with_context(|| format!("opening {}", dir.display()))
 }
 
@@ -582,7 +587,7 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
     if held_layout(&args.db)? == Some(Layout::Log) {
         return info_log(&args);
     }
-    let store = open_existing(&args.db)?;
+    let store = open_mdbx(&args.db)?;
     let shape = store.shape()?;
     let meta = shape.meta;
     let (min, mean, max) = shape.depth_summary();
@@ -792,11 +797,12 @@ fn verify_log(args: &VerifyArgs) -> Result<()> {
 }
 
 pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
-    // Holding both layouts fails in `open_existing`, which `verify_unopened` reports.
-    if matches!(held_layout(&args.db), Ok(Some(Layout::Log))) {
-        return verify_log(&args);
+    let opened = match held_layout(&args.db) {
+        Ok(Some(Layout::Log)) => return verify_log(&args),
+        Ok(_) => open_mdbx(&args.db),
+        Err(e) => Err(e),
     }
-    let opened = open_existing(&args.db).and_then(|store| {
+    .and_then(|store| {
         let (_, total_stems, _) = store.counts()?;
         Ok((store, total_stems))
     });
