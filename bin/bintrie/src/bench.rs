@@ -403,27 +403,28 @@ pub(crate) struct CompareArgs {
 
 /// Runs `bintrie compare`.
 pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
-    let read = |paths: &[PathBuf]| -> Result<Vec<Results>> {
-        paths.iter().map(|p| Results::read(p)).collect()
-    };
     // One file twice on one side would count one invocation as two samples (a file on both
     // sides is fine: a version compared with itself shows no change).
-    for side in [&args.before, &args.after] {
+    let read = |paths: &[PathBuf]| -> Result<Vec<Results>> {
         let mut seen = std::collections::HashMap::new();
-        for p in side {
-            let file = Results::file_at(p);
-            let id = std::fs::canonicalize(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            if let Some(first) = seen.insert(id, p) {
-                bail!(
-                    "{} and {} are the same results file, given twice on one side: each \
-                     invocation is one sample",
-                    first.display(),
-                    p.display()
-                );
-            }
-        }
-    }
+        paths
+            .iter()
+            .map(|p| {
+                let file = Results::file_at(p);
+                let id = std::fs::canonicalize(&file)
+                    .with_context(|| format!("reading {}", file.display()))?;
+                if let Some(first) = seen.insert(id, p) {
+                    bail!(
+                        "{} and {} are the same results file, given twice on one side: each \
+                         invocation is one sample",
+                        first.display(),
+                        p.display()
+                    );
+                }
+                Results::read(p)
+            })
+            .collect()
+    };
     let (before, after) = (read(&args.before)?, read(&args.after)?);
     let rows = bintrie_bench::ab::compare_sides(&before, &after, &args.metrics);
     anyhow::ensure!(
