@@ -44,18 +44,18 @@ pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
         Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
             // A JSON number past u64 arrives as a float: say it is too large, not that it is
             // not an integer, which the user did write.
-            let why = match (n.as_i64(), n.as_f64()) {
-                (Some(_), _) => "is negative",
-                (None, Some(f)) if f < 0.0 || (f == 0.0 && f.is_sign_negative()) => "is negative",
-                (None, Some(f)) if f >= 18_446_744_073_709_551_616.0 => {
-                    "is too large for a JSON number (above 2^64 - 1): write it as a string, \
-                     decimal or 0x-hex"
-                }
-                (None, Some(f)) if f.fract() == 0.0 => {
-                    "is written as a float (a fraction or an exponent): write it as an integer \
-                     or a string"
-                }
-                _ => "is not an integer",
+            // Not a u64: a negative integer, or a float (every other number is one).
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            let why = if n.is_i64() || f.is_sign_negative() {
+                "is negative"
+            } else if f >= 18_446_744_073_709_551_616.0 {
+                "is too large for a JSON number (above 2^64 - 1): write it as a string, decimal \
+                 or 0x-hex"
+            } else if f.fract() == 0.0 {
+                "is written as a float (a fraction or an exponent): write it as an integer or a \
+                 string"
+            } else {
+                "is not an integer"
             };
             anyhow!("{at}: {n} {why}")
         }),
@@ -179,13 +179,17 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let v = map.next_value_seed(self)?;
-            if out.contains_key(&key) {
-                return Err(serde::de::Error::custom(format_args!(
-                    "{} is given twice in one object",
-                    shown(&key)
-                )));
+            match out.entry(key) {
+                serde_json::map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+                serde_json::map::Entry::Occupied(e) => {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "{} is given twice in one object",
+                        shown(e.key())
+                    )));
+                }
             }
-            out.insert(key, v);
         }
         Ok(Value::Object(out))
     }
