@@ -236,8 +236,8 @@ pub enum Durability {
     Durable,
     /// No sync per block (only when a segment fills, at [`LogStore::sync`], and at a writer's
     /// open and close): a power loss rolls back to some earlier block boundary, never to a
-    /// torn state. A process crash loses
-    /// nothing committed in either mode (the OS holds the written bytes).
+    /// torn state. A process crash loses nothing committed in either mode (the OS holds the
+    /// written bytes).
     Relaxed,
 }
 
@@ -1129,9 +1129,9 @@ pub struct LogEnd {
 /// after `to.segment` are deleted (the last first, so that a crash part-way leaves a log
 /// whose segments still follow each other) and `to.segment` is truncated at `to.offset`, both
 /// synced; the [`INDEX_SIZES_FILE`] goes before them (its block would otherwise make the next
-/// open refuse the cut as lost blocks). Every block committed after `to` is lost: this is for scratch copies (the study
-/// runs each invocation's blocks from the same copied state), never for a state anyone relies
-/// on. Takes the writer lock ([`LogError::Locked`] while a writer has the log open). Errors
+/// open refuse the cut as lost blocks). Every block committed after `to` is lost: this is for
+/// scratch copies (the study runs each invocation's blocks from the same copied state), never
+/// for a state anyone relies on. Takes the writer lock ([`LogError::Locked`] while a writer has the log open). Errors
 /// ([`LogError::Corrupt`]) without changing anything when `to.segment` is missing or shorter
 /// than `to.offset`, or when a compaction ([`LogStore::compact`]) after `to` removed
 /// segments. It does not check that `to` is a commit's end in this log: the caller

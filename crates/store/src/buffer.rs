@@ -274,7 +274,6 @@ pub(crate) fn replay(bytes: &[u8], flushed: Meta) -> Result<Vec<Record>, StoreEr
     Ok(out)
 }
 
-/// `e`, naming the file it happened on (a full disk stays a full disk).
 /// Refuses a journal at `path` of `size` bytes larger than any buffer writes, before it is
 /// read into memory.
 fn check_size(path: &FsPath, size: u64) -> Result<(), StoreError> {
@@ -288,6 +287,7 @@ fn check_size(path: &FsPath, size: u64) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// `e`, naming the file it happened on (a full disk stays a full disk).
 fn with_path(e: std::io::Error, path: &FsPath) -> StoreError {
     if e.raw_os_error() == Some(libc::ENOSPC) {
         return StoreError::DiskFull;
