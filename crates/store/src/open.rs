@@ -182,18 +182,20 @@ impl StateStore {
                 reason: "an MDBX environment without tables: a database still being created".into(),
             })?;
             check_depth(&meta)?;
-            // After a power loss MDBX is back at its last sync and the journal holds the
-            // blocks after it; only a writer replays them.
-            if let Ok(blocks) = buffer::blocks_past(&dir, meta)
-                && let Some(last) = blocks.last()
+            // A buffered writer empties its journal at every flush, so one that is not empty
+            // holds blocks past MDBX's last sync (or, after a crash between a flush and the
+            // emptying, none that count). A stat, not a read: every reader opens here, and
+            // `check_journal` (info, verify) reads and checks it whole.
+            if let Ok(m) = std::fs::metadata(dir.join(buffer::JOURNAL))
+                && m.len() > 0
             {
                 tracing::warn!(
                     at = meta.block,
-                    journaled = last,
-                    "the database's write journal holds blocks past MDBX's last sync: a \
-                     buffered writer's that is still running (its next flush syncs them), or \
-                     one's that stopped before its flush (the next writer replays them); this \
-                     handle reads the synced block"
+                    journal_bytes = m.len(),
+                    "the database's write journal is not empty: a buffered writer is still \
+                     running (its next flush syncs its blocks), or one stopped before its flush \
+                     (the next writer replays them); this handle reads the synced block \
+                     (`bintrie info` lists the journaled blocks)"
                 );
             }
             return Ok(StateStore {
