@@ -74,58 +74,40 @@ fn the_sample_passes_and_every_skip_is_documented() {
     }
 }
 
+/// `bintrie blockchain-test ARGS PATH`, run to its end.
+fn blockchain_test(args: &[&str], path: &std::path::Path) -> std::process::Output {
+    bin()
+        .arg("blockchain-test")
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn filter_selects_by_name_and_bad_input_is_an_error() {
     let valid = ethereum_tests_dir().join("BlockchainTests/ValidBlocks");
-    let out = bin()
-        .args([
-            "blockchain-test",
-            "--json",
-            "--no-progress",
-            "--filter",
-            "^simpleSuicide",
-        ])
-        .arg(&valid)
-        .output()
-        .unwrap();
+    let out = blockchain_test(
+        &["--json", "--no-progress", "--filter", "^simpleSuicide"],
+        &valid,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["results"].as_array().unwrap().len(), 1, "{j}");
 
-    let out = bin()
-        .args(["blockchain-test", "--filter", "("])
-        .arg(&valid)
-        .output()
-        .unwrap();
+    let out = blockchain_test(&["--filter", "("], &valid);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("--filter"), "{}", stderr(&out));
 
     let dir = tempfile::tempdir().unwrap();
-    let out = bin()
-        .arg("blockchain-test")
-        .arg(dir.path().join("missing"))
-        .output()
-        .unwrap();
+    let out = blockchain_test(&[], &dir.path().join("missing"));
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("missing"), "{}", stderr(&out));
-    let out = bin()
-        .arg("blockchain-test")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = blockchain_test(&[], dir.path());
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no .json"), "{}", stderr(&out));
     // Nothing ran: a filter that matches no test, a file that holds none.
-    let out = bin()
-        .args([
-            "blockchain-test",
-            "--no-progress",
-            "--filter",
-            "zzzz-no-such-test",
-        ])
-        .arg(&valid)
-        .output()
-        .unwrap();
+    let out = blockchain_test(&["--no-progress", "--filter", "zzzz-no-such-test"], &valid);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("--filter matched no test"),
@@ -134,11 +116,7 @@ fn filter_selects_by_name_and_bad_input_is_an_error() {
     );
     let empty = dir.path().join("empty.json");
     std::fs::write(&empty, "{}").unwrap();
-    let out = bin()
-        .args(["blockchain-test", "--no-progress"])
-        .arg(&empty)
-        .output()
-        .unwrap();
+    let out = blockchain_test(&["--no-progress"], &empty);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("hold no test"), "{}", stderr(&out));
 }
@@ -155,11 +133,7 @@ fn a_tampered_test_fails_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tampered.json");
     std::fs::write(&file, serde_json::to_vec(&j).unwrap()).unwrap();
-    let out = bin()
-        .args(["blockchain-test", "--no-progress"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = blockchain_test(&["--no-progress"], &file);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
