@@ -650,22 +650,26 @@ impl Results {
     /// negative or beyond 10^15, or one (configuration, run, block) given twice, which would
     /// count one block twice in every statistic.
     pub fn read(path: &Path) -> anyhow::Result<Results> {
+        // Far above any study's results (the largest in docs/study is 3.3 MB), and a bound on
+        // what a hostile gzip file can make this hold.
+        Results::read_at_most(path, 256 << 20)
+    }
+
+    /// [`Results::read`], refusing a gzip file that decompresses to more than `max_bytes`.
+    fn read_at_most(path: &Path, max_bytes: u64) -> anyhow::Result<Results> {
         let file = Results::file_at(path);
         let path = file.as_path();
         let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let text = if raw.starts_with(&[0x1f, 0x8b]) {
             use std::io::Read;
-            // Far above any study's results (the largest in docs/study is 3.3 MB), and a bound
-            // on what a hostile file can make this hold.
-            const MAX_BYTES: u64 = 256 << 20;
             let mut out = Vec::new();
             flate2::read::GzDecoder::new(&raw[..])
-                .take(MAX_BYTES + 1)
+                .take(max_bytes + 1)
                 .read_to_end(&mut out)
                 .with_context(|| format!("{}: decompressing gzip", path.display()))?;
             ensure!(
-                out.len() as u64 <= MAX_BYTES,
-                "{}: more than {MAX_BYTES} bytes once decompressed",
+                out.len() as u64 <= max_bytes,
+                "{}: more than {max_bytes} bytes once decompressed",
                 path.display()
             );
             out
@@ -912,6 +916,21 @@ mod tests {
         std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
         let err = format!("{:#}", Results::read(&cut).unwrap_err());
         assert!(err.contains("cut.json.gz"), "{err}");
+        // Past the cap, the read stops: a bomb is refused by its decompressed size.
+        let gz_file = study.join("results.json.gz");
+        let whole = std::io::Read::bytes(flate2::read::GzDecoder::new(&bytes[..])).count() as u64;
+        let err = format!(
+            "{:#}",
+            Results::read_at_most(&gz_file, whole - 1).unwrap_err()
+        );
+        assert!(
+            err.ends_with(&format!(
+                "results.json.gz: more than {} bytes once decompressed",
+                whole - 1
+            )),
+            "{err}"
+        );
+        assert!(Results::read_at_most(&gz_file, whole).is_ok());
     }
 
     #[test]
