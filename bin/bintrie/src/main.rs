@@ -93,9 +93,10 @@ enum Command {
     ///
     /// The state (root, block) does not change, and a crash at any instant leaves it whole:
     /// the copies are synced before any segment file is removed, the oldest first. `import`
-    /// and `exec` on the log layout already compact this way each time a block fills a
-    /// segment (1 GiB); this does it now. MDBX databases reuse the pages they free and need
-    /// none. Needs the writer's lock (fails while another process writes the state).
+    /// and `exec` on the log layout already compact this way as they go, a slice after each
+    /// block once more than half of the log is garbage; this does it at once. MDBX databases
+    /// reuse the pages they free and need none. Needs the writer's lock (fails while another
+    /// process writes the state).
     Compact(db::CompactArgs),
     /// Print the value at a tree key (nothing when absent). Opens the database read-only.
     Get(db::GetArgs),
@@ -142,7 +143,7 @@ enum Command {
     /// The whole-system group-depth study (what `cargo xtask bench` runs).
     ///
     /// For each page size and group depth: build a database of random state plus an ERC-20 and
-    /// the loop-driver contracts (bulk load), then for every workload, read path and prefetch
+    /// the loop-driver contracts (sorted on disk and built in bounded memory), then for every workload, read path and prefetch
     /// setting run one-transaction blocks (100M block gas, 2^24 transaction gas), each cold:
     /// the database is evicted from the OS page cache and every in-process cache is empty. The
     /// first run of each configuration is dropped. Writes results.json, report.md, SVG charts

@@ -5,7 +5,8 @@
 //! - [`fixture`]: the block fixtures (zkpi, rpccache, `eth_getBlockByNumber` with a pre-state
 //!   file), one module per format, each read into a [`Fixture`]: the block, its pre-state, the
 //!   hashes BLOCKHASH may ask for, the keys it touches and (when recorded) its post values.
-//! - [`import_pre_state`] writes a fixture's pre-state into an empty [`BinTrieState`](bintrie_revm::BinTrieState).
+//! - [`import_pre_state`] writes a fixture's pre-state into an empty state (any
+//!   [`BlockState`](bintrie_revm::BlockState)), as one committed batch.
 //! - [`execute_block`] runs the block with alloy-evm's Ethereum block executor through the
 //!   block pipeline ([`BlockState::run_block`](bintrie_revm::BlockState::run_block): prefetch, execution, trie update, commit).
 //! - [`validate`] checks the result against the header and the fixture's post values and

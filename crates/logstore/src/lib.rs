@@ -2855,7 +2855,7 @@ impl BulkLoad<'_> {
 
     /// Ends the load as block `block` with root `root` (not checked here: verify the tree
     /// through a trie over the store) and syncs it; leaves the index's sizes for the next
-    /// open ([`sizes`]).
+    /// open (the `index-sizes` file).
     pub fn finish(mut self, root: Hash32, block: u64) -> Result<Meta, LogError> {
         self.checkpoint(root, block, false)?;
         self.store.sync()?;

@@ -2,8 +2,9 @@
 //!
 //! What the adapter reads is one trait pair ([`StateBackend`] opens [`StateSnapshot`]s: flat
 //! stem reads and code by hash from one consistent snapshot), implemented for the MDBX store
-//! (`MdbxBackend`, feature `mdbx`, on by default) and for memory ([`MemoryState`],
-//! [`MemorySnapshot`]; no database, nothing native to build).
+//! (`MdbxBackend`, feature `mdbx`, on by default), the log layout (`LogBackend`, feature
+//! `logstore`), a block witness ([`StatelessBackend`]) and memory ([`MemoryState`],
+//! [`MemorySnapshot`]; no database: neither libmdbx nor libclang is needed).
 //!
 //! - [`TrieDb`]: revm's `DatabaseRef` straight over one snapshot. `Send + Sync`, and `'static`
 //!   over [`MemorySnapshot`]; it works inside revm's `CacheDB`, `State` and `WrapDatabaseRef`.
@@ -20,7 +21,7 @@
 //!   give without committing ([`MemoryState::root_with`], `BinTrieState::root_with`).
 //! - [`BlockState::run_block`]: the block pipeline (trie prefetch beside state prefetch and
 //!   execution, then trie update and commit, with [`StageTimings`]) over any [`BlockState`]
-//!   ([`MemoryState`], or `BinTrieState`); `bintrie exec`, `bintrie blockchain-test`, the
+//!   ([`MemoryState`], `BinTrieState`, `LogState`, [`StatelessState`]); `bintrie exec`, `bintrie blockchain-test`, the
 //!   study and other tools go through it.
 //! - With `mdbx`: `BinTrieState`, the trie over the MDBX store (`commit_block` applies a block's
 //!   writes in one sorted batch and commits them in one transaction; the trie prefetch reads

@@ -40,7 +40,7 @@ const TABLES: [&str; 2] = [crate::T_STEMS, crate::T_NODES];
 /// table, are touched by every lookup and stay cached, while a random stem's leaf is cold. For
 /// cold-read measurements: call it after [`evict_page_cache`] with no environment open on
 /// `dir` (pages that are mapped cannot be evicted). It opens the MDBX file read-only, looks
-/// up keys evenly spread over each table's key space ([`LOOKUPS_PER_BRANCH`] per branch page,
+/// up keys evenly spread over each table's key space (eight per branch page,
 /// on 16 threads), which reads every branch page and one leaf page per lookup, notes the
 /// file offset of each leaf page met (through the mapping's place in `/proc/self/maps`),
 /// closes the database and evicts those leaf pages again. The code table stays cold.

@@ -1,7 +1,7 @@
 //! How a store is opened: durability, sizes, page size, read-only.
 
-/// How hard a commit pushes data to the disk. Named `durable` and `relaxed` on command lines
-/// and in results files (features `clap` and `serde`).
+/// How hard a commit pushes data to the disk. Named `durable`, `flush` and `relaxed` on command
+/// lines and in results files (features `clap` and `serde`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
     feature = "serde",
@@ -24,7 +24,7 @@ pub enum Durability {
 }
 
 impl Durability {
-    /// The name used on command lines and in results files: `durable` or `relaxed`.
+    /// The name used on command lines and in results files: `durable`, `flush` or `relaxed`.
     pub fn name(self) -> &'static str {
         match self {
             Durability::Durable => "durable",
@@ -44,8 +44,9 @@ pub struct StoreOptions {
     pub page_size: Option<usize>,
     /// Commit durability.
     pub durability: Durability,
-    /// Hold committed blocks in memory (journaled) and write them to MDBX many at a time
-    /// (`None`, the default: every block is its own MDBX transaction). A buffered writer
+    /// Journal every block (one append and fdatasync) and commit it to MDBX without an fsync,
+    /// syncing MDBX once the buffer's blocks or bytes are reached (`None`, the default: every
+    /// block is an MDBX transaction synced as `durability` says). A buffered writer
     /// excludes every other writer of the database ([`StoreError::Locked`](crate::StoreError::Locked)).
     pub buffer: Option<crate::BufferOptions>,
     /// Largest the data file may grow, bytes (default 1 TiB). A commit that does not fit fails

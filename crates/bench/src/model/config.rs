@@ -98,8 +98,9 @@ pub struct StudyConfig {
     pub mixed_read_pct: u32,
     /// Prefetch worker threads (at least 1).
     pub prefetch_workers: usize,
-    /// MDBX durability of every commit: `Durable` (fsync per block) or `Relaxed` (MDBX
-    /// SAFE_NOSYNC: atomic and consistent, but the last blocks may be lost on a system crash).
+    /// MDBX durability of every commit: `Durable` (fsync per block), `Flush` (a sync per
+    /// flush of the write buffer; per block without one) or `Relaxed` (MDBX SAFE_NOSYNC: atomic
+    /// and consistent, but the last blocks may be lost on a system crash).
     pub durability: Durability,
     /// Seed of the random state and the per-run keys.
     pub seed: u64,
