@@ -15,7 +15,8 @@ Commands:
   run ARGS   build bintrie (release) and run `bintrie ARGS`, e.g.
              cargo xtask run root --alloc testdata/genesis-sample.json
   test       what .ci/run calls: cargo fmt --check, clippy --all-targets -D warnings (also
-             bintrie-revm without MDBX), then cargo test --workspace (`ci` is the same)
+             bintrie-revm without MDBX), cargo doc with warnings denied (broken doc links),
+             then cargo test --workspace (`ci` is the same)
   unit       cargo test --workspace alone
   deps       install the system packages the build needs (libclang-dev for MDBX's bindings)
   exec-bench [--runs N] [--fixtures DIR] [--base-stems N] [--layout mdbx|log]
@@ -50,8 +51,17 @@ libclang-dev with apt-get when running as root; otherwise it prints the command 
 ";
 
 fn cargo(args: &[&str]) -> Result<()> {
-    eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(env!("CARGO")).args(args).status()?;
+    cargo_with_env(args, &[])
+}
+
+/// `cargo ARGS` with the environment variables `env` set, failing when it fails.
+fn cargo_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
+    let shown: String = env.iter().map(|(k, v)| format!("{k}='{v}' ")).collect();
+    eprintln!("$ {shown}cargo {}", args.join(" "));
+    let status = Command::new(env!("CARGO"))
+        .args(args)
+        .envs(env.iter().copied())
+        .status()?;
     if !status.success() {
         bail!("cargo {} failed ({status})", args.join(" "));
     }
@@ -235,6 +245,12 @@ fn main() -> Result<()> {
                 "-D",
                 "warnings",
             ])?;
+            // Doc comments state each public item's contract: a broken or private link in
+            // them fails the run like a lint.
+            cargo_with_env(
+                &["doc", "--workspace", "--no-deps"],
+                &[("RUSTDOCFLAGS", "-D warnings")],
+            )?;
             cargo(&["test", "--workspace"])
         }
         Some("unit") => {
