@@ -85,7 +85,12 @@ pub(crate) fn scan(
                     seg.len
                 )));
             }
-            let later = later_commit(path, damage.at).map_err(io_err(path))?;
+            #[cfg(test)]
+            crate::tests::after_torn_scan(path);
+            // Only the bytes this scan read: a writer beside a read-only open appends to the
+            // last segment as it is read, and the commit record it writes after the scan's
+            // end is the block the scan saw in flight, not damage.
+            let later = later_commit(path, damage.at, seg.seen).map_err(io_err(path))?;
             if !last || later.is_some() {
                 return Err(LogError::Corrupt(format!(
                     "{} at offset {}: {}{}",
@@ -102,7 +107,7 @@ pub(crate) fn scan(
             tracing::warn!(
                 segment = %path.display(),
                 kept = seg.good_end,
-                dropped = seg.len - seg.good_end,
+                dropped = seg.seen - seg.good_end,
                 why = damage.why,
                 "the log's last block is torn (a crash mid-write): {}",
                 if writing {
@@ -150,6 +155,8 @@ struct Damage {
 
 struct Segment {
     len: u64,
+    /// The end of the bytes the scan read (past `len` when a writer appended meanwhile).
+    seen: u64,
     good_end: u64,
     damage: Option<Damage>,
 }
@@ -319,21 +326,22 @@ impl Segment {
         };
         Ok(Segment {
             len,
+            seen: buf_pos + buf.len() as u64,
             good_end,
             damage,
         })
     }
 }
 
-/// The offset of a valid commit record after `from` in the segment at `path`, if any: tells
+/// The offset of a valid commit record in `[from, to)` of the segment at `path`, if any: tells
 /// damage inside committed blocks (refused) from a torn last block (cut).
-fn later_commit(path: &Path, from: u64) -> std::io::Result<Option<u64>> {
+fn later_commit(path: &Path, from: u64, to: u64) -> std::io::Result<Option<u64>> {
     use std::io::Seek;
     // Only the bytes after the damage: a torn tail is short, the segment may be a GiB.
     let mut file = std::fs::File::open(path)?;
     file.seek(std::io::SeekFrom::Start(from))?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
+    file.take(to.saturating_sub(from)).read_to_end(&mut bytes)?;
     let magic = CommitRecord::magic();
     let start = 1usize;
     let mut at = start;

@@ -51,6 +51,25 @@ pub(crate) fn fail_dir_syncs(fail: bool) {
     DIR_SYNC_FAILS.with(|f| f.set(fail));
 }
 
+std::thread_local! {
+    /// What [`after_torn_scan`] runs once, on this thread: a test's stand-in for a writer
+    /// appending to a segment between a scan's reading of it and its look past a torn end.
+    static AFTER_TORN_SCAN: std::cell::RefCell<Option<DirAction>> = std::cell::RefCell::new(None);
+}
+
+/// Called by a scan that found the end of the segment at `path` torn, before it looks for a
+/// commit record past the tear.
+pub(crate) fn after_torn_scan(path: &FsPath) {
+    if let Some(f) = AFTER_TORN_SCAN.with(|h| h.borrow_mut().take()) {
+        f(path);
+    }
+}
+
+/// Runs `f` (given the segment's path) in the next scan on this thread that finds a torn end.
+pub(crate) fn on_next_torn_scan(f: impl FnOnce(&FsPath) + 'static) {
+    AFTER_TORN_SCAN.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+}
+
 /// Runs `f` in the next open on this thread, between its listing and its reading.
 pub(crate) fn on_next_listing(f: impl FnOnce(&FsPath) + 'static) {
     AFTER_LISTING.with(|h| *h.borrow_mut() = Some(Box::new(f)));
@@ -196,6 +215,64 @@ fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
         assert_eq!(commit(&mut trie, w2.clone(), 2), r2);
         drop(trie);
         std::fs::write(&seg, &full).unwrap();
+    }
+}
+
+/// A reader beside a writer reads the last segment while the writer appends to it: the scan
+/// ends inside the block in flight, and the writer has written its commit record by the time
+/// the scan looks past the tear. That block is not damage: the reader opens at the block
+/// before (it used to refuse the log as corrupt, "yet a committed block follows"), and the
+/// next open sees the block. Damage followed by a commit the scan read is still refused.
+#[test]
+fn a_reader_scanning_a_block_in_flight_opens_at_the_block_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
+    // The writer is still running: the index-sizes file is as its open left it.
+    let hint = dir.path().join(crate::INDEX_SIZES_FILE);
+    let at_open = std::fs::read(&hint).unwrap();
+    let r1 = commit(&mut trie, random_writes(&mut rng, 500), 1);
+    let seg = dir.path().join("log.000001");
+    let after1 = std::fs::metadata(&seg).unwrap().len();
+    let r2 = commit(&mut trie, random_writes(&mut rng, 500), 2);
+    drop(trie);
+    std::fs::write(&hint, &at_open).unwrap();
+    let full = std::fs::read(&seg).unwrap();
+    for cut in [
+        after1 + 1,
+        (after1 + full.len() as u64) / 2,
+        full.len() as u64 - 1,
+    ] {
+        std::fs::write(&seg, &full[..cut as usize]).unwrap();
+        let (seg2, full2) = (seg.clone(), full.clone());
+        on_next_torn_scan(move |path| {
+            assert_eq!(path, seg2.as_path());
+            std::fs::write(&seg2, &full2).unwrap(); // the writer finishes block 2
+        });
+        let store =
+            LogStore::open_read_only(dir.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        assert_eq!(
+            (store.meta().block, store.meta().root),
+            (1, r1),
+            "cut at {cut}"
+        );
+        drop(store);
+        let store = LogStore::open_read_only(dir.path()).unwrap();
+        assert_eq!(
+            (store.meta().block, store.meta().root),
+            (2, r2),
+            "cut at {cut}"
+        );
+    }
+    // A flipped byte inside block 2, whose commit record the scan reads: damage, refused.
+    let mut flipped = full.clone();
+    flipped[after1 as usize + 64] ^= 0x40;
+    std::fs::write(&seg, &flipped).unwrap();
+    match LogStore::open_read_only(dir.path()) {
+        Err(LogError::Corrupt(why)) => {
+            assert!(why.contains("yet a committed block follows"), "{why}")
+        }
+        other => panic!("{:?}", other.map(|s| s.meta())),
     }
 }
 
