@@ -233,13 +233,29 @@ fn parse_cli() -> Cli {
     }
 }
 
+/// The largest genesis alloc `root --alloc` reads, in bytes: mainnet's is under 1 MB, and its
+/// parse holds about 20 bytes per byte of JSON, so this bounds what `/dev/zero` can take.
+const MAX_ALLOC_BYTES: u64 = 256 << 20;
+
+/// The text of the alloc at `path`, at most [`MAX_ALLOC_BYTES`].
+fn read_alloc(path: &std::path::Path) -> Result<String> {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_ALLOC_BYTES + 1).read_to_end(&mut raw))
+        .with_context(|| format!("reading {}", path.display()))?;
+    if raw.len() as u64 > MAX_ALLOC_BYTES {
+        bail!("{}: larger than {MAX_ALLOC_BYTES} bytes", path.display());
+    }
+    String::from_utf8(raw).with_context(|| format!("{}: not UTF-8", path.display()))
+}
+
 /// `0x`-prefixed lower-case hex, for messages and output.
 pub(crate) use alloy_primitives::hex::encode_prefixed as hex0x;
 
 fn cmd_root(args: RootArgs) -> Result<()> {
     let writes: Vec<(TreeKey, [u8; 32])> = if let Some(path) = &args.alloc {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = read_alloc(path)?;
         let json = bintrie_exec::json::parse_unique_keys(&text)
             .with_context(|| format!("{}: not valid JSON", path.display()))?;
         bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?

@@ -69,6 +69,19 @@ fn root_refuses_an_endless_line() {
     assert_error(&out, "/dev/zero:1: line longer than 4096 bytes");
 }
 
+/// An alloc is read whole, so it is capped: `/dev/zero` used to grow without end (10 GB in 20 s).
+#[test]
+fn root_refuses_an_endless_alloc() {
+    let child = bin()
+        .args(["root", "--alloc", "/dev/zero"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait(child, Duration::from_secs(60), "root --alloc /dev/zero");
+    assert_error(&out, "/dev/zero: larger than 268435456 bytes");
+}
+
 #[test]
 fn root_refuses_invalid_utf8() {
     let mut text = format!("{} {}\n", word(1), word(2)).into_bytes();
