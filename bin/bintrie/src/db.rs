@@ -103,7 +103,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     // `create_dir` succeeds for exactly one process: only the one that made the directory may
     // remove it again.
     crate::durability::check_layout(&args.db, args.layout)?;
-    args.write.check_for(args.layout)?;
+    args.write.check_for(args.layout, IMPORT_BUFFER_BLOCKS)?;
     let created_dir = std::fs::create_dir(&args.db).is_ok();
     if args.layout == bintrie_bench::model::Layout::Log {
         let result = import_log(&args, first, &mut lines, batch);

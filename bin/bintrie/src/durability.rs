@@ -2,6 +2,9 @@
 
 use bintrie_store::{BufferOptions, Durability, StoreOptions};
 
+/// `--buffer-mib` when not given.
+const DEFAULT_BUFFER_MIB: u64 = 256;
+
 /// How committed blocks reach the disk. See the README's "Durability" section for what each
 /// setting loses at most on a kill -9, a power loss and a full disk.
 #[derive(clap::Args, Debug, Clone)]
@@ -22,9 +25,10 @@ pub(crate) struct WriteArgs {
     /// beside it see the last synced block. Default: 8 for `import`, 0 for `exec` (one block).
     #[arg(long, value_name = "N")]
     pub(crate) buffer_blocks: Option<u64>,
-    /// ... or once this many MiB of blobs were committed since the last sync.
-    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub(crate) buffer_mib: u64,
+    /// ... or once this many MiB of blobs were committed since the last sync (default 256).
+    /// Only with a write buffer, on the MDBX layout.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub(crate) buffer_mib: Option<u64>,
     /// With --layout log: memory for the tree's upper levels, in MiB of blobs. When the log is
     /// opened, the deepest group level that fits (with every level above it) is read into
     /// memory and kept; blocks then read only the levels below (at 16M stems, 64 MiB holds
@@ -38,8 +42,14 @@ pub(crate) struct WriteArgs {
 
 impl WriteArgs {
     /// Refuses the options that do not apply to `layout` (`--log-pinned-mib` on MDBX,
-    /// `--buffer-blocks` on the log) instead of ignoring them.
-    pub(crate) fn check_for(&self, layout: bintrie_bench::model::Layout) -> anyhow::Result<()> {
+    /// `--buffer-blocks` and `--buffer-mib` on the log) or to no write buffer (`--buffer-mib`
+    /// with `--buffer-blocks 0`, or without it where `default_blocks` is 0) instead of ignoring
+    /// them.
+    pub(crate) fn check_for(
+        &self,
+        layout: bintrie_bench::model::Layout,
+        default_blocks: u64,
+    ) -> anyhow::Result<()> {
         use bintrie_bench::model::Layout;
         anyhow::ensure!(
             self.log_pinned_mib == 0 || layout == Layout::Log,
@@ -48,6 +58,14 @@ impl WriteArgs {
         anyhow::ensure!(
             self.buffer_blocks.is_none() || layout == Layout::Mdbx,
             "--buffer-blocks applies to the MDBX layout only (a log commit is already one append)"
+        );
+        anyhow::ensure!(
+            self.buffer_mib.is_none() || layout == Layout::Mdbx,
+            "--buffer-mib applies to the MDBX layout only (a log commit is already one append)"
+        );
+        anyhow::ensure!(
+            self.buffer_mib.is_none() || self.buffer_blocks.unwrap_or(default_blocks) > 0,
+            "--buffer-mib sizes the write buffer, which is off here: give --buffer-blocks N too"
         );
         Ok(())
     }
@@ -80,7 +98,8 @@ impl WriteArgs {
             },
             buffer: (blocks > 0).then(|| BufferOptions {
                 max_blocks: blocks,
-                max_bytes: usize::try_from(self.buffer_mib << 20).unwrap_or(usize::MAX),
+                max_bytes: usize::try_from(self.buffer_mib.unwrap_or(DEFAULT_BUFFER_MIB) << 20)
+                    .unwrap_or(usize::MAX),
             }),
             ..options
         }

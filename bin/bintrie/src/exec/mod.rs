@@ -220,7 +220,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             (false, false) => Prefetch::BlockAccessList,
         });
     crate::durability::check_layout(dir, args.layout)?;
-    args.write.check_for(args.layout)?;
+    args.write.check_for(args.layout, 0)?;
     let (base, import, executed, v, durable_block) = match args.layout {
         Layout::Mdbx => {
             let base = base::prepare(&args.base, dir, &options, args.group_depth)?;

@@ -518,6 +518,18 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
         text.contains("--buffer-blocks applies to the MDBX layout only"),
         "{text}"
     );
+    // The buffer's size neither (it was ignored), nor without a buffer (exec has none unless
+    // --buffer-blocks gives one).
+    let text = exec_fails(&f, &["--layout", "log", "--buffer-mib", "4"]);
+    assert!(
+        text.contains("--buffer-mib applies to the MDBX layout only"),
+        "{text}"
+    );
+    let text = exec_fails(&f, &["--buffer-mib", "4"]);
+    assert!(
+        text.contains("--buffer-mib sizes the write buffer, which is off here"),
+        "{text}"
+    );
     // The log now holds the block: a second exec into it is refused, at any group depth.
     let again = ["--db", db2.to_str().unwrap(), "--layout", "log"];
     for extra in [&["-g", "4"][..], &[]] {
