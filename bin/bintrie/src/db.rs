@@ -69,7 +69,7 @@ pub(crate) struct ImportArgs {
     /// `KEY VALUE` lines as for `bintrie root`; `-` is stdin.
     #[arg(long, short = 'i', default_value = "-")]
     input: String,
-    /// Lines per committed block.
+    /// Entries per committed block (`KEY VALUE` lines; comments and blank lines do not count).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     batch: u64,
     #[command(flatten)]
@@ -471,7 +471,7 @@ fn parse_share(s: &str) -> std::result::Result<f64, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not a number"))?;
     if (0.0..=1.0).contains(&v) {
-        Ok(v)
+        Ok(v.abs()) // -0 is 0
     } else {
         Err(format!("{s} is outside 0..=1"))
     }
@@ -525,7 +525,11 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
              state        block {} root {} (unchanged)",
             done.dropped.len(),
             done.dropped_bytes,
-            if done.dropped.is_empty() && done.left_in_place.is_empty() {
+            if done.dropped.is_empty() && before.segments <= 1 {
+                ": there is no sealed segment yet (the segment being written waits until it is \
+                 full)"
+                    .to_string()
+            } else if done.dropped.is_empty() && done.left_in_place.is_empty() {
                 format!(
                     ": no sealed segment is {} superseded (the segment being written waits \
                      until it is full)",
@@ -690,8 +694,9 @@ pub(crate) struct VerifyArgs {
     /// Database directory (opened read-only).
     #[arg(long)]
     db: PathBuf,
-    /// One JSON object: `{"ok": true, "root", "block", "nodes", "groups", "stems", "code"}`,
-    /// or `{"ok": false, "error": "…"}` (exit status 1).
+    /// One JSON object: `{"ok": true, "root", "block", "nodes", "groups", "stems", "code"}`
+    /// (a log: `"layout": "log"` and no `groups`), or `{"ok": false, "error": "…"}` (exit
+    /// status 1).
     #[arg(long)]
     json: bool,
     /// No progress bar.

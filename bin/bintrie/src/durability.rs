@@ -13,7 +13,8 @@ pub(crate) struct WriteArgs {
     /// without a buffer, of the journal with one). `flush`: a power loss rolls back to the last
     /// flush. `relaxed`: no fsync at all; a power loss rolls back to some earlier block. A
     /// process crash (kill -9) loses no committed block in any mode, and no mode ever leaves a
-    /// torn state.
+    /// torn state. On the log layout `flush` and `relaxed` are the same: the log syncs when it
+    /// closes or a segment fills.
     #[arg(long, value_enum, default_value_t = Durability::Durable)]
     pub(crate) durability: Durability,
     /// The same as `--durability relaxed`.

@@ -81,11 +81,12 @@ enum Command {
     /// The tree is committed to an in-memory store at the group depth, reloaded, and every
     /// stored blob is re-hashed; the printed root is the reloaded tree's (an error if it differs).
     Root(RootArgs),
-    /// Import `KEY VALUE` lines into an MDBX database, committing one block every `--batch`
-    /// lines and printing `committed block B entries E root 0x…` after each.
+    /// Import `KEY VALUE` lines into a database (MDBX, or the log layout with `--layout log`),
+    /// committing one block every `--batch` entries and printing `committed block B entries E
+    /// root 0x…` after each.
     Import(db::ImportArgs),
-    /// Show a database's root, block, group depth, page size, counts and stem depths. Opens
-    /// the database read-only.
+    /// Show a database's root, block, group depth and counts (MDBX: also its page size and
+    /// stem depths; a log: its segments, bytes and index). Opens the database read-only.
     Info(db::InfoArgs),
     /// Compact a state in the log layout: drop the sealed segments whose superseded records
     /// are at least --min-garbage of their bytes, after copying what is live in them to the
@@ -98,7 +99,8 @@ enum Command {
     /// reuse the pages they free and need none. Needs the writer's lock (fails while another
     /// process writes the state).
     Compact(db::CompactArgs),
-    /// Print the value at a tree key (nothing when absent). Opens the database read-only.
+    /// Print the value at a tree key (nothing when absent). Opens the database read-only; MDBX
+    /// databases only.
     Get(db::GetArgs),
     /// Check a whole database: every node blob re-hashed against its parent up to the root,
     /// no unreachable blob, the flat stem table equal to the tree's stems, every code entry
@@ -109,7 +111,8 @@ enum Command {
     /// database's root, one JSON line per key: `root`, `key`, `value` (null: absent),
     /// `siblings` (root level first), `stem` (null: the walk ends in an empty subtree),
     /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
-    /// `subtree_root` (iff it ends at another stem). Opens the database read-only.
+    /// `subtree_root` (iff it ends at another stem). Opens the database read-only; MDBX
+    /// databases only.
     Prove(proof::ProveArgs),
     /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify

@@ -554,7 +554,8 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
     std::fs::create_dir(&empty).unwrap();
     let e = fails(&["compact", "--db", empty.to_str().unwrap()]);
     assert!(e.contains("no state in the log layout"), "{e}");
-    // A log with one segment has nothing sealed to compact, and says so.
+    // A log with one segment has nothing sealed to compact, and says so (not "no sealed
+    // segment is 0 superseded": every sealed segment is at least that). -0 is 0.
     let one = dir.path().join("one");
     run_ok(bin().args([
         "import",
@@ -565,11 +566,15 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
         "-i",
         file.to_str().unwrap(),
     ]));
-    let text = run_ok(bin().args(["compact", "--db", one.to_str().unwrap()]));
-    assert!(
-        text.contains("dropped      0 segments") && text.contains("waits until it is full"),
-        "{text}"
-    );
+    for share in ["0.5", "0", "-0"] {
+        let one = one.to_str().unwrap();
+        let text = run_ok(bin().args(["compact", "--db", one, "--min-garbage", share]));
+        assert!(
+            text.contains("dropped      0 segments (0 bytes): there is no sealed segment yet")
+                && text.contains("waits until it is full"),
+            "{share}: {text}"
+        );
+    }
     let writer = LogStore::open(&l, &LogOptions::default()).unwrap();
     let e = fails(&["compact", "--db", d]);
     assert!(e.contains("LOCK is held"), "{e}");
