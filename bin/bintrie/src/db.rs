@@ -510,6 +510,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
             "copied_bytes": done.copied_bytes,
             "removals": done.removals,
             "left_in_place": done.left_in_place,
+            "left_for_room": done.left_for_room,
             "seconds": done.seconds,
             "log_bytes_before": before.log_bytes,
             "log_bytes": after.log_bytes,
@@ -534,6 +535,12 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
                     ": no sealed segment is {} superseded (the segment being written waits \
                      until it is full)",
                     args.min_garbage
+                )
+            } else if !done.left_for_room.is_empty() {
+                format!(
+                    "; {} more left, their copies would not fit in the free space: free some and \
+                     compact again",
+                    done.left_for_room.len()
                 )
             } else if done.left_in_place.is_empty() {
                 String::new()

@@ -42,6 +42,17 @@ pub(crate) enum Pick {
     LogAtMost(f64),
 }
 
+/// The bytes an unprivileged writer may still add to the filesystem holding `dir` (`None` when
+/// it cannot be told).
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    #[cfg(test)]
+    if let Some(room) = crate::tests::planted_room() {
+        return Some(room);
+    }
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
 /// [`LogError::Corrupt`] for a segment that is not compacted, and why.
 fn not_compacted(path: &std::path::Path, why: String) -> LogError {
     LogError::Corrupt(format!("{}: {why}; not compacted", path.display()))
@@ -75,6 +86,10 @@ pub struct Compaction {
     /// dropped, and the next writer's open removes them; until then this handle compacts no
     /// more.
     pub left_in_place: Vec<u32>,
+    /// Segments that were to be compacted but whose live records did not fit in the
+    /// filesystem's free space beside the others' (their copies must be written before any
+    /// segment is removed): what a later compaction takes, once these drops freed room.
+    pub left_for_room: Vec<u32>,
     /// Wall time, seconds.
     pub seconds: f64,
 }
@@ -188,17 +203,53 @@ impl LogStore {
         self.compact_with(Pick::LogAtMost(max_garbage))
     }
 
+    /// Compacts in rounds while a round drops segments and leaves others for lack of room:
+    /// each round's drops free the room the next one's copies take.
     fn compact_with(&mut self, pick: Pick) -> Result<Compaction, LogError> {
         let (mut guard, _) = Self::lock_writer(&self.inner, &self.meta)?;
         let w = guard.as_mut().expect("checked by lock_writer");
-        self.compact_locked(w, pick)
+        let mut out = self.compact_locked(w, pick, true)?;
+        while !out.left_for_room.is_empty()
+            && !out.dropped.is_empty()
+            && out.left_in_place.is_empty()
+        {
+            let before: BTreeSet<u32> = out.left_for_room.iter().copied().collect();
+            // The dropped files' space comes back only once their last handles close: those
+            // kept for reads that found a place before the drop (the next round is a next
+            // compaction for them, as documented).
+            self.inner
+                .retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            let mut next = self.compact_locked(w, pick, false)?;
+            // Only what the first round chose: a segment the copies sealed is not taken.
+            next.left_for_room.retain(|n| before.contains(n));
+            let progress = !next.dropped.is_empty();
+            out.dropped.append(&mut next.dropped);
+            out.dropped_bytes += next.dropped_bytes;
+            out.copied_records += next.copied_records;
+            out.copied_bytes += next.copied_bytes;
+            out.removals += next.removals;
+            out.left_in_place = next.left_in_place;
+            out.left_for_room = next.left_for_room;
+            out.seconds += next.seconds;
+            if !progress {
+                break;
+            }
+        }
+        Ok(out)
     }
 
-    /// A compaction with the writer held and checked (poisoned, conflict).
+    /// A compaction with the writer held and checked (poisoned, conflict). When the first
+    /// segment picked does not fit in the free space, `compact` fails saying so if
+    /// `fail_without_room`, and does nothing otherwise (`left_for_room`); `compact_to` always
+    /// does nothing.
     pub(crate) fn compact_locked(
         &self,
         w: &mut Writer,
         pick: Pick,
+        fail_without_room: bool,
     ) -> Result<Compaction, LogError> {
         if w.halted {
             return Err(LogError::Invalid(format!(
@@ -212,6 +263,9 @@ impl LogStore {
         // Live records in each victim, which its scan must find.
         let mut expected: std::collections::BTreeMap<u32, u64> = Default::default();
         let mut victims = Vec::new();
+        let mut left_for_room = Vec::new();
+        // The first segment chosen and the room it needs, when it does not fit.
+        let mut first_need = None;
         {
             let mut sealed = self.sealed(w, &present)?;
             let index = self.index();
@@ -241,7 +295,21 @@ impl LogStore {
                     sealed.sort_by_key(|s| s.n);
                 }
             }
+            // The copies are written before any segment is removed: take the oldest whose
+            // live bytes fit in the filesystem's free space; the rest wait for a later round.
+            let mut room = free_bytes(&self.inner.dir);
             for s in sealed {
+                let live = s.len - s.garbage;
+                // Headroom for the copies' block framing and a new segment's start.
+                let need = live + live / 64 + (8 << 20);
+                if room.is_some_and(|r| need > r) || !left_for_room.is_empty() {
+                    if victims.is_empty() && left_for_room.is_empty() {
+                        first_need = Some((s.n, need));
+                    }
+                    left_for_room.push(s.n);
+                    continue;
+                }
+                room = room.map(|r| r - need);
                 expected.insert(
                     s.n,
                     index.seg_records.get(s.n as usize).copied().unwrap_or(0),
@@ -249,7 +317,27 @@ impl LogStore {
                 victims.push((s.n, s.file, s.len));
             }
         }
-        let mut out = Compaction::default();
+        if let Some((n, need)) = first_need
+            && fail_without_room
+            && matches!(pick, Pick::EachAtLeast(_))
+        {
+            return Err(LogError::Io {
+                path: self.inner.dir.join(segment_name(n)),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!(
+                        "compacting it needs about {} MB free for the copies of its live \
+                         records (written before any segment is removed); {} MB are free",
+                        need.div_ceil(1 << 20),
+                        free_bytes(&self.inner.dir).unwrap_or(0) >> 20
+                    ),
+                ),
+            });
+        }
+        let mut out = Compaction {
+            left_for_room,
+            ..Default::default()
+        };
         if victims.is_empty() {
             out.seconds = t.elapsed().as_secs_f64();
             return Ok(out);
@@ -1139,6 +1227,74 @@ mod tests {
                 Err(LogError::Invalid(_))
             ));
         }
+    }
+
+    /// A compaction writes its copies before it removes any segment, so it takes only the
+    /// segments whose live records fit in the free space (it used to copy until the disk was
+    /// full, then fail with nothing freed), and goes on in rounds as the drops free room: with
+    /// room for one segment's copies at a time it still drops them all. With no room even for
+    /// the first, `compact` fails saying how much it needs, and `compact_to` does nothing.
+    #[test]
+    fn a_compaction_takes_what_fits_in_the_free_space_round_by_round() {
+        use crate::tests::plant_room;
+        let Logged {
+            dir,
+            mut trie,
+            root,
+            ..
+        } = logged(23, 30);
+        let sealed: Vec<u32> = {
+            let mut n = segment_numbers(dir.path());
+            n.pop();
+            n
+        };
+        assert!(sealed.len() >= 4, "{sealed:?}");
+        let need_of = |store: &LogStore, n: u32| {
+            let live = store.index().seg_live[n as usize];
+            live + live / 64 + (8 << 20)
+        };
+        let first = need_of(trie.store(), sealed[0]);
+        // Not even the first fits: refused, nothing changed.
+        plant_room(&[first - 1]);
+        let e = trie.store_mut().compact(0.0).unwrap_err();
+        assert!(
+            matches!(&e, LogError::Io { error, .. } if error.kind() == std::io::ErrorKind::StorageFull),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("log.000001: compacting it needs about 9 MB free")
+                && text.contains("MB are free"),
+            "{text}"
+        );
+        let c = trie.store_mut().compact_to(0.0).unwrap();
+        assert!(
+            c.dropped.is_empty() && c.left_for_room.len() == sealed.len(),
+            "{c:?}"
+        );
+        assert_eq!(segment_numbers(dir.path())[..sealed.len()], sealed[..]);
+        // Room for one segment's copies, then for none: the first is dropped, the rest are
+        // left for lack of room (the drop is reported, not lost in an error).
+        plant_room(&[first + first / 2, 1 << 20]);
+        let c = trie.store_mut().compact(0.0).unwrap();
+        assert_eq!(
+            (&c.dropped[..], &c.left_for_room[..]),
+            (&sealed[..1], &sealed[1..])
+        );
+        assert!(!dir.path().join(segment_name(sealed[0])).exists());
+        // Room for about one segment's copies at a time: all dropped, over rounds.
+        plant_room(&[first + first / 2]);
+        let c = trie.store_mut().compact(0.0).unwrap();
+        plant_room(&[]);
+        assert_eq!(c.dropped, sealed[1..], "{c:?}");
+        assert!(c.left_for_room.is_empty(), "{c:?}");
+        assert!(
+            sealed
+                .iter()
+                .all(|n| !dir.path().join(segment_name(*n)).exists())
+        );
+        assert_eq!(trie.store().stored_meta().root, root);
+        assert_eq!(trie.verify().unwrap(), root);
     }
 
     /// The automatic compaction spans blocks: a segment is read back a slice per block (its

@@ -70,6 +70,30 @@ pub(crate) fn on_next_torn_scan(f: impl FnOnce(&FsPath) + 'static) {
     AFTER_TORN_SCAN.with(|h| *h.borrow_mut() = Some(Box::new(f)));
 }
 
+std::thread_local! {
+    /// The free space a compaction on this thread sees instead of the filesystem's.
+    static PLANTED_ROOM: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The free space planted for this thread ([`plant_room`]): the next of the planted figures,
+/// the last one from then on.
+pub(crate) fn planted_room() -> Option<u64> {
+    PLANTED_ROOM.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() > 1 {
+            Some(r.remove(0))
+        } else {
+            r.first().copied()
+        }
+    })
+}
+
+/// Makes compactions on this thread see these free bytes, one figure per look (the last one
+/// from then on; none: the filesystem's).
+pub(crate) fn plant_room(rooms: &[u64]) {
+    PLANTED_ROOM.with(|r| *r.borrow_mut() = rooms.to_vec());
+}
+
 /// Runs `f` in the next open on this thread, between its listing and its reading.
 pub(crate) fn on_next_listing(f: impl FnOnce(&FsPath) + 'static) {
     AFTER_LISTING.with(|h| *h.borrow_mut() = Some(Box::new(f)));
