@@ -148,9 +148,40 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     if let Err(e) = &result
         && created_dir
     {
-        remove_if_empty(&args.db, e);
+        remove_failed_new_db(&args.db, Layout::Mdbx, e);
     }
     result
+}
+
+/// After a failed command that made a new database in `dir` (`import`, `exec --db`): removes
+/// it when it holds no committed block, as [`remove_if_empty`] and [`remove_if_empty_log`]
+/// decide for `layout`, and says so when it must keep one it cannot check (a full disk
+/// refuses even the read-only open). Returns whether `dir` is gone.
+pub(crate) fn remove_failed_new_db(
+    dir: &std::path::Path,
+    layout: Layout,
+    error: &anyhow::Error,
+) -> bool {
+    match layout {
+        Layout::Log => remove_if_empty_log(dir),
+        Layout::Mdbx => remove_if_empty(dir, error),
+    }
+    let gone = !dir.exists();
+    if !gone
+        && layout == Layout::Mdbx
+        && matches!(
+            StateStore::open_read_only(dir),
+            Err(bintrie_store::StoreError::NoRoomToOpen { .. })
+        )
+    {
+        tracing::warn!(
+            "{}, made by this failed run, is kept: with the disk full it cannot be opened to \
+             check whether it holds a committed block. Free some space and run `bintrie info \
+             --db {0}`",
+            dir.display()
+        );
+    }
+    gone
 }
 
 /// Removes `dir` when it holds only a log's files ([`bintrie_logstore::is_log_file_name`]) and

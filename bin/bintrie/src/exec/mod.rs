@@ -30,7 +30,8 @@ pub(crate) struct ExecArgs {
     /// `.block.json` fixture.
     #[arg(long)]
     pre_state: Option<PathBuf>,
-    /// Database directory (absent or empty; it is kept). Default: a temporary directory,
+    /// Database directory (absent or empty; it is kept, unless the run fails before the
+    /// pre-state is committed: then it is left as it was). Default: a temporary directory,
     /// removed at exit (under $TMPDIR).
     #[arg(long)]
     db: Option<PathBuf>,
@@ -168,15 +169,33 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         return witness::cmd_stateless(&args, w);
     }
     // (The same directory given as --base-db is refused as such by the base's preparation.)
-    if let Some(db) = &args.db
-        && !args
-            .base
-            .base_db
-            .as_deref()
-            .is_some_and(|base| base::same_directory(db, base))
+    let new_db = match &args.db {
+        Some(db)
+            if !args
+                .base
+                .base_db
+                .as_deref()
+                .is_some_and(|base| base::same_directory(db, base)) =>
+        {
+            check_new_db(db)?;
+            Some((db, std::fs::metadata(db).ok().map(|m| m.permissions())))
+        }
+        _ => None,
+    };
+    let result = exec_checked(&args);
+    // A run that failed before committing a block leaves --db as it found it: absent, or
+    // empty. One that imported the pre-state keeps it (a block that failed can be looked at).
+    if let (Err(e), Some((db, was_there))) = (&result, new_db)
+        && crate::db::remove_failed_new_db(db, args.layout, e)
+        && let Some(permissions) = was_there
     {
-        check_new_db(db)?;
+        let _ = std::fs::create_dir(db).and_then(|()| std::fs::set_permissions(db, permissions));
     }
+    result
+}
+
+/// [`cmd_exec`] once `--db` was checked.
+fn exec_checked(args: &ExecArgs) -> Result<()> {
     let t = Instant::now();
     let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;
     let load_time = t.elapsed();

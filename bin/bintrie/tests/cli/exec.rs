@@ -247,21 +247,31 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
     );
     assert!(text.contains("must be different directories"), "{text}");
 
-    let text = exec_fails(
-        &f,
-        &[
-            "--base-stems",
-            "20000",
-            "--base-seed",
-            "1",
-            "--base-db",
-            keep_s,
-        ],
-    );
-    assert!(
-        text.contains("holds a base of 20000 stems (seed 7864"),
-        "{text}"
-    );
+    // Refused, and the new --db it was given is left as it was: absent, or empty.
+    let db3 = dir.path().join("db3");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for new_db in [&db3, &empty] {
+        let text = exec_fails(
+            &f,
+            &[
+                "--base-stems",
+                "20000",
+                "--base-seed",
+                "1",
+                "--base-db",
+                keep_s,
+                "--db",
+                new_db.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            text.contains("holds a base of 20000 stems (seed 7864"),
+            "{text}"
+        );
+    }
+    assert!(!db3.exists());
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
     // A database that exec did not make as a base.
     let db = dir.path().join("db");
     exec_json(&f, &["--db", db.to_str().unwrap()]);

@@ -519,6 +519,16 @@ fn a_full_disk_fails_the_block_and_keeps_the_last_one() {
         stderr(&full)
     );
     assert!(db.join("mdbx.dat").exists(), "the database was removed");
+    // The failed import could not check the database it made, and said why it kept it.
+    assert!(
+        err.contains("made by this failed run, is kept: with the disk full"),
+        "{err}"
+    );
+    // An import into a new directory on the full disk fails, and leaves no directory.
+    let db2 = mnt.join("db2");
+    let o2 = import(&db2, &file, "2000", &[]);
+    assert!(!o2.status.success());
+    assert!(!db2.exists(), "{}", stderr(&o2));
     // With room again, it holds the last block the import reported.
     assert!(
         Command::new("mount")
