@@ -107,21 +107,10 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     let created_dir = std::fs::create_dir(&args.db).is_ok();
     if args.layout == bintrie_bench::model::Layout::Log {
         let result = import_log(&args, first, &mut lines, batch);
-        // Only the empty log this run created (no block committed) is removed, and never
-        // when another writer holds it (its first block may be on the way).
-        let other_writer = result.as_ref().err().is_some_and(|e| {
-            e.chain().any(|c| {
-                matches!(
-                    c.downcast_ref::<bintrie_logstore::LogError>(),
-                    Some(
-                        bintrie_logstore::LogError::Locked(_)
-                            | bintrie_logstore::LogError::Conflict { .. }
-                    )
-                )
-            })
-        });
-        if result.is_err() && created_dir && !other_writer {
-            remove_if_empty_log(&args.db);
+        if let Err(e) = &result
+            && created_dir
+        {
+            remove_failed_new_db(&args.db, Layout::Log, e);
         }
         return result;
     }
@@ -154,17 +143,34 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
 }
 
 /// After a failed command that made a new database in `dir` (`import`, `exec --db`): removes
-/// it when it holds no committed block, as [`remove_if_empty`] and [`remove_if_empty_log`]
+/// it when it holds no committed block, as [`bintrie_store::remove_if_empty`] and [`remove_if_empty_log`]
 /// decide for `layout`, and says so when it must keep one it cannot check (a full disk
-/// refuses even the read-only open). Returns whether `dir` is gone.
+/// refuses even the read-only open). Never when `error` says another writer holds it (its
+/// first block may be on the way). Returns whether `dir` is gone.
 pub(crate) fn remove_failed_new_db(
     dir: &std::path::Path,
     layout: Layout,
     error: &anyhow::Error,
 ) -> bool {
+    let other_writer = error.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<bintrie_logstore::LogError>(),
+            Some(
+                bintrie_logstore::LogError::Locked(_) | bintrie_logstore::LogError::Conflict { .. }
+            )
+        ) || matches!(
+            c.downcast_ref::<bintrie_store::StoreError>(),
+            Some(bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_))
+        )
+    });
+    if other_writer {
+        return false;
+    }
     match layout {
         Layout::Log => remove_if_empty_log(dir),
-        Layout::Mdbx => remove_if_empty(dir, error),
+        Layout::Mdbx => {
+            bintrie_store::remove_if_empty(dir);
+        }
     }
     let gone = !dir.exists();
     if !gone
@@ -202,21 +208,6 @@ fn remove_if_empty_log(dir: &std::path::Path) {
 
 /// Blocks `import` commits between MDBX syncs unless --buffer-blocks says otherwise.
 const IMPORT_BUFFER_BLOCKS: u64 = 8;
-
-/// Removes a database directory this import created when the import failed before any block
-/// was committed to it (by anyone): a failed import leaves nothing behind. A conflict means
-/// another writer is using it, so it stays.
-fn remove_if_empty(dir: &std::path::Path, error: &anyhow::Error) {
-    let conflict = error.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<bintrie_store::StoreError>(),
-            Some(bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_))
-        )
-    });
-    if !conflict {
-        bintrie_store::remove_if_empty(dir);
-    }
-}
 
 /// Disk one input line needs in a bulk import: its sort record (72 bytes) and its share of the
 /// database (a random key is mostly a stem of its own: ~400 bytes with its group blobs).
