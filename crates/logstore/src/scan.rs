@@ -109,11 +109,13 @@ pub(crate) fn scan(
                 kept = seg.good_end,
                 dropped = seg.seen - seg.good_end,
                 why = damage.why,
-                "the log's last block is torn (a crash mid-write): {}",
+                "{}",
                 if writing {
-                    "cut back to the last whole block"
+                    "the log's last block is torn (a crash mid-write): cut back to the last \
+                     whole block"
                 } else {
-                    "read up to the last whole block (the next writer cuts the rest)"
+                    "the log's last block is incomplete (a writer beside this reader is \
+                     appending it, or a crash tore it): read up to the last whole block"
                 }
             );
             if writing {
