@@ -205,12 +205,30 @@ fn segment_bytes_counts_the_segments_an_open_scans_and_nothing_else() {
     assert_eq!(segment_bytes(dir.path()).unwrap(), store.info().log_bytes);
 }
 
-#[test]
-fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
+/// A log of blocks 1 and 2 (500 random writes each, from `seed`) at group depth 5 whose writer
+/// has closed, with its index-sizes file as the writer's open left it (`at_open`, put back:
+/// a crash closes nothing, and a running writer has not closed yet).
+struct TwoBlocks {
+    dir: tempfile::TempDir,
+    /// `log.000001`, the only segment.
+    seg: std::path::PathBuf,
+    /// Where block 1 ends in it.
+    after1: u64,
+    /// Its bytes.
+    full: Vec<u8>,
+    /// The index-sizes file and its bytes at the writer's open.
+    hint: std::path::PathBuf,
+    at_open: Vec<u8>,
+    /// Block 2's writes.
+    w2: Vec<(TreeKey, [u8; 32])>,
+    r1: Hash32,
+    r2: Hash32,
+}
+
+fn two_blocks(seed: u64) -> TwoBlocks {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(7);
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
-    // A crash mid-block closes nothing: the index-sizes file stays as the open left it.
     let hint = dir.path().join(crate::INDEX_SIZES_FILE);
     let at_open = std::fs::read(&hint).unwrap();
     let r1 = commit(&mut trie, random_writes(&mut rng, 500), 1);
@@ -219,26 +237,39 @@ fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
     let w2 = random_writes(&mut rng, 500);
     let r2 = commit(&mut trie, w2.clone(), 2);
     drop(trie);
+    std::fs::write(&hint, &at_open).unwrap();
     let full = std::fs::read(&seg).unwrap();
-    for cut in [
-        after1 + 1,
-        after1 + 4096,
-        (after1 + full.len() as u64) / 2,
-        full.len() as u64 - 1,
-    ] {
-        std::fs::write(&seg, &full[..cut as usize]).unwrap();
-        std::fs::write(&hint, &at_open).unwrap();
-        let store = LogStore::open(dir.path(), &opts(5)).unwrap();
+    TwoBlocks {
+        dir,
+        seg,
+        after1,
+        full,
+        hint,
+        at_open,
+        w2,
+        r1,
+        r2,
+    }
+}
+
+#[test]
+fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
+    let t = two_blocks(7);
+    let (after1, len) = (t.after1, t.full.len() as u64);
+    for cut in [after1 + 1, after1 + 4096, (after1 + len) / 2, len - 1] {
+        std::fs::write(&t.seg, &t.full[..cut as usize]).unwrap();
+        std::fs::write(&t.hint, &t.at_open).unwrap();
+        let store = LogStore::open(t.dir.path(), &opts(5)).unwrap();
         assert_eq!(
             (store.meta().block, store.meta().root),
-            (1, r1),
+            (1, t.r1),
             "cut at {cut}"
         );
-        assert_eq!(std::fs::metadata(&seg).unwrap().len(), after1, "cut back");
-        let mut trie = Trie::open(store, 5, r1).unwrap();
-        assert_eq!(commit(&mut trie, w2.clone(), 2), r2);
+        assert_eq!(std::fs::metadata(&t.seg).unwrap().len(), after1, "cut back");
+        let mut trie = Trie::open(store, 5, t.r1).unwrap();
+        assert_eq!(commit(&mut trie, t.w2.clone(), 2), t.r2);
         drop(trie);
-        std::fs::write(&seg, &full).unwrap();
+        std::fs::write(&t.seg, &t.full).unwrap();
     }
 }
 
@@ -249,19 +280,15 @@ fn a_torn_last_block_is_cut_back_and_the_block_can_be_written_again() {
 /// next open sees the block. Damage followed by a commit the scan read is still refused.
 #[test]
 fn a_reader_scanning_a_block_in_flight_opens_at_the_block_before() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(8);
-    let mut trie = Trie::new(LogStore::open(dir.path(), &opts(5)).unwrap(), 5).unwrap();
-    // The writer is still running: the index-sizes file is as its open left it.
-    let hint = dir.path().join(crate::INDEX_SIZES_FILE);
-    let at_open = std::fs::read(&hint).unwrap();
-    let r1 = commit(&mut trie, random_writes(&mut rng, 500), 1);
-    let seg = dir.path().join("log.000001");
-    let after1 = std::fs::metadata(&seg).unwrap().len();
-    let r2 = commit(&mut trie, random_writes(&mut rng, 500), 2);
-    drop(trie);
-    std::fs::write(&hint, &at_open).unwrap();
-    let full = std::fs::read(&seg).unwrap();
+    let TwoBlocks {
+        dir,
+        seg,
+        after1,
+        full,
+        r1,
+        r2,
+        ..
+    } = two_blocks(8);
     for cut in [
         after1 + 1,
         (after1 + full.len() as u64) / 2,

@@ -10,7 +10,7 @@ use bintrie_revm::{
     WitnessEncoding, Witnesses,
 };
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
@@ -81,13 +81,7 @@ pub(crate) fn describe(w: &Witnesses, encoding: WitnessEncoding, path: &Path) ->
 }
 
 fn read_witness(path: &Path) -> Result<BlockWitness> {
-    let mut raw = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_WITNESS_BYTES + 1).read_to_end(&mut raw))
-        .with_context(|| format!("reading {}", path.display()))?;
-    if raw.len() as u64 > MAX_WITNESS_BYTES {
-        bail!("{}: larger than {MAX_WITNESS_BYTES} bytes", path.display());
-    }
+    let raw = crate::read_at_most(path, MAX_WITNESS_BYTES)?;
     BlockWitness::decode(&raw).with_context(|| format!("{}", path.display()))
 }
 
