@@ -87,10 +87,16 @@ pub(crate) fn scan(
             }
             #[cfg(test)]
             crate::tests::after_torn_scan(path);
-            // Only the bytes this scan read: a writer beside a read-only open appends to the
-            // last segment as it is read, and the commit record it writes after the scan's
-            // end is the block the scan saw in flight, not damage.
-            let later = later_commit(path, damage.at, seg.seen).map_err(io_err(path))?;
+            // A writer beside a read-only open appends to the last segment as it is read: where
+            // the scan ran out of bytes, a commit record past what it read is the block it saw
+            // in flight, not damage, so only the bytes it read count. Any other damage (and
+            // any damage a writer meets: it holds the lock) is checked against the whole file.
+            let to = if !writing && damage.at_eof {
+                seg.seen
+            } else {
+                u64::MAX
+            };
+            let later = later_commit(path, damage.at, to).map_err(io_err(path))?;
             if !last || later.is_some() {
                 return Err(LogError::Corrupt(format!(
                     "{} at offset {}: {}{}",
@@ -153,6 +159,10 @@ pub(crate) fn scan(
 struct Damage {
     at: u64,
     why: &'static str,
+    /// The bytes ran out at the end of the file (a block or record cut short there): all a
+    /// writer appending beside a read-only scan can show it. Any other damage is in bytes
+    /// that were there to read.
+    at_eof: bool,
 }
 
 struct Segment {
@@ -172,7 +182,8 @@ impl Segment {
     ) -> Result<Segment, LogError> {
         let mut file = std::fs::File::open(path).map_err(io_err(path))?;
         let len = file.metadata().map_err(io_err(path))?.len();
-        const CHUNK: usize = 16 << 20;
+        // (Smaller in tests, so that small logs span several reads.)
+        const CHUNK: usize = if cfg!(test) { 64 << 10 } else { 16 << 20 };
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
         let mut buf_pos = 0u64; // file offset of buf[0]
         let mut i = 0usize; // cursor in buf
@@ -204,6 +215,7 @@ impl Segment {
                             } else {
                                 "a record cut short"
                             },
+                            at_eof: true,
                         });
                     }
                     buf.drain(..i);
@@ -227,7 +239,13 @@ impl Segment {
                     buf.truncate(have + got);
                     continue;
                 }
-                Parsed::Bad(why) => break Some(Damage { at: pos, why }),
+                Parsed::Bad(why) => {
+                    break Some(Damage {
+                        at: pos,
+                        why,
+                        at_eof: false,
+                    });
+                }
             };
             let key_ok = match rec.kind {
                 Kind::Node | Kind::Remove => PathKey::from_bytes(rec.key).is_some(),
@@ -238,6 +256,7 @@ impl Segment {
                 break Some(Damage {
                     at: pos,
                     why: "a record key of the wrong size",
+                    at_eof: false,
                 });
             }
             let bytes = &buf[i..i + rec_len];
@@ -245,6 +264,7 @@ impl Segment {
                 break Some(Damage {
                     at: pos,
                     why: "a record past the addressable size",
+                    at_eof: false,
                 });
             };
             match rec.kind {
@@ -255,6 +275,7 @@ impl Segment {
                         break Some(Damage {
                             at: pos,
                             why: "a commit record that does not match its block",
+                            at_eof: false,
                         });
                     }
                     if let Some(m) = index.meta
@@ -263,12 +284,14 @@ impl Segment {
                         break Some(Damage {
                             at: pos,
                             why: "a commit at another group depth",
+                            at_eof: false,
                         });
                     }
                     if !(1..=8).contains(&c.group_depth) {
                         break Some(Damage {
                             at: pos,
                             why: "a commit with a group depth outside 1..8",
+                            at_eof: false,
                         });
                     }
                     index.apply(std::mem::take(&mut pending));
