@@ -463,31 +463,33 @@ impl StateStore {
     }
 }
 
-/// Removes `dir` when it holds nothing worth keeping: a database with no committed block (block
-/// 0, empty root), or no database at all but at most MDBX's own two files (a creation that
-/// failed half-way). Anything else stays. Returns whether it was removed. For a command that
-/// created `dir` and failed before committing: it leaves nothing behind.
+/// Removes `dir` when it holds nothing worth keeping: nothing but MDBX's two files and an
+/// empty journal (or nothing at all), and in them either no database (none, or an empty
+/// `mdbx.dat`: a creation that failed) or one with no committed block (block 0, empty root). Anything else stays,
+/// including any other file. Returns whether it was removed. For a command that created `dir`
+/// and failed before committing: it leaves nothing behind.
 pub fn remove_if_empty(dir: &std::path::Path) -> bool {
-    let empty = match StateStore::open_read_only(dir) {
-        Ok(store) => {
-            let meta = store.meta();
-            meta.block == 0 && meta.root == [0; 32]
-        }
-        // Refused before MDBX looked at the file (a full disk): whatever it holds stays.
-        Err(StoreError::NoRoomToOpen { .. }) => false,
-        Err(_) => {
-            // MDBX's two files and an empty journal, nothing else.
-            !dir.join("mdbx.dat").exists()
-                || std::fs::read_dir(dir).is_ok_and(|rd| {
-                    rd.flatten().all(|e| {
-                        let name = e.file_name();
-                        name == "mdbx.dat"
-                            || name == "mdbx.lck"
-                            || (name == buffer::JOURNAL && e.metadata().is_ok_and(|m| m.len() == 0))
-                    })
-                })
-        }
-    };
+    let only_mdbx_files = std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().all(|e| {
+            let name = e.file_name();
+            name == "mdbx.dat"
+                || name == "mdbx.lck"
+                || (name == buffer::JOURNAL && e.metadata().is_ok_and(|m| m.len() == 0))
+        })
+    });
+    let empty = only_mdbx_files
+        && match StateStore::open_read_only(dir) {
+            Ok(store) => {
+                let meta = store.meta();
+                meta.block == 0 && meta.root == [0; 32]
+            }
+            // Refused before MDBX looked at the file (a full disk): a database stays,
+            // whatever it holds.
+            Err(StoreError::NoRoomToOpen { .. }) => !dir.join("mdbx.dat").exists(),
+            // No database, or an empty file: a creation that failed before writing. A file
+            // with bytes that does not open may hold blocks (one a writer must recover): kept.
+            Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
+        };
     empty && std::fs::remove_dir_all(dir).is_ok()
 }
 

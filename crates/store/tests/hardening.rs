@@ -506,3 +506,46 @@ fn a_killed_relaxed_writer_is_recovered_by_the_next_writer() {
     assert_eq!(reader.meta().block, block);
     assert_eq!(reader.verify(&|_| {}).unwrap().block, block);
 }
+
+/// The cleanup of a failed command's new directory removes only what holds nothing: no files,
+/// MDBX's own files around no database or one with no block. A database with a block, one
+/// that does not open, or any other file keeps the directory (a failed `exec` that had built
+/// a base inside its `--db` deleted it).
+#[test]
+fn remove_if_empty_removes_only_what_holds_nothing() {
+    use bintrie_store::remove_if_empty;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        d
+    };
+    let nothing = dir("nothing");
+    assert!(remove_if_empty(&nothing) && !nothing.exists());
+    let fresh = dir("fresh");
+    drop(StateStore::open(&fresh, &opts(5)).unwrap());
+    assert!(remove_if_empty(&fresh) && !fresh.exists());
+    let empty_file = dir("empty-file");
+    std::fs::write(empty_file.join("mdbx.dat"), b"").unwrap();
+    assert!(remove_if_empty(&empty_file) && !empty_file.exists());
+
+    let block = dir("block");
+    build(
+        &block,
+        5,
+        &random_writes(&mut StdRng::seed_from_u64(3), 10),
+        &[],
+    );
+    let garbage = dir("garbage");
+    std::fs::write(garbage.join("mdbx.dat"), vec![0x5a; 64 << 10]).unwrap();
+    let other = dir("other");
+    drop(StateStore::open(&other, &opts(5)).unwrap());
+    std::fs::create_dir(other.join("base")).unwrap();
+    let foreign = dir("foreign");
+    std::fs::write(foreign.join("notes.txt"), b"mine").unwrap();
+    for kept in [&block, &garbage, &other, &foreign] {
+        assert!(!remove_if_empty(kept), "{}", kept.display());
+        assert!(kept.exists());
+    }
+    assert!(other.join("base").is_dir() && foreign.join("notes.txt").is_file());
+}

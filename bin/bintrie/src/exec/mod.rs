@@ -30,8 +30,8 @@ pub(crate) struct ExecArgs {
     /// `.block.json` fixture.
     #[arg(long)]
     pre_state: Option<PathBuf>,
-    /// Database directory (absent or empty; it is kept, unless the run fails before the
-    /// pre-state is committed: then it is left as it was). Default: a temporary directory,
+    /// Database directory (absent or empty; it is kept, unless the run made it and fails
+    /// before the pre-state is committed). Default: a temporary directory,
     /// removed at exit (under $TMPDIR).
     #[arg(long)]
     db: Option<PathBuf>,
@@ -178,18 +178,17 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
                 .is_some_and(|base| base::same_directory(db, base)) =>
         {
             check_new_db(db)?;
-            Some((db, std::fs::metadata(db).ok().map(|m| m.permissions())))
+            // `create_dir` succeeds for exactly one process: only the run that made the
+            // directory may remove it again. One given empty is left alone.
+            std::fs::create_dir(db).is_ok().then_some(db)
         }
         _ => None,
     };
     let result = exec_checked(&args);
-    // A run that failed before committing a block leaves --db as it found it: absent, or
-    // empty. One that imported the pre-state keeps it (a block that failed can be looked at).
-    if let (Err(e), Some((db, was_there))) = (&result, new_db)
-        && crate::db::remove_failed_new_db(db, args.layout, e)
-        && let Some(permissions) = was_there
-    {
-        let _ = std::fs::create_dir(db).and_then(|()| std::fs::set_permissions(db, permissions));
+    // A run that failed before committing a block removes the directory it made. One that
+    // imported the pre-state keeps it (a block that failed can be looked at).
+    if let (Err(e), Some(db)) = (&result, new_db) {
+        crate::db::remove_failed_new_db(db, args.layout, e);
     }
     result
 }

@@ -247,7 +247,7 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
     );
     assert!(text.contains("must be different directories"), "{text}");
 
-    // Refused, and the new --db it was given is left as it was: absent, or empty.
+    // Refused: a --db the run made is removed again; one given empty is left alone (empty).
     let db3 = dir.path().join("db3");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
