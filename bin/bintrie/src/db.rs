@@ -533,6 +533,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
             "removals": done.removals,
             "left_in_place": done.left_in_place,
             "left_for_room": done.left_for_room,
+            "stopped": done.stopped,
             "seconds": done.seconds,
             "log_bytes_before": before.log_bytes,
             "log_bytes": after.log_bytes,
@@ -548,30 +549,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
              state        block {} root {} (unchanged)",
             done.dropped.len(),
             done.dropped_bytes,
-            if done.dropped.is_empty() && before.segments <= 1 {
-                ": there is no sealed segment yet (the segment being written waits until it is \
-                 full)"
-                    .to_string()
-            } else if done.dropped.is_empty() && done.left_in_place.is_empty() {
-                format!(
-                    ": no sealed segment is {} superseded (the segment being written waits \
-                     until it is full)",
-                    args.min_garbage
-                )
-            } else if !done.left_for_room.is_empty() {
-                format!(
-                    "; {} more left, their copies would not fit in the free space: free some and \
-                     compact again",
-                    done.left_for_room.len()
-                )
-            } else if done.left_in_place.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; {} could not be removed, the next open removes them",
-                    done.left_in_place.len()
-                )
-            },
+            compact_notes(&done, before.segments, args.min_garbage),
             done.copied_records,
             done.copied_bytes,
             done.removals,
@@ -585,7 +563,52 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
         )
     }
     .and_then(|()| out.flush())
-    .context(crate::WRITING)
+    .context(crate::WRITING)?;
+    if let Some(why) = &done.stopped {
+        bail!(
+            "compacting {}: a later round failed, after the drops above: {why}",
+            args.db.display()
+        );
+    }
+    Ok(())
+}
+
+/// What follows `dropped N segments (B bytes)` in `compact`'s output: why nothing was dropped,
+/// and what was left (for room, or in place).
+fn compact_notes(done: &bintrie_logstore::Compaction, segments: usize, min_garbage: f64) -> String {
+    let mut notes = Vec::new();
+    if done.dropped.is_empty() && segments <= 1 {
+        notes.push(
+            "there is no sealed segment yet (the segment being written waits until it is full)"
+                .to_string(),
+        );
+    } else if done.dropped.is_empty()
+        && done.left_for_room.is_empty()
+        && done.left_in_place.is_empty()
+    {
+        notes.push(format!(
+            "no sealed segment is {min_garbage} superseded (the segment being written waits until \
+             it is full)"
+        ));
+    }
+    if !done.left_for_room.is_empty() {
+        notes.push(format!(
+            "{} more left, their copies would not fit in the free space: free some and compact \
+             again",
+            done.left_for_room.len()
+        ));
+    }
+    if !done.left_in_place.is_empty() {
+        notes.push(format!(
+            "{} could not be removed, the next open removes them",
+            done.left_in_place.len()
+        ));
+    }
+    match (notes.is_empty(), done.dropped.is_empty()) {
+        (true, _) => String::new(),
+        (false, true) => format!(": {}", notes.join("; ")),
+        (false, false) => format!("; {}", notes.join("; ")),
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -897,6 +920,34 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `compact`'s notes say every reason at once: what was left for room and what could not
+    /// be removed both (one used to hide the other).
+    #[test]
+    fn compact_notes_say_what_was_left_and_why() {
+        use bintrie_logstore::Compaction;
+        let some = |dropped: Vec<u32>, room: Vec<u32>, place: Vec<u32>| Compaction {
+            dropped,
+            left_for_room: room,
+            left_in_place: place,
+            ..Default::default()
+        };
+        assert_eq!(compact_notes(&some(vec![1], vec![], vec![]), 3, 0.5), "");
+        assert_eq!(
+            compact_notes(&some(vec![], vec![], vec![]), 1, 0.0),
+            ": there is no sealed segment yet (the segment being written waits until it is full)"
+        );
+        assert!(
+            compact_notes(&some(vec![], vec![], vec![]), 3, 0.5)
+                .starts_with(": no sealed segment is 0.5 superseded")
+        );
+        assert_eq!(
+            compact_notes(&some(vec![1], vec![2, 3], vec![1]), 4, 0.5),
+            "; 2 more left, their copies would not fit in the free space: free some and compact \
+             again; 1 could not be removed, the next open removes them"
+        );
+        assert!(compact_notes(&some(vec![], vec![2], vec![]), 4, 0.5).starts_with(": 1 more left"));
+    }
 
     /// What opening a new log leaves is removed after a failed import (the index-sizes file
     /// had kept it: a hostile-user pass found the directory left on a full disk); a log with

@@ -42,6 +42,18 @@ pub(crate) enum Pick {
     LogAtMost(f64),
 }
 
+/// The free bytes a compaction asks for to copy a segment's `live` record bytes: those, an
+/// eighth more for the padding that keeps copied records off page boundaries and the removal
+/// records carried along, and a MiB for the pieces' commit records and a new segment's start.
+/// A segment with nothing live takes only its drop record.
+pub(crate) fn copy_room(live: u64) -> u64 {
+    if live == 0 {
+        64 << 10
+    } else {
+        live + live / 8 + (1 << 20)
+    }
+}
+
 /// The bytes an unprivileged writer may still add to the filesystem holding `dir` (`None` when
 /// it cannot be told).
 fn free_bytes(dir: &std::path::Path) -> Option<u64> {
@@ -90,6 +102,9 @@ pub struct Compaction {
     /// filesystem's free space beside the others' (their copies must be written before any
     /// segment is removed): what a later compaction takes, once these drops freed room.
     pub left_for_room: Vec<u32>,
+    /// Why a later round of [`LogStore::compact`] failed, after earlier rounds dropped the
+    /// segments above (`None`: no round failed; a first round's failure is the call's error).
+    pub stopped: Option<String>,
     /// Wall time, seconds.
     pub seconds: f64,
 }
@@ -179,6 +194,13 @@ impl LogStore {
     /// (it is gone), and stops the compaction the same way. The automatic compaction also
     /// stops at a segment that disagrees with the index (logged once).
     ///
+    /// The copies are written before any segment is removed, so it takes the oldest of those
+    /// segments whose live bytes fit in the filesystem's free space ([`copy_room`] each), and
+    /// goes on in rounds, among the same segments, as the drops free room; what still does not
+    /// fit is [`Compaction::left_for_room`]. When not even the first fits, the error is
+    /// [`LogError::Io`] of kind `StorageFull`, saying how much it needs, and nothing changes.
+    /// A later round's failure is [`Compaction::stopped`]: the earlier drops stand.
+    ///
     /// A read that found a record's place before a compaction and reads it after the next one
     /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
     /// segments stay open until the next.
@@ -204,27 +226,34 @@ impl LogStore {
     }
 
     /// Compacts in rounds while a round drops segments and leaves others for lack of room:
-    /// each round's drops free the room the next one's copies take.
+    /// each round's drops free the room the next one's copies take. A later round takes only
+    /// segments the first chose; its error ends the rounds without undoing the drops before
+    /// it ([`Compaction::stopped`]).
     fn compact_with(&mut self, pick: Pick) -> Result<Compaction, LogError> {
         let (mut guard, _) = Self::lock_writer(&self.inner, &self.meta)?;
         let w = guard.as_mut().expect("checked by lock_writer");
-        let mut out = self.compact_locked(w, pick, true)?;
+        let mut out = self.compact_locked(w, pick, None)?;
         while !out.left_for_room.is_empty()
             && !out.dropped.is_empty()
             && out.left_in_place.is_empty()
+            && !w.halted
         {
             let before: BTreeSet<u32> = out.left_for_room.iter().copied().collect();
             // The dropped files' space comes back only once their last handles close: those
-            // kept for reads that found a place before the drop (the next round is a next
-            // compaction for them, as documented).
+            // the last compaction kept (the next round is a next compaction for them).
             self.inner
                 .retired
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clear();
-            let mut next = self.compact_locked(w, pick, false)?;
-            // Only what the first round chose: a segment the copies sealed is not taken.
-            next.left_for_room.retain(|n| before.contains(n));
+            let mut next = match self.compact_locked(w, pick, Some(&before)) {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(dir = %self.inner.dir.display(), error = %e, dropped = out.dropped.len(), "a compaction round failed after earlier rounds dropped segments");
+                    out.stopped = Some(e.to_string());
+                    break;
+                }
+            };
             let progress = !next.dropped.is_empty();
             out.dropped.append(&mut next.dropped);
             out.dropped_bytes += next.dropped_bytes;
@@ -241,16 +270,17 @@ impl LogStore {
         Ok(out)
     }
 
-    /// A compaction with the writer held and checked (poisoned, conflict). When the first
-    /// segment picked does not fit in the free space, `compact` fails saying so if
-    /// `fail_without_room`, and does nothing otherwise (`left_for_room`); `compact_to` always
-    /// does nothing.
+    /// A compaction with the writer held and checked (poisoned, conflict), of the sealed
+    /// segments `pick` takes (among `only`, when given: a later round's). When the first
+    /// segment picked does not fit in the free space, the first round of `compact` fails
+    /// saying so; a later round, or `compact_to`, does nothing (`left_for_room`).
     pub(crate) fn compact_locked(
         &self,
         w: &mut Writer,
         pick: Pick,
-        fail_without_room: bool,
+        only: Option<&BTreeSet<u32>>,
     ) -> Result<Compaction, LogError> {
+        let fail_without_room = only.is_none();
         if w.halted {
             return Err(LogError::Invalid(format!(
                 "an earlier compaction of {} stopped (a dropped segment could not be removed, or \
@@ -268,6 +298,9 @@ impl LogStore {
         let mut first_need = None;
         {
             let mut sealed = self.sealed(w, &present)?;
+            if let Some(only) = only {
+                sealed.retain(|s| only.contains(&s.n));
+            }
             let index = self.index();
             match pick {
                 Pick::EachAtLeast(min) => {
@@ -299,9 +332,7 @@ impl LogStore {
             // live bytes fit in the filesystem's free space; the rest wait for a later round.
             let mut room = free_bytes(&self.inner.dir);
             for s in sealed {
-                let live = s.len - s.garbage;
-                // Headroom for the copies' block framing and a new segment's start.
-                let need = live + live / 64 + (8 << 20);
+                let need = copy_room(s.len - s.garbage);
                 if room.is_some_and(|r| need > r) || !left_for_room.is_empty() {
                     if victims.is_empty() && left_for_room.is_empty() {
                         first_need = Some((s.n, need));
@@ -1249,10 +1280,7 @@ mod tests {
             n
         };
         assert!(sealed.len() >= 4, "{sealed:?}");
-        let need_of = |store: &LogStore, n: u32| {
-            let live = store.index().seg_live[n as usize];
-            live + live / 64 + (8 << 20)
-        };
+        let need_of = |store: &LogStore, n: u32| copy_room(store.index().seg_live[n as usize]);
         let first = need_of(trie.store(), sealed[0]);
         // Not even the first fits: refused, nothing changed.
         plant_room(&[first - 1]);
@@ -1263,8 +1291,10 @@ mod tests {
         );
         let text = e.to_string();
         assert!(
-            text.contains("log.000001: compacting it needs about 9 MB free")
-                && text.contains("MB are free"),
+            text.contains(&format!(
+                "log.000001: compacting it needs about {} MB free",
+                first.div_ceil(1 << 20)
+            )) && text.contains("MB are free"),
             "{text}"
         );
         let c = trie.store_mut().compact_to(0.0).unwrap();
