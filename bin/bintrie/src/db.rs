@@ -81,8 +81,9 @@ pub(crate) struct ImportArgs {
     /// Build a new (or empty) database from the whole input as block 1, for inputs of any
     /// size: the lines are sorted in runs of --memory-budget (spilled to temporary files beside
     /// the database, then merged; a later line for the same key wins) and streamed into the
-    /// database, so memory stays bounded. Checks free disk first for a file input.
-    #[arg(long, conflicts_with = "batch")]
+    /// database, so memory stays bounded. Checks free disk first for a file input. No write
+    /// buffer: the build is one block.
+    #[arg(long, conflicts_with_all = ["batch", "buffer_blocks", "buffer_mib"])]
     bulk: bool,
     /// Memory for --bulk's sort, in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24), requires = "bulk")]

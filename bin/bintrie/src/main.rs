@@ -239,8 +239,8 @@ fn parse_cli() -> Cli {
 }
 
 /// The largest genesis alloc `root --alloc` reads, in bytes: mainnet's is under 1 MB, and its
-/// parse holds about 20 bytes per byte of JSON, so this bounds what `/dev/zero` can take.
-const MAX_ALLOC_BYTES: u64 = 256 << 20;
+/// parse holds about 20 bytes per byte of JSON (so about 1.3 GB at this cap).
+const MAX_ALLOC_BYTES: u64 = 64 << 20;
 
 /// The text of the alloc at `path`, at most [`MAX_ALLOC_BYTES`].
 fn read_alloc(path: &std::path::Path) -> Result<String> {

@@ -253,6 +253,15 @@ fn bulk_import_sorts_in_a_budget_and_matches_root() {
         .output()
         .unwrap();
     assert_eq!(budget_alone.status.code(), Some(2), "clap refuses it");
+    // A bulk build is one block: the write buffer's options are refused, not ignored.
+    for buffer in [["--buffer-blocks", "4"], ["--buffer-mib", "4"]] {
+        let o = bin()
+            .args(["import", "--db", d, "-i", f, "--bulk"])
+            .args(buffer)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{buffer:?}");
+    }
     // A budget that would overflow when turned into bytes is refused, never wrapped.
     let huge = bin()
         .args([

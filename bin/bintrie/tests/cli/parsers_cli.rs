@@ -78,7 +78,7 @@ fn root_refuses_an_endless_line() {
 #[test]
 fn root_refuses_an_endless_alloc() {
     let out = on_endless_input(&["root", "--alloc", "/dev/zero"]);
-    assert_error(&out, "/dev/zero: larger than 268435456 bytes");
+    assert_error(&out, "/dev/zero: larger than 67108864 bytes");
 }
 
 #[test]
