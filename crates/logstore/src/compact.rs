@@ -201,9 +201,9 @@ impl LogStore {
     /// [`LogError::Io`] of kind `StorageFull`, saying how much it needs, and nothing changes.
     /// A later round's failure is [`Compaction::stopped`]: the earlier drops stand.
     ///
-    /// A read that found a record's place before a compaction and reads it after the next one
-    /// fails with [`LogError::Corrupt`] ("no segment"): the handles of the last compaction's
-    /// segments stay open until the next.
+    /// A read that found a record's place before a compaction and looks its segment up after
+    /// it fails with [`LogError::Corrupt`] ("no segment"); one that already holds the
+    /// segment's handle reads on.
     pub fn compact(&mut self, min_garbage: f64) -> Result<Compaction, LogError> {
         check_share(min_garbage)?;
         self.compact_with(Pick::EachAtLeast(min_garbage))

@@ -966,8 +966,9 @@ struct Inner {
     /// Read handles of the segments by number - 1; `None` where a compaction removed one.
     segments: RwLock<Vec<Option<Arc<File>>>>,
     /// The handles of the segments the last compaction removed, kept open until the next
-    /// one so that a read that found its record's place just before that compaction still
-    /// reads it (the file's space is freed when the handle closes).
+    /// one (the file's space is freed when its last handle closes). Reads do not look here:
+    /// one that took a segment's handle before the compaction reads on through its own, one
+    /// that looks the segment up after it fails ([`LogError::Corrupt`], "no segment").
     retired: Mutex<Vec<Arc<File>>>,
     writer: Mutex<Option<Writer>>,
     warm: Mutex<WarmSet>,
