@@ -195,9 +195,9 @@ impl LogStore {
     /// stops at a segment that disagrees with the index (logged once).
     ///
     /// The copies are written before any segment is removed, so it takes the oldest of those
-    /// segments whose live bytes fit in the filesystem's free space ([`copy_room`] each), and
-    /// goes on in rounds, among the same segments, as the drops free room; what still does not
-    /// fit is [`Compaction::left_for_room`]. When not even the first fits, the error is
+    /// segments whose live bytes fit in the filesystem's free space (with an eighth more and a
+    /// MiB each), and goes on in rounds, among the same segments, as the drops free room; what
+    /// still does not fit is [`Compaction::left_for_room`]. When not even the first fits, the error is
     /// [`LogError::Io`] of kind `StorageFull`, saying how much it needs, and nothing changes.
     /// A later round's failure is [`Compaction::stopped`]: the earlier drops stand.
     ///
