@@ -244,22 +244,8 @@ const MAX_ALLOC_BYTES: u64 = 64 << 20;
 
 /// The text of the alloc at `path`, at most [`MAX_ALLOC_BYTES`].
 fn read_alloc(path: &std::path::Path) -> Result<String> {
-    let raw = read_at_most(path, MAX_ALLOC_BYTES)?;
+    let raw = bintrie_exec::input::read_file_at_most(path, MAX_ALLOC_BYTES)?;
     String::from_utf8(raw).with_context(|| format!("{}: not UTF-8", path.display()))
-}
-
-/// The bytes of the file at `path`, an error naming it when it is larger than `cap` (read no
-/// further: `/dev/zero` is refused, not read until memory runs out).
-pub(crate) fn read_at_most(path: &std::path::Path, cap: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let mut raw = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(cap + 1).read_to_end(&mut raw))
-        .with_context(|| format!("reading {}", path.display()))?;
-    if raw.len() as u64 > cap {
-        bail!("{}: larger than {cap} bytes", path.display());
-    }
-    Ok(raw)
 }
 
 /// `0x`-prefixed lower-case hex, for messages and output.

@@ -34,6 +34,7 @@ pub mod blockchain_test;
 mod chain;
 mod execute;
 pub mod fixture;
+pub mod input;
 pub mod json;
 pub mod kv;
 pub mod proof;

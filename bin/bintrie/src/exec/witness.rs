@@ -81,7 +81,7 @@ pub(crate) fn describe(w: &Witnesses, encoding: WitnessEncoding, path: &Path) ->
 }
 
 fn read_witness(path: &Path) -> Result<BlockWitness> {
-    let raw = crate::read_at_most(path, MAX_WITNESS_BYTES)?;
+    let raw = bintrie_exec::input::read_file_at_most(path, MAX_WITNESS_BYTES)?;
     BlockWitness::decode(&raw).with_context(|| format!("{}", path.display()))
 }
 

@@ -9,7 +9,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::AccountState;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Every `.json` and `.json.gz` file under `paths` (files as given, directories recursively),
@@ -91,22 +90,8 @@ const MAX_FILE_BYTES: u64 = 512 << 20;
 /// returned as an error in its place, so the file's other tests still run.
 pub fn load_file(path: &Path) -> Result<Vec<(String, Result<BlockchainTest>)>> {
     // Bounded reads: neither a huge file nor a gzip bomb is read whole.
-    let mut raw = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut raw))
-        .with_context(|| format!("reading {}", path.display()))?;
-    let mut text = Vec::new();
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::GzDecoder::new(raw.as_slice())
-            .take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut text)
-            .with_context(|| format!("{}: not valid gzip", path.display()))?;
-    } else {
-        text = raw;
-    }
-    if text.len() as u64 > MAX_FILE_BYTES {
-        bail!("{}: over {MAX_FILE_BYTES} bytes", path.display());
-    }
+    let raw = crate::input::read_file_at_most(path, MAX_FILE_BYTES)?;
+    let text = crate::input::gunzip_at_most(&raw, &path.display().to_string(), MAX_FILE_BYTES)?;
     let json: Value =
         serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     let obj = json

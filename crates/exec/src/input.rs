@@ -1,0 +1,69 @@
+//! Bounded reads of input files: a file, or the text its gzip compression holds, larger than a
+//! cap is an error naming it, read no further than one byte past the cap, so `/dev/zero` or a
+//! gzip bomb cannot fill memory.
+
+use anyhow::{Context, Result, bail};
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+
+/// All of `r`; an error naming `what` when it holds more than `cap` bytes, or when a read
+/// fails (`reading WHAT: …`).
+pub fn read_at_most(r: impl Read, what: &str, cap: u64) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    r.take(cap.saturating_add(1))
+        .read_to_end(&mut out)
+        .with_context(|| format!("reading {what}"))?;
+    if out.len() as u64 > cap {
+        bail!("{what}: larger than {cap} bytes");
+    }
+    Ok(out)
+}
+
+/// The bytes of the file at `path`, at most `cap` ([`read_at_most`], naming the path).
+pub fn read_file_at_most(path: &Path, cap: u64) -> Result<Vec<u8>> {
+    let what = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("reading {what}"))?;
+    read_at_most(file, &what, cap)
+}
+
+/// `raw` decompressed when it starts with the gzip magic bytes, at most `cap` bytes of it
+/// (errors name `WHAT (decompressing gzip)`); otherwise `raw` as it is, not copied.
+pub fn gunzip_at_most<'a>(raw: &'a [u8], what: &str, cap: u64) -> Result<Cow<'a, [u8]>> {
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        read_at_most(
+            flate2::read::GzDecoder::new(raw),
+            &format!("{what} (decompressing gzip)"),
+            cap,
+        )
+        .map(Cow::Owned)
+    } else {
+        Ok(Cow::Borrowed(raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Exactly the cap is read; one byte more is refused, naming what; an endless reader stops.
+    #[test]
+    fn reads_stop_one_byte_past_the_cap() {
+        assert_eq!(read_at_most(&b"abc"[..], "x", 3).unwrap(), b"abc");
+        let err = format!("{:#}", read_at_most(&b"abcd"[..], "x", 3).unwrap_err());
+        assert_eq!(err, "x: larger than 3 bytes");
+        let err = format!(
+            "{:#}",
+            read_at_most(std::io::repeat(0), "/dev/zero", 1 << 20).unwrap_err()
+        );
+        assert_eq!(err, "/dev/zero: larger than 1048576 bytes");
+        assert!(read_at_most(&b""[..], "x", 0).unwrap().is_empty());
+        assert!(read_at_most(&b"a"[..], "x", u64::MAX).is_ok());
+        let err = format!(
+            "{:#}",
+            read_file_at_most(Path::new("/nonexistent/f"), 9).unwrap_err()
+        );
+        assert!(err.starts_with("reading /nonexistent/f: "), "{err}");
+        assert_eq!(&*gunzip_at_most(b"plain", "x", 1).unwrap(), b"plain");
+    }
+}
