@@ -144,15 +144,11 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
 }
 
 /// After a failed command that made a new database in `dir` (`import`, `exec --db`): removes
-/// it when it holds no committed block, as [`bintrie_store::remove_if_empty`] and [`remove_if_empty_log`]
-/// decide for `layout`, and says so when it must keep one it cannot check (a full disk
-/// refuses even the read-only open). Never when `error` says another writer holds it (its
-/// first block may be on the way). Returns whether `dir` is gone.
-pub(crate) fn remove_failed_new_db(
-    dir: &std::path::Path,
-    layout: Layout,
-    error: &anyhow::Error,
-) -> bool {
+/// it when it holds no committed block, as [`bintrie_store::remove_if_empty`] (which says why
+/// it keeps one a full disk keeps it from checking) and [`remove_if_empty_log`] decide for
+/// `layout`. Never when `error` says another writer holds it (its first block may be on the
+/// way).
+pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error: &anyhow::Error) {
     let other_writer = error.chain().any(|c| {
         matches!(
             c.downcast_ref::<bintrie_logstore::LogError>(),
@@ -165,7 +161,7 @@ pub(crate) fn remove_failed_new_db(
         )
     });
     if other_writer {
-        return false;
+        return;
     }
     match layout {
         Layout::Log => remove_if_empty_log(dir),
@@ -173,22 +169,6 @@ pub(crate) fn remove_failed_new_db(
             bintrie_store::remove_if_empty(dir);
         }
     }
-    let gone = !dir.exists();
-    if !gone
-        && layout == Layout::Mdbx
-        && matches!(
-            StateStore::open_read_only(dir),
-            Err(bintrie_store::StoreError::NoRoomToOpen { .. })
-        )
-    {
-        tracing::warn!(
-            "{}, made by this failed run, is kept: with the disk full it cannot be opened to \
-             check whether it holds a committed block. Free some space and run `bintrie info \
-             --db {0}`",
-            dir.display()
-        );
-    }
-    gone
 }
 
 /// Removes `dir` when it holds only a log's files ([`bintrie_logstore::is_log_file_name`]) and

@@ -463,18 +463,19 @@ impl StateStore {
     }
 }
 
-/// Removes `dir` when it holds nothing worth keeping: nothing but MDBX's two files and an
-/// empty journal (or nothing at all), and in them either no database (none, or an empty
-/// `mdbx.dat`: a creation that failed) or one with no committed block (block 0, empty root). Anything else stays,
-/// including any other file. Returns whether it was removed. For a command that created `dir`
-/// and failed before committing: it leaves nothing behind.
+/// Removes `dir` when it holds nothing worth keeping: nothing but a database's own files
+/// ([`crate::is_store_file_name`]; the journal empty), and in them either no database (none,
+/// or an empty `mdbx.dat`: a creation that failed) or one with no committed block (block 0,
+/// empty root). Anything else stays, including any other file; a database that a full disk
+/// keeps from being opened to check stays too, with a warning that says so. Returns whether
+/// it was removed. For a command that created `dir` and failed before committing: it leaves
+/// nothing behind.
 pub fn remove_if_empty(dir: &std::path::Path) -> bool {
     let only_mdbx_files = std::fs::read_dir(dir).is_ok_and(|rd| {
         rd.flatten().all(|e| {
             let name = e.file_name();
-            name == "mdbx.dat"
-                || name == "mdbx.lck"
-                || (name == buffer::JOURNAL && e.metadata().is_ok_and(|m| m.len() == 0))
+            crate::is_store_file_name(&name)
+                && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
         })
     });
     let empty = only_mdbx_files
@@ -485,7 +486,17 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
             }
             // Refused before MDBX looked at the file (a full disk): a database stays,
             // whatever it holds.
-            Err(StoreError::NoRoomToOpen { .. }) => !dir.join("mdbx.dat").exists(),
+            Err(StoreError::NoRoomToOpen { .. }) => {
+                let none = !dir.join("mdbx.dat").exists();
+                if !none {
+                    tracing::warn!(
+                        "{} is kept: with the disk full it cannot be opened to check whether it \
+                         holds a committed block. Free some space and run `bintrie info --db {0}`",
+                        dir.display()
+                    );
+                }
+                none
+            }
             // No database, or an empty file: a creation that failed before writing. A file
             // with bytes that does not open may hold blocks (one a writer must recover): kept.
             Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
