@@ -97,9 +97,9 @@ enum Command {
     /// and `exec` on the log layout already compact as they go, a slice after each block once
     /// more than half of the log is garbage (without this command's check of the free space);
     /// this does it at once. It takes the segments whose copies fit in the free space, in
-    /// rounds as the drops free room, and fails saying what it needs when none fits. MDBX databases
-    /// reuse the pages they free and need none. Needs the writer's lock (fails while another
-    /// process writes the state).
+    /// rounds as the drops free room, and fails saying what it needs when none fits. MDBX
+    /// databases reuse the pages they free and need none. Needs the writer's lock (fails while
+    /// another process writes the state).
     Compact(db::CompactArgs),
     /// Print the value at a tree key (nothing when absent). Opens the database read-only; MDBX
     /// databases only.
@@ -148,12 +148,13 @@ enum Command {
     /// The whole-system group-depth study (what `cargo xtask bench` runs).
     ///
     /// For each page size and group depth: build a database of random state plus an ERC-20 and
-    /// the loop-driver contracts (sorted on disk and built in bounded memory), then for every workload, read path and prefetch
-    /// setting run one-transaction blocks (100M block gas, 2^24 transaction gas), each cold:
-    /// the database is evicted from the OS page cache and every in-process cache is empty. The
-    /// first run of each configuration is dropped. Writes results.json, report.md, SVG charts
-    /// and index.html into --out; each database is deleted when its group depth is done. Under
-    /// --db-dir only directories holding nothing but a bench database's files are deleted.
+    /// the loop-driver contracts (sorted on disk and built in bounded memory), then for every
+    /// workload, read path and prefetch setting run one-transaction blocks (100M block gas, 2^24
+    /// transaction gas), each cold: the database is evicted from the OS page cache and every
+    /// in-process cache is empty. The first run of each configuration is dropped. Writes
+    /// results.json, report.md, SVG charts and index.html into --out; each database is deleted
+    /// when its group depth is done. Under --db-dir only directories holding nothing but a
+    /// bench database's files are deleted.
     /// Ctrl-C stops the study before its next block, deletes its databases (unless kept) and
     /// writes no results; a second Ctrl-C quits at once.
     Bench(Box<bench::BenchArgs>),

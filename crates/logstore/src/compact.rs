@@ -197,8 +197,9 @@ impl LogStore {
     /// The copies are written before any segment is removed, so it takes the oldest of those
     /// segments whose live bytes fit in the filesystem's free space (with an eighth more and a
     /// MiB each), and goes on in rounds, among the same segments, as the drops free room; what
-    /// still does not fit is [`Compaction::left_for_room`]. When not even the first fits, the error is
-    /// [`LogError::Io`] of kind `StorageFull`, saying how much it needs, and nothing changes.
+    /// still does not fit is [`Compaction::left_for_room`]. When not even the first fits, the
+    /// error is [`LogError::Io`] of kind `StorageFull`, saying how much it needs, and nothing
+    /// changes.
     /// A later round's failure is [`Compaction::stopped`]: the earlier drops stand.
     ///
     /// A read that found a record's place before a compaction and looks its segment up after
@@ -294,6 +295,7 @@ impl LogStore {
         let mut expected: std::collections::BTreeMap<u32, u64> = Default::default();
         let mut victims = Vec::new();
         let mut left_for_room = Vec::new();
+        let free = free_bytes(&self.inner.dir);
         // The first segment chosen and the room it needs, when it does not fit.
         let mut first_need = None;
         {
@@ -330,7 +332,7 @@ impl LogStore {
             }
             // The copies are written before any segment is removed: take the oldest whose
             // live bytes fit in the filesystem's free space; the rest wait for a later round.
-            let mut room = free_bytes(&self.inner.dir);
+            let mut room = free;
             for s in sealed {
                 let need = copy_room(s.len - s.garbage);
                 if room.is_some_and(|r| need > r) || !left_for_room.is_empty() {
@@ -360,7 +362,7 @@ impl LogStore {
                         "compacting it needs about {} MB free for the copies of its live \
                          records (written before any segment is removed); {} MB are free",
                         need.div_ceil(1 << 20),
-                        free_bytes(&self.inner.dir).unwrap_or(0) >> 20
+                        free.unwrap_or(0) >> 20
                     ),
                 ),
             });

@@ -1132,10 +1132,11 @@ pub struct LogEnd {
 /// synced; the [`INDEX_SIZES_FILE`] goes before them (its block would otherwise make the next
 /// open refuse the cut as lost blocks). Every block committed after `to` is lost: this is for
 /// scratch copies (the study runs each invocation's blocks from the same copied state), never
-/// for a state anyone relies on. Takes the writer lock ([`LogError::Locked`] while a writer has the log open). Errors
-/// ([`LogError::Corrupt`]) without changing anything when `to.segment` is missing or shorter
-/// than `to.offset`, or when a compaction ([`LogStore::compact`]) after `to` removed
-/// segments. It does not check that `to` is a commit's end in this log: the caller
+/// for a state anyone relies on. Takes the writer lock ([`LogError::Locked`] while a writer
+/// has the log open). Errors ([`LogError::Corrupt`]) without changing anything when
+/// `to.segment` is missing or shorter than `to.offset`, or when a compaction
+/// ([`LogStore::compact`]) after `to` removed segments. It does not check that `to` is a
+/// commit's end in this log: the caller
 /// opens the log afterwards and compares [`LogStore::stored_meta`] with `to.meta` (a cut
 /// inside a block is a torn tail, which the open cuts back to the block before, so the
 /// state is then an earlier one, never a damaged one).

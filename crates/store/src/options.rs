@@ -46,8 +46,8 @@ pub struct StoreOptions {
     pub durability: Durability,
     /// Journal every block (one append and fdatasync) and commit it to MDBX without an fsync,
     /// syncing MDBX once the buffer's blocks or bytes are reached (`None`, the default: every
-    /// block is an MDBX transaction synced as `durability` says). A buffered writer
-    /// excludes every other writer of the database ([`StoreError::Locked`](crate::StoreError::Locked)).
+    /// block is an MDBX transaction synced as `durability` says). A buffered writer excludes
+    /// every other writer of the database ([`StoreError::Locked`](crate::StoreError::Locked)).
     pub buffer: Option<crate::BufferOptions>,
     /// Largest the data file may grow, bytes (default 1 TiB). A commit that does not fit fails
     /// with [`StoreError::MapFull`](crate::StoreError::MapFull) and leaves the database at its last block.
