@@ -168,21 +168,20 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     if let Some(w) = &args.stateless {
         return witness::cmd_stateless(&args, w);
     }
-    // (The same directory given as --base-db is refused as such by the base's preparation.)
+    if let (Some(db), Some(base)) = (&args.db, &args.base.base_db) {
+        anyhow::ensure!(
+            !base::same_directory(db, base),
+            "--base-db and --db must be different directories"
+        );
+    }
     let new_db = match &args.db {
-        Some(db)
-            if !args
-                .base
-                .base_db
-                .as_deref()
-                .is_some_and(|base| base::same_directory(db, base)) =>
-        {
+        Some(db) => {
             check_new_db(db)?;
             // `create_dir` succeeds for exactly one process: only the run that made the
             // directory may remove it again. One given empty is left alone.
             std::fs::create_dir(db).is_ok().then_some(db)
         }
-        _ => None,
+        None => None,
     };
     let result = exec_checked(&args);
     // A run that failed before committing a block removes the directory it made. One that
@@ -237,7 +236,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
             (false, true) => Prefetch::Transactions,
             (false, false) => Prefetch::BlockAccessList,
         });
-    crate::durability::check_layout(dir, args.layout)?;
+    // (`dir` is new or was empty, checked above: it holds no layout to check against.)
     args.write.check_for(args.layout, 0)?;
     let (base, import, executed, v, durable_block) = match args.layout {
         Layout::Mdbx => {

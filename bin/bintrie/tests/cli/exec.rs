@@ -241,11 +241,22 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
     );
     assert_eq!(copied["root"], built["root"]);
     assert!(db2.join("mdbx.dat").is_file());
-    let text = exec_fails(
-        &f,
-        &["--base-stems", "20000", "--base-db", keep_s, "--db", keep_s],
-    );
-    assert!(text.contains("must be different directories"), "{text}");
+    // The same directory twice is refused, whatever the stems (with 0, no base is built, and
+    // it used to write into the kept base's directory) and the layout.
+    for extra in [
+        &["--base-stems", "20000"][..],
+        &["--base-stems", "0"],
+        &["--base-stems", "20000", "--layout", "log"],
+    ] {
+        let text = exec_fails(
+            &f,
+            &[extra, &["--base-db", keep_s, "--db", keep_s]].concat(),
+        );
+        assert!(
+            text.contains("must be different directories"),
+            "{extra:?}: {text}"
+        );
+    }
 
     // Refused: a --db the run made is removed again; one given empty is left alone (empty).
     let db3 = dir.path().join("db3");
