@@ -655,13 +655,23 @@ impl Results {
         Results::read_at_most(path, 256 << 20)
     }
 
-    /// [`Results::read`], refusing a gzip file that decompresses to more than `max_bytes`.
+    /// [`Results::read`], refusing a file, or the text its gzip compression holds, of more
+    /// than `max_bytes` (read no further: `/dev/zero` is refused, not read until memory runs
+    /// out).
     fn read_at_most(path: &Path, max_bytes: u64) -> anyhow::Result<Results> {
+        use std::io::Read;
         let file = Results::file_at(path);
         let path = file.as_path();
-        let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut raw = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(max_bytes + 1).read_to_end(&mut raw))
+            .with_context(|| format!("reading {}", path.display()))?;
+        ensure!(
+            raw.len() as u64 <= max_bytes,
+            "{}: more than {max_bytes} bytes",
+            path.display()
+        );
         let text = if raw.starts_with(&[0x1f, 0x8b]) {
-            use std::io::Read;
             let mut out = Vec::new();
             flate2::read::GzDecoder::new(&raw[..])
                 .take(max_bytes + 1)
@@ -931,6 +941,14 @@ mod tests {
             "{err}"
         );
         assert!(Results::read_at_most(&gz_file, whole).is_ok());
+        // The file itself is read no further than its cap either (`/dev/zero` grew without end).
+        let err = format!("{:#}", Results::read_at_most(&plain, 1000).unwrap_err());
+        assert!(err.ends_with("results.json: more than 1000 bytes"), "{err}");
+        let err = format!("{:#}", Results::read(Path::new("/dev/zero")).unwrap_err());
+        assert!(
+            err.ends_with("/dev/zero: more than 268435456 bytes"),
+            "{err}"
+        );
     }
 
     #[test]
