@@ -214,18 +214,19 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     std::fs::create_dir_all(&opts.db_dir)
         .with_context(|| format!("creating {}", opts.db_dir.display()))?;
     let _lock = lock_db_dir(&opts.db_dir)?;
-    let disk = opts.probe_disk.then(|| {
-        overall.set_message("measuring the disk");
-        probe(&opts.db_dir)
-    });
     let several_sizes = config.sizes().len() > 1;
-    // Every directory the study will delete is checked before the first is built, so a file
-    // that is not the study's stops it at once, not after hours of measuring.
+    // Every directory the study will delete is checked before the first is built (and before
+    // the disk is probed), so a file that is not the study's stops it at once, not after hours
+    // of measuring.
     for &(stems, page_size, g) in &plan {
         let (dir, log_dir) = database_dirs(&opts.db_dir, several_sizes, stems, page_size, g);
         check_database_dir(&dir)?;
         check_database_dir(&log_dir)?;
     }
+    let disk = opts.probe_disk.then(|| {
+        overall.set_message("measuring the disk");
+        probe(&opts.db_dir)
+    });
     let mut study = Study {
         opts,
         several_sizes,
