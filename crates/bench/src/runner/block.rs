@@ -663,14 +663,7 @@ fn write_base(dir: &Path, end: Option<&bintrie_logstore::LogEnd>) -> Result<()> 
         root: B256::from(end.meta.root),
         group_depth: end.meta.group_depth,
     };
-    let tmp = dir.join(format!("{BASE_FILE}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        serde_json::to_writer(&mut f, &base)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    };
-    write().with_context(|| format!("writing {}", path.display()))
+    super::write_json_replacing(&path, &base)
 }
 
 /// Cuts the log in `dir` back to the end its [`BASE_FILE`] records, when that record names

@@ -407,15 +407,29 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// Writes `value` as JSON to `path` through `PATH.tmp`, synced and renamed over it, so that a
+/// crash leaves the old file or the new one, never a torn one (a torn record would refuse a
+/// database that is whole).
+pub(crate) fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        serde_json::to_writer_pretty(&mut f, value)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().with_context(|| format!("writing {}", path.display()))
+}
+
 impl BuiltFrom {
     /// The file in the database directory.
     const FILE: &str = "bench-built-from.json";
 
     /// Writes this record into `dir` (after its build).
     fn record(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(Self::FILE);
-        std::fs::write(&path, serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("writing {}", path.display()))
+        write_json_replacing(&dir.join(Self::FILE), self)
     }
 
     /// Refuses to reuse `dir` unless it records that it was built from this.
