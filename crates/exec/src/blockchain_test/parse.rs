@@ -19,17 +19,14 @@ use std::path::{Path, PathBuf};
 /// regular files are taken (a FIFO named `*.json` would block the run).
 pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     use std::collections::HashSet;
-    /// Real paths of the directories walked and the files taken so far.
-    #[derive(Default)]
-    struct Seen {
-        dirs: HashSet<PathBuf>,
-        files: HashSet<PathBuf>,
+    use std::os::unix::fs::MetadataExt;
+    /// The directories walked and the files taken so far, by (device, inode): what a path
+    /// leads to, whatever links it goes through.
+    type Seen = HashSet<(u64, u64)>;
+    fn id(meta: &std::fs::Metadata) -> (u64, u64) {
+        (meta.dev(), meta.ino())
     }
     fn walk(dir: &Path, seen: &mut Seen, out: &mut Vec<PathBuf>) -> Result<()> {
-        let real = std::fs::canonicalize(dir).with_context(|| format!("{}", dir.display()))?;
-        if !seen.dirs.insert(real) {
-            return Ok(());
-        }
         let entries =
             std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
         for entry in entries {
@@ -50,13 +47,10 @@ pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 }
             };
             if meta.is_dir() {
-                walk(&path, seen, out)?;
-            } else if meta.is_file()
-                && is_test_file(&path)
-                && seen
-                    .files
-                    .insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()))
-            {
+                if seen.insert(id(&meta)) {
+                    walk(&path, seen, out)?;
+                }
+            } else if meta.is_file() && is_test_file(&path) && seen.insert(id(&meta)) {
                 out.push(path);
             }
         }
@@ -66,14 +60,17 @@ pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut seen = Seen::default();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| format!("{}", p.display()))?;
-        if meta.is_dir() {
-            walk(p, &mut seen, &mut out)?;
-        } else {
-            out.push(p.clone());
+        // A file given twice (under two spellings, or also found in a directory given) is
+        // taken once, as a directory is walked once.
+        if seen.insert(id(&meta)) {
+            if meta.is_dir() {
+                walk(p, &mut seen, &mut out)?;
+            } else {
+                out.push(p.clone());
+            }
         }
     }
     out.sort();
-    out.dedup();
     Ok(out)
 }
 

@@ -232,6 +232,12 @@ fn a_walk_takes_each_file_once_through_links_and_only_regular_files() {
     assert_eq!(files.len(), 2, "{files:?}");
     let e = format!("{:#}", load_file(&d.join("self.json")).unwrap_err());
     assert!(e.contains("self.json"), "{e}");
+    // A file given twice under two spellings, or given and found in a directory given, counts
+    // once (it counted twice).
+    let t = d.join("t.json");
+    let again = dir.path().join("l/d/../d/t.json");
+    assert_eq!(test_files(&[t.clone(), again.clone()]).unwrap().len(), 1);
+    assert_eq!(test_files(&[t, dir.path().join("l")]).unwrap().len(), 2);
 }
 
 #[test]
