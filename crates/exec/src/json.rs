@@ -42,9 +42,8 @@ pub fn hex_fault(s: &str) -> String {
 pub fn json_u256(v: &Value, at: &str) -> Result<U256> {
     match v {
         Value::Number(n) => n.as_u64().map(U256::from).ok_or_else(|| {
-            // A JSON number past u64 arrives as a float: say it is too large, not that it is
-            // not an integer, which the user did write.
-            // Not a u64: a negative integer, or a float (every other number is one).
+            // Not a u64: a negative integer, or a float (every other number is one; one past
+            // u64 arrives as a float, and is said to be too large, as the user wrote it).
             let f = n.as_f64().unwrap_or(f64::NAN);
             let why = if n.is_i64() || f.is_sign_negative() {
                 "is negative"

@@ -1211,7 +1211,7 @@ pub fn is_log_file_name(name: &std::ffi::OsStr) -> bool {
     scan::segment_number(name).is_some()
         || name == LOCK_FILE
         || name == sizes::SIZES_FILE
-        || name.to_str() == Some(sizes::TMP_FILE)
+        || name == sizes::TMP_FILE
 }
 
 /// The writer's lock file in a log directory.

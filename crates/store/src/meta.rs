@@ -32,7 +32,10 @@ const M_CHECK: &[u8] = b"check";
 /// hashed into nothing else, so a flipped bit in it would otherwise pass every check and the
 /// next import would number its blocks from it. The root is kept beside the CRC so that a
 /// check left stale by an older bintrie (which writes the records but not the check) is told
-/// from damage: its root is another one.
+/// from damage: its root is another one. Not when an older bintrie committed a block that left
+/// the root as it was (a block of no writes): that check is for the same root over other
+/// records, which is what damage looks like, and every open of this version refuses the
+/// database; only that older bintrie opens it.
 fn meta_check(m: &Meta) -> Vec<u8> {
     let mut h = crc32fast::Hasher::new();
     h.update(&m.root);
