@@ -965,11 +965,12 @@ struct Inner {
     index: RwLock<Index>,
     /// Read handles of the segments by number - 1; `None` where a compaction removed one.
     segments: RwLock<Vec<Option<Arc<File>>>>,
-    /// The handles of the segments the last compaction removed, kept open until the next
-    /// one (the file's space is freed when its last handle closes). Reads do not look here:
-    /// one that took a segment's handle before the compaction reads on through its own, one
-    /// that looks the segment up after it fails ([`LogError::Corrupt`], "no segment").
-    retired: Mutex<Vec<Arc<File>>>,
+    /// The handles of the segments the last compaction removed, by number, kept open until
+    /// the next one (the file's space is freed when its last handle closes). A read that
+    /// found a record's place before that compaction and looks its segment up after it is
+    /// served from here (the bytes at a place never change); one that outlived two
+    /// compactions fails ([`LogError::Corrupt`], "no segment").
+    retired: Mutex<Vec<(u32, Arc<File>)>>,
     writer: Mutex<Option<Writer>>,
     warm: Mutex<WarmSet>,
     recent: Mutex<Recent>,
@@ -1620,12 +1621,20 @@ impl LogStore {
         conflict(stored, self.meta.block)
     }
 
-    /// The segment file a location points into.
+    /// The segment file a location points into: a present segment, or one the last
+    /// compaction removed ([`Inner::retired`]), for a read that found the place before it.
     fn segment(&self, loc: Loc) -> Result<Arc<File>, LogError> {
         self.segments()
             .get(loc.seg().wrapping_sub(1))
             .cloned()
             .flatten()
+            .or_else(|| {
+                let retired = self.inner.retired.lock().unwrap_or_else(|e| e.into_inner());
+                retired
+                    .iter()
+                    .find(|(n, _)| *n as usize == loc.seg())
+                    .map(|(_, f)| Arc::clone(f))
+            })
             .ok_or_else(|| {
                 LogError::Corrupt(format!(
                     "no segment {} (a read that outlived two compactions?)",
