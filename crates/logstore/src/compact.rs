@@ -556,7 +556,8 @@ impl LogStore {
 
     /// One block's share of the automatic compaction ([`crate::LogOptions::compact_garbage`]):
     /// starts on the sealed segment with the most garbage (at least `max` of it) when the
-    /// log is more than `max` garbage and none is under way, then reads back the next
+    /// log is more than `max` garbage, none is under way and the filesystem has room for its
+    /// copies (as [`LogStore::compact`] asks; otherwise it waits), then reads back the next
     /// [`crate::LogOptions::compact_slice_bytes`] of it (all the rest when the log is more than
     /// a tenth over `max`), copying its live records; at its end, drops it if nothing live is
     /// left in it (the index's count), or refuses to ([`LogError::Corrupt`]).
@@ -580,6 +581,25 @@ impl LogStore {
             else {
                 return Ok(());
             };
+            // Its copies come before its drop: one that cannot finish would only take the
+            // room the blocks need. It starts once there is room (the blocks go on without).
+            let need = copy_room(best.len - best.garbage);
+            if let Some(free) = free_bytes(&self.inner.dir).filter(|&free| free < need) {
+                if !w.short_of_room {
+                    tracing::warn!(
+                        dir = %self.inner.dir.display(),
+                        segment = best.n,
+                        need_mb = need.div_ceil(1 << 20),
+                        free_mb = free >> 20,
+                        "the log is due a compaction, but copying the segment's live records \
+                         needs more than the free space: it waits for room (`bintrie compact` \
+                         compacts what fits)"
+                    );
+                }
+                w.short_of_room = true;
+                return Ok(());
+            }
+            w.short_of_room = false;
             w.cursor = Some(Cursor {
                 seg: best.n,
                 file: best.file,
@@ -1256,6 +1276,42 @@ mod tests {
         drop(guard);
         let err = trie.store_mut().compact(0.0).unwrap_err();
         assert!(matches!(err, LogError::Invalid(_)), "{err}");
+    }
+
+    /// The automatic compaction does not start on a segment whose copies the free space
+    /// cannot hold (they come before its drop, and would only take the blocks' room): it
+    /// waits, and starts once there is room.
+    #[test]
+    fn the_automatic_compaction_waits_for_room_to_start() {
+        let Logged {
+            dir, trie, root, ..
+        } = logged(10, 60);
+        let files = segment_numbers(dir.path());
+        let store = trie.store();
+        let mut guard = store.inner.writer.lock().unwrap();
+        let w = guard.as_mut().unwrap();
+        crate::tests::plant_room(&[64 << 10]);
+        for _ in 0..3 {
+            store.compact_step(w, 0.0).unwrap();
+            assert!(w.cursor.is_none() && w.short_of_room);
+        }
+        assert_eq!(segment_numbers(dir.path()), files);
+        crate::tests::plant_room(&[]);
+        store.compact_step(w, 0.0).unwrap();
+        assert!(!w.short_of_room);
+        let mut dropped = false;
+        for _ in 0..10_000 {
+            store.compact_step(w, 0.0).unwrap();
+            if segment_numbers(dir.path()) != files {
+                dropped = true;
+                break;
+            }
+        }
+        assert!(dropped, "no segment was dropped once there was room");
+        drop(guard);
+        assert_eq!(trie.store().stored_meta().root, root);
+        let mut trie = trie;
+        assert_eq!(trie.verify().unwrap(), root);
     }
 
     /// `compact_to` takes the sealed segments with the most garbage first (each dropped one

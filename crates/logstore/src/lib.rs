@@ -807,6 +807,9 @@ struct Writer {
     halted: bool,
     /// The automatic compaction under way, a slice per block ([`LogOptions::compact_garbage`]).
     cursor: Option<compact::Cursor>,
+    /// The last automatic compaction that was due did not start for lack of free space (said
+    /// once, until one starts).
+    short_of_room: bool,
 }
 
 impl Writer {
@@ -1446,6 +1449,7 @@ impl LogStore {
                 synced_block: meta.block,
                 halted: false,
                 cursor: None,
+                short_of_room: false,
             })
         } else {
             None
@@ -2694,6 +2698,7 @@ impl LogStore {
             synced_block: self.meta.block,
             halted: w.halted,
             cursor: w.cursor.take(),
+            short_of_room: w.short_of_room,
         };
         Ok(())
     }
