@@ -145,7 +145,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
 
 /// After a failed command that made a new database in `dir` (`import`, `exec --db`): removes
 /// it when it holds no committed block, as [`bintrie_store::remove_if_empty`] (which says why
-/// it keeps one a full disk keeps it from checking) and [`remove_if_empty_log`] decide for
+/// it keeps one a full disk keeps it from checking) and [`bintrie_logstore::remove_if_empty`] decide for
 /// `layout`. Never when `error` says another writer holds it (its first block may be on the
 /// way).
 pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error: &anyhow::Error) {
@@ -164,26 +164,12 @@ pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error:
         return;
     }
     match layout {
-        Layout::Log => remove_if_empty_log(dir),
+        Layout::Log => {
+            bintrie_logstore::remove_if_empty(dir);
+        }
         Layout::Mdbx => {
             bintrie_store::remove_if_empty(dir);
         }
-    }
-}
-
-/// Removes `dir` when it holds only a log's files ([`bintrie_logstore::is_log_file_name`]) and
-/// that log has no block and no node: a failed import of a log it created leaves nothing
-/// behind.
-fn remove_if_empty_log(dir: &std::path::Path) {
-    let _ = std::fs::remove_dir(dir);
-    let log_only = std::fs::read_dir(dir).is_ok_and(|d| {
-        d.filter_map(Result::ok)
-            .all(|e| bintrie_logstore::is_log_file_name(&e.file_name()))
-    });
-    let empty = bintrie_logstore::LogStore::open_read_only(dir)
-        .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
-    if log_only && empty {
-        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -928,37 +914,5 @@ mod tests {
              again; 1 could not be removed, the next open removes them"
         );
         assert!(compact_notes(&some(vec![], vec![2], vec![]), 4, 0.5).starts_with(": 1 more left"));
-    }
-
-    /// What opening a new log leaves is removed after a failed import (the index-sizes file
-    /// had kept it: a hostile-user pass found the directory left on a full disk); a log with
-    /// a block, or anything else in the directory, stays.
-    #[test]
-    fn a_failed_log_import_removes_only_the_empty_log_it_made() {
-        use bintrie_logstore::{LogOptions, LogStore};
-        let dir = tempfile::tempdir().unwrap();
-        let fresh = dir.path().join("fresh");
-        drop(LogStore::open(&fresh, &LogOptions::default()).unwrap());
-        assert!(fresh.join(bintrie_logstore::INDEX_SIZES_FILE).exists());
-        remove_if_empty_log(&fresh);
-        assert!(!fresh.exists(), "the empty log was left behind");
-
-        let other = dir.path().join("other");
-        drop(LogStore::open(&other, &LogOptions::default()).unwrap());
-        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
-        remove_if_empty_log(&other);
-        assert!(other.join("notes.txt").exists());
-
-        let used = dir.path().join("used");
-        let store = LogStore::open(&used, &LogOptions::default()).unwrap();
-        let mut trie: Trie<LogStore> = Trie::new(store, 5).unwrap();
-        trie.insert(TreeKey::from_bytes([7; 32]), [1; 32]).unwrap();
-        trie.commit().unwrap();
-        drop(trie);
-        remove_if_empty_log(&used);
-        assert!(
-            used.join("log.000001").exists(),
-            "a log with nodes was removed"
-        );
     }
 }

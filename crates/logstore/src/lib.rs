@@ -1209,6 +1209,52 @@ pub fn holds_log(dir: &FsPath) -> std::io::Result<bool> {
     scan::segment_files(dir).map(|files| !files.is_empty())
 }
 
+/// Removes `dir` when it holds nothing worth keeping: nothing at all, or only a log's files
+/// ([`is_log_file_name`]) for a log with no block and no node. For a command that made `dir`
+/// and failed before committing: it leaves nothing behind. Returns whether it was removed.
+///
+/// A writer that has the log open keeps it: the check and the removal hold the writer's lock
+/// (a writer's open takes it first); the directory is renamed aside before it is removed, so
+/// a writer that comes to it after the check finds no directory, never one emptied under it.
+pub fn remove_if_empty(dir: &FsPath) -> bool {
+    // Nothing in it (one `rmdir`, which fails if anything is).
+    if std::fs::remove_dir(dir).is_ok() {
+        return true;
+    }
+    let log_only = std::fs::read_dir(dir).is_ok_and(|d| {
+        d.filter_map(Result::ok)
+            .all(|e| is_log_file_name(&e.file_name()))
+    });
+    if !log_only {
+        return false;
+    }
+    let Ok(_lock) = writer_lock(dir) else {
+        return false;
+    };
+    let empty =
+        LogStore::open_read_only(dir).is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
+    empty && remove_aside(dir)
+}
+
+/// Renames `dir` to a hidden sibling and removes that: whoever opens `dir` by its path from
+/// then on finds nothing there. False when it cannot be renamed (it stays whole).
+fn remove_aside(dir: &FsPath) -> bool {
+    let Some(name) = dir.file_name() else {
+        return false;
+    };
+    let mut aside = std::ffi::OsString::from(".");
+    aside.push(name);
+    aside.push(format!(".removing-{}", std::process::id()));
+    let aside = dir.with_file_name(aside);
+    if std::fs::rename(dir, &aside).is_err() {
+        return false;
+    }
+    if let Err(e) = std::fs::remove_dir_all(&aside) {
+        tracing::warn!(dir = %aside.display(), error = %e, "an empty log moved aside could not be removed");
+    }
+    true
+}
+
 /// Whether `name` is the name of a file a log directory holds: a segment (`log.NNNNNN`), the
 /// writer's `LOCK`, the [`INDEX_SIZES_FILE`] or the temporary it is written through.
 pub fn is_log_file_name(name: &std::ffi::OsStr) -> bool {

@@ -1866,3 +1866,40 @@ fn locations_hold_the_largest_segment_and_offset_and_sizes_beyond_are_refused() 
         assert!(matches!(err, LogError::Invalid(_)), "{bad}: {err}");
     }
 }
+
+/// What opening a new log leaves is removed after a failed import (the index-sizes file had
+/// kept it: a hostile-user pass found the directory left on a full disk), and nothing is left
+/// beside it; a log with a block, a log a writer has open (its first block may be on the
+/// way: the directory was removed under it), or anything else in the directory, stays.
+#[test]
+fn remove_if_empty_removes_only_an_empty_log_no_writer_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh");
+    drop(LogStore::open(&fresh, &LogOptions::default()).unwrap());
+    assert!(fresh.join(INDEX_SIZES_FILE).exists());
+    assert!(
+        remove_if_empty(&fresh) && !fresh.exists(),
+        "the empty log was left"
+    );
+
+    let other = dir.path().join("other");
+    drop(LogStore::open(&other, &LogOptions::default()).unwrap());
+    std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+    assert!(!remove_if_empty(&other) && other.join("notes.txt").exists());
+
+    let used = dir.path().join("used");
+    let store = LogStore::open(&used, &LogOptions::default()).unwrap();
+    assert!(!remove_if_empty(&used), "removed under its writer");
+    let mut trie: Trie<LogStore> = Trie::new(store, 5).unwrap();
+    trie.insert(TreeKey::from_bytes([7; 32]), [1; 32]).unwrap();
+    let root = trie.commit().unwrap().root;
+    drop(trie);
+    assert!(!remove_if_empty(&used), "a log with nodes was removed");
+    assert_eq!(LogStore::open_read_only(&used).unwrap().meta().root, root);
+
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}

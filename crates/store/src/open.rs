@@ -470,7 +470,16 @@ impl StateStore {
 /// keeps from being opened to check stays too, with a warning that says so. Returns whether
 /// it was removed. For a command that created `dir` and failed before committing: it leaves
 /// nothing behind.
+///
+/// A writer that has the database open (or is opening it) keeps it: the check and the removal
+/// hold the journal's lock, which every writer takes, exclusively; the directory is renamed
+/// aside before it is removed, so a writer that comes to it after the check finds no
+/// directory, never one emptied under it.
 pub fn remove_if_empty(dir: &std::path::Path) -> bool {
+    // Nothing in it (one `rmdir`, which fails if anything is).
+    if std::fs::remove_dir(dir).is_ok() {
+        return true;
+    }
     let only_mdbx_files = std::fs::read_dir(dir).is_ok_and(|rd| {
         rd.flatten().all(|e| {
             let name = e.file_name();
@@ -478,7 +487,23 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
                 && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
         })
     });
-    let empty = only_mdbx_files
+    if !only_mdbx_files {
+        return false;
+    }
+    let journal = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(buffer::JOURNAL));
+    let Ok(journal) = journal else {
+        return false;
+    };
+    // Where the filesystem has no `flock`, writers go unlocked too (`Journal::open`).
+    if let Err(std::fs::TryLockError::WouldBlock) = journal.try_lock() {
+        return false;
+    }
+    let empty = journal.metadata().is_ok_and(|m| m.len() == 0)
         && match StateStore::open_read_only(dir) {
             Ok(store) => {
                 let meta = store.meta();
@@ -501,7 +526,26 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
             // with bytes that does not open may hold blocks (one a writer must recover): kept.
             Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
         };
-    empty && std::fs::remove_dir_all(dir).is_ok()
+    empty && remove_aside(dir)
+}
+
+/// Renames `dir` to a hidden sibling and removes that: whoever opens `dir` by its path from
+/// then on finds nothing there. False when it cannot be renamed (it stays whole).
+fn remove_aside(dir: &std::path::Path) -> bool {
+    let Some(name) = dir.file_name() else {
+        return false;
+    };
+    let mut aside = std::ffi::OsString::from(".");
+    aside.push(name);
+    aside.push(format!(".removing-{}", std::process::id()));
+    let aside = dir.with_file_name(aside);
+    if std::fs::rename(dir, &aside).is_err() {
+        return false;
+    }
+    if let Err(e) = std::fs::remove_dir_all(&aside) {
+        tracing::warn!(dir = %aside.display(), error = %e, "an empty database moved aside could not be removed");
+    }
+    true
 }
 
 /// Free bytes on the database's filesystem below which an open whose lock file is not wholly

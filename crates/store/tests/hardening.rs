@@ -3,7 +3,7 @@
 
 use bintrie_keys::TreeKey;
 use bintrie_node::{Sha256Hasher, StemValues};
-use bintrie_store::{Durability, ReadPath, StateStore, StoreError, StoreOptions};
+use bintrie_store::{BufferOptions, Durability, ReadPath, StateStore, StoreError, StoreOptions};
 use bintrie_trie::{MemoryStore, Trie};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::path::Path;
@@ -548,4 +548,73 @@ fn remove_if_empty_removes_only_what_holds_nothing() {
         assert!(kept.exists());
     }
     assert!(other.join("base").is_dir() && foreign.join("notes.txt").is_file());
+}
+
+/// Not a test on its own: run by [`remove_if_empty_keeps_a_database_a_writer_has_open`] in a
+/// child process (another command's cleanup), it runs `remove_if_empty` on
+/// `$BINTRIE_REMOVE_IF_EMPTY` and prints `removed` or `kept`.
+#[test]
+#[ignore = "a helper process for another test"]
+fn remove_if_empty_in_a_child() {
+    let Ok(dir) = std::env::var("BINTRIE_REMOVE_IF_EMPTY") else {
+        return;
+    };
+    let removed = bintrie_store::remove_if_empty(Path::new(&dir));
+    println!("{}", if removed { "removed" } else { "kept" });
+}
+
+/// A database with no block that a writer in another process has open, buffered (exclusive
+/// lock) or not (shared), is not removed under it: a failed run of a command that made the
+/// directory would otherwise delete what this writer is about to commit. Without a writer
+/// it is, leaving no directory behind (nor the sibling it was moved to).
+#[test]
+fn remove_if_empty_keeps_a_database_a_writer_has_open() {
+    let cleanup = |dir: &Path| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "remove_if_empty_in_a_child",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("BINTRIE_REMOVE_IF_EMPTY", dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        match (said.contains("removed"), said.contains("kept")) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => panic!("{said}"),
+        }
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, buffered) in [("unbuffered", false), ("buffered", true)] {
+        let dir = tmp.path().join(name);
+        let options = StoreOptions {
+            buffer: buffered.then(BufferOptions::default),
+            ..opts(5)
+        };
+        let store = StateStore::open(&dir, &options).unwrap();
+        assert!(!cleanup(&dir), "{name}: removed under its writer");
+        assert!(dir.join("mdbx.dat").is_file());
+        let mut trie: Trie<StateStore> = Trie::new(store, 5).unwrap();
+        trie.insert(TreeKey::from_bytes([7; 32]), [1; 32]).unwrap();
+        let root = trie
+            .commit_with(|s, set| s.write_block(set, 1, &[]))
+            .unwrap()
+            .root;
+        drop(trie);
+        assert_eq!(StateStore::open_read_only(&dir).unwrap().meta().root, root);
+        // Once it has a block, it stays; a new one no writer holds goes.
+        assert!(!cleanup(&dir));
+        let fresh = tmp.path().join(format!("{name}-fresh"));
+        drop(StateStore::open(&fresh, &options).unwrap());
+        assert!(cleanup(&fresh) && !fresh.exists());
+    }
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
 }
