@@ -1236,23 +1236,15 @@ pub fn remove_if_empty(dir: &FsPath) -> bool {
     empty && remove_aside(dir)
 }
 
-/// Renames `dir` to a hidden sibling and removes that: whoever opens `dir` by its path from
-/// then on finds nothing there. False when it cannot be renamed (it stays whole).
+/// [`bintrie_trie::remove_dir_aside`], saying why it did not: whether `dir` is gone.
 fn remove_aside(dir: &FsPath) -> bool {
-    let Some(name) = dir.file_name() else {
-        return false;
-    };
-    let mut aside = std::ffi::OsString::from(".");
-    aside.push(name);
-    aside.push(format!(".removing-{}", std::process::id()));
-    let aside = dir.with_file_name(aside);
-    if std::fs::rename(dir, &aside).is_err() {
-        return false;
+    match bintrie_trie::remove_dir_aside(dir) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "an empty log could not be removed");
+            !dir.exists()
+        }
     }
-    if let Err(e) = std::fs::remove_dir_all(&aside) {
-        tracing::warn!(dir = %aside.display(), error = %e, "an empty log moved aside could not be removed");
-    }
-    true
 }
 
 /// Whether `name` is the name of a file a log directory holds: a segment (`log.NNNNNN`), the

@@ -10,6 +10,26 @@ use std::collections::HashMap;
 /// blob on, do not decode it there.
 pub type BlobSink<'a> = &'a (dyn Fn(&PathKey, &[u8]) + Sync);
 
+/// Removes the directory `dir` (an on-disk store's) after renaming it to a hidden sibling,
+/// `.NAME.removing-PID`, so that whoever opens `dir` by its path meanwhile finds nothing
+/// there, never a directory half removed. An error when it cannot be renamed (`dir` stays
+/// whole) or the renamed directory cannot be removed (the error names it; `dir` is gone).
+pub fn remove_dir_aside(dir: &std::path::Path) -> std::io::Result<()> {
+    let Some(name) = dir.file_name() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}: no directory name to move aside", dir.display()),
+        ));
+    };
+    let mut aside = std::ffi::OsString::from(".");
+    aside.push(name);
+    aside.push(format!(".removing-{}", std::process::id()));
+    let aside = dir.with_file_name(aside);
+    std::fs::rename(dir, &aside)?;
+    std::fs::remove_dir_all(&aside)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", aside.display())))
+}
+
 /// Where the trie's nodes live.
 ///
 /// Contract: `get_node` returns exactly the bytes last written for that key by an applied
