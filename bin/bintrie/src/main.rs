@@ -113,12 +113,14 @@ enum Command {
     /// database's root, one JSON line per key: `root`, `key`, `value` (null: absent),
     /// `siblings` (root level first), `stem` (null: the walk ends in an empty subtree),
     /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
-    /// `subtree_root` (iff it ends at another stem). Opens the database read-only; MDBX
-    /// databases only.
+    /// `subtree_root` and `other_stem_leaf` (iff it ends at another stem: one of that stem's
+    /// present leaves, `index`, `value` and 8 `siblings`, without which a subtree root proves
+    /// nothing). Opens the database read-only; MDBX databases only.
     Prove(proof::ProveArgs),
     /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify
-    /// against --root (default: its own root field) and why.
+    /// against --root (default: its own root field) and why. An absence proof that ends at
+    /// another stem must open one of its present leaves (`other_stem_leaf`).
     VerifyProof(proof::VerifyProofArgs),
     /// Execute a mainnet block from a fixture on a binary-trie database and validate it.
     ///

@@ -7,8 +7,14 @@
 //!  "siblings": ["0x…", …],             // sibling hashes along the path, root level first
 //!  "stem": "0x…31 bytes" | null,       // the stem where the walk ends; null: an empty subtree
 //!  "stem_siblings": ["0x…" × 8],       // iff stem == key[:31]: leaf level first
-//!  "subtree_root": "0x…"}              // iff stem is another stem (an absence proof)
+//!  "subtree_root": "0x…",              // iff stem is another stem (an absence proof)
+//!  "other_stem_leaf": {                // iff stem is another stem: one of its present leaves
+//!      "index": 0..=255, "value": "0x…32 bytes", "siblings": ["0x…" × 8]}}
 //! ```
+//!
+//! `other_stem_leaf` is this project's addition to SPEC §7's format: a reader of that format
+//! computes the root without it, but a subtree root alone lets an internal node pose as a
+//! stem ([`Proof`] says why), so [`Proof::verify`] refuses an absence proof without it.
 //!
 //! [`Proof::verify`] states how a proof is checked.
 
@@ -17,13 +23,13 @@ use alloy_primitives::hex::encode_prefixed as hex0x;
 use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::TreeKey;
 use bintrie_node::Hash32;
-use bintrie_trie::Proof;
+use bintrie_trie::{Proof, StemLeaf};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 /// A [`Proof`] and the root it claims, as JSON (hex strings 0x-prefixed). `value` and `stem`
-/// are `null` when absent; `stem_siblings` and `subtree_root` are omitted when absent. Unknown
-/// fields are refused. Deserialized from a byte slice, the strings borrow from it (no copy).
+/// are `null` when absent; `stem_siblings`, `subtree_root` and `other_stem_leaf` are omitted
+/// when absent. Unknown fields are refused. Deserialized from a byte slice, the strings borrow from it (no copy).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ProofJson<'a> {
@@ -49,6 +55,24 @@ pub struct ProofJson<'a> {
     /// The subtree root of another stem on the key's path (an absence proof).
     #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
     pub subtree_root: Option<Cow<'a, str>>,
+    /// One present leaf of that other stem, which must fold to `subtree_root`.
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    pub other_stem_leaf: Option<StemLeafJson<'a>>,
+}
+
+/// A [`StemLeaf`] as JSON: `index` a number, the rest hex strings 0x-prefixed. Unknown fields
+/// are refused.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StemLeafJson<'a> {
+    /// The leaf's sub-index, 0..=255.
+    pub index: u8,
+    /// Its 32-byte value.
+    #[serde(borrow)]
+    pub value: Cow<'a, str>,
+    /// The 8 sibling hashes inside the stem's subtree, leaf level first.
+    #[serde(borrow)]
+    pub siblings: Vec<Cow<'a, str>>,
 }
 
 impl ProofJson<'static> {
@@ -65,6 +89,11 @@ impl ProofJson<'static> {
                 .stem_siblings
                 .map(|s| s.iter().map(|x| h(x)).collect()),
             subtree_root: proof.subtree_root.as_ref().map(|s| h(s)),
+            other_stem_leaf: proof.other_stem_leaf.as_ref().map(|l| StemLeafJson {
+                index: l.index,
+                value: h(&l.value),
+                siblings: l.siblings.iter().map(|x| h(x)).collect(),
+            }),
         }
     }
 }
@@ -90,17 +119,27 @@ impl ProofJson<'_> {
                 bintrie_node::MAX_DEPTH
             );
         }
-        let stem_siblings = match &self.stem_siblings {
-            None => None,
-            Some(v) => {
-                let v = list(v, "stem_siblings")?;
-                let n = v.len();
-                Some(
-                    <[Hash32; 8]>::try_from(v)
-                        .map_err(|_| anyhow!("stem_siblings: {n} entries, expected 8"))?,
-                )
-            }
+        let eight = |v: &[Cow<'_, str>], what: &str| -> Result<[Hash32; 8]> {
+            let v = list(v, what)?;
+            let n = v.len();
+            <[Hash32; 8]>::try_from(v).map_err(|_| anyhow!("{what}: {n} entries, expected 8"))
         };
+        let stem_siblings = self
+            .stem_siblings
+            .as_deref()
+            .map(|v| eight(v, "stem_siblings"))
+            .transpose()?;
+        let other_stem_leaf = self
+            .other_stem_leaf
+            .as_ref()
+            .map(|l| -> Result<StemLeaf> {
+                Ok(StemLeaf {
+                    index: l.index,
+                    value: b32(&l.value, "other_stem_leaf.value")?,
+                    siblings: eight(&l.siblings, "other_stem_leaf.siblings")?,
+                })
+            })
+            .transpose()?;
         let proof = Proof {
             key: TreeKey::from_bytes(b32(&self.key, "key")?),
             value: self.value.as_deref().map(|v| b32(v, "value")).transpose()?,
@@ -116,6 +155,7 @@ impl ProofJson<'_> {
                 .as_deref()
                 .map(|s| b32(s, "subtree_root"))
                 .transpose()?,
+            other_stem_leaf,
         };
         Ok((b32(&self.root, "root")?, proof))
     }
@@ -157,6 +197,36 @@ mod tests {
             // `value` and `stem` are always written; optional parts only when present.
             assert!(text.contains("\"value\":") && text.contains("\"stem\":"));
         }
+    }
+
+    /// An absence proof that ends at another stem carries one of its leaves through JSON, and
+    /// without it (as SPEC §7's format alone has it) it does not verify.
+    #[test]
+    fn another_stems_leaf_round_trips_and_is_required() {
+        let mut trie: Trie<MemoryStore> = Trie::new(MemoryStore::default(), 5).unwrap();
+        for i in 0..50u8 {
+            trie.insert(TreeKey::from_bytes([i.wrapping_mul(37); 32]), [i + 1; 32])
+                .unwrap();
+        }
+        let root = trie.root();
+        let proof = (0..=255u8)
+            .map(|b| trie.prove(&TreeKey::from_bytes([b ^ 0x01; 32])).unwrap())
+            .find(|p| p.other_stem_leaf.is_some())
+            .expect("a key whose walk ends at another stem");
+        let text = serde_json::to_string(&ProofJson::new(&root, &proof)).unwrap();
+        assert!(text.contains("\"other_stem_leaf\":{\"index\":"), "{text}");
+        let back: ProofJson = serde_json::from_str(&text).unwrap();
+        let (r, p) = back.parse().unwrap();
+        assert_eq!((r, &p), (root, &proof));
+        assert_eq!(p.verify::<Sha256Hasher>(&root), Ok(None));
+        let mut bare = back.clone();
+        bare.other_stem_leaf = None;
+        let err = bare.parse().unwrap().1.verify::<Sha256Hasher>(&root);
+        assert!(format!("{err:?}").contains("other_stem_leaf"), "{err:?}");
+        let mut short = back;
+        short.other_stem_leaf.as_mut().unwrap().siblings.pop();
+        let err = format!("{:#}", short.parse().unwrap_err());
+        assert!(err.contains("other_stem_leaf.siblings: 7 entries"), "{err}");
     }
 
     #[test]

@@ -9,7 +9,14 @@ use bintrie_node::{Hash32, MAX_DEPTH, TreeHasher, ZERO_HASH, fold_pair, stem_nod
 /// The walk from the root follows the key's stem bits and ends at an empty subtree
 /// (`stem: None`), at the key's own stem (`stem_siblings` prove the value inside its 256-leaf
 /// subtree), or at another stem on the key's path (`subtree_root` lets the verifier hash that
-/// stem: the key is absent).
+/// stem, and `other_stem_leaf` opens one of its present leaves: the key is absent).
+///
+/// Why the opening: EIP-7864's two 64-byte preimages carry no domain tag, so an internal node
+/// whose left child's hash ends in 0x00 also hashes as a stem node (stem = the first 31 bytes
+/// of that hash, subtree root = the right child's hash). With a subtree root alone, such a node
+/// on a key's path would "prove" the key absent. A real stem always holds a present value, whose
+/// leaf is the hash of 32 bytes; under a forged one, 8 levels below a hash whose preimage is
+/// 64 bytes, no such leaf can be found without a SHA-256 collision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proof {
     /// The key proven.
@@ -26,6 +33,39 @@ pub struct Proof {
     pub stem_siblings: Option<[Hash32; 8]>,
     /// Present iff `stem` is another stem: that stem's subtree root.
     pub subtree_root: Option<Hash32>,
+    /// Present iff `stem` is another stem: one of its present leaves, which must fold to
+    /// `subtree_root`.
+    pub other_stem_leaf: Option<StemLeaf>,
+}
+
+/// One present leaf of a stem and the siblings that fold it to the stem's subtree root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StemLeaf {
+    /// Its sub-index (the last byte of its tree key).
+    pub index: u8,
+    /// Its value (present: it hashes to `H(value)`).
+    pub value: [u8; 32],
+    /// The sibling hashes inside the stem's 256-leaf subtree, leaf level first.
+    pub siblings: [Hash32; 8],
+}
+
+impl StemLeaf {
+    /// The subtree root this leaf and its siblings fold to (SPEC §3).
+    pub fn subtree_root<H: TreeHasher>(&self) -> Hash32 {
+        fold_leaf::<H>(H::hash32(&self.value), self.index, &self.siblings)
+    }
+}
+
+/// Folds a leaf hash at `index` with its 8 siblings, leaf level first, to a subtree root.
+fn fold_leaf<H: TreeHasher>(mut leaf: Hash32, index: u8, siblings: &[Hash32; 8]) -> Hash32 {
+    for (level, sibling) in siblings.iter().enumerate() {
+        leaf = if (index >> level) & 1 == 0 {
+            fold_pair::<H>(&leaf, sibling)
+        } else {
+            fold_pair::<H>(sibling, &leaf)
+        };
+    }
+    leaf
 }
 
 /// Why a proof does not verify.
@@ -55,7 +95,8 @@ fn bit(stem: &Stem, i: usize) -> u8 {
 impl Proof {
     /// The root this proof hashes to, after checking that its parts fit together: at most 248
     /// siblings; a value only with the key's own stem; `stem_siblings` exactly with the key's
-    /// stem, `subtree_root` exactly with another stem, and that stem on the key's path.
+    /// stem; `subtree_root` and `other_stem_leaf` exactly with another stem, that stem on the
+    /// key's path, and its leaf folding to its subtree root.
     pub fn computed_root<H: TreeHasher>(&self) -> Result<Hash32, ProofError> {
         let bad = |m: &str| Err(ProofError::Malformed(m.to_string()));
         let depth = self.siblings.len();
@@ -65,40 +106,51 @@ impl Proof {
             ));
         }
         let key_stem = &self.key.stem;
-        let mut node = match (&self.stem, &self.stem_siblings, &self.subtree_root) {
-            (None, None, None) => {
+        let other = (&self.subtree_root, &self.other_stem_leaf);
+        let mut node = match (&self.stem, &self.stem_siblings, other) {
+            (None, None, (None, None)) => {
                 if self.value.is_some() {
                     return bad("a value in an empty subtree");
                 }
                 ZERO_HASH
             }
-            (Some(stem), Some(siblings), None) if stem == key_stem => {
-                let mut leaf = self.value.as_ref().map_or(ZERO_HASH, H::hash32);
-                let index = self.key.sub_index;
-                for (level, sibling) in siblings.iter().enumerate() {
-                    leaf = if (index >> level) & 1 == 0 {
-                        fold_pair::<H>(&leaf, sibling)
-                    } else {
-                        fold_pair::<H>(sibling, &leaf)
-                    };
-                }
-                stem_node_hash::<H>(stem, &leaf)
+            (Some(stem), Some(siblings), (None, None)) if stem == key_stem => {
+                let leaf = self.value.as_ref().map_or(ZERO_HASH, H::hash32);
+                stem_node_hash::<H>(stem, &fold_leaf::<H>(leaf, self.key.sub_index, siblings))
             }
-            (Some(stem), None, Some(subtree_root)) if stem != key_stem => {
+            (Some(stem), None, (Some(subtree_root), opened)) if stem != key_stem => {
                 if self.value.is_some() {
                     return bad("a value, but the walk ends at another stem");
                 }
                 if (0..depth).any(|i| bit(stem, i) != bit(key_stem, i)) {
                     return bad("the stem where the walk ends is not on the key's path");
                 }
+                let Some(opened) = opened else {
+                    return bad(
+                        "the walk ends at another stem, but none of its present leaves is \
+                         opened (other_stem_leaf): a subtree root alone cannot tell a stem \
+                         from an internal node posing as one",
+                    );
+                };
+                if opened.subtree_root::<H>() != *subtree_root {
+                    return bad("the other stem's opened leaf does not fold to its subtree root");
+                }
                 stem_node_hash::<H>(stem, subtree_root)
             }
-            (None, _, _) => return bad("stem siblings or a subtree root without a stem"),
+            (None, _, _) => {
+                return bad("stem siblings, a subtree root or a stem leaf without a stem");
+            }
             (Some(stem), _, _) if stem == key_stem => {
-                return bad("the key's own stem needs its 8 stem siblings and no subtree root");
+                return bad(
+                    "the key's own stem needs its 8 stem siblings and no subtree root or other \
+                     stem's leaf",
+                );
             }
             (Some(_), _, _) => {
-                return bad("another stem needs its subtree root and no stem siblings");
+                return bad(
+                    "another stem needs its subtree root and one opened leaf, and no stem \
+                     siblings",
+                );
             }
         };
         for (d, sibling) in self.siblings.iter().enumerate().rev() {

@@ -6,7 +6,7 @@ mod common;
 
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::{Sha256Hasher, ZERO_HASH};
-use bintrie_trie::{MemoryStore, Proof, ProofError, Trie};
+use bintrie_trie::{MemoryStore, Proof, ProofError, StemLeaf, Trie};
 use common::{Entries, entries, probes, reference_root, trie};
 use proptest::prelude::*;
 
@@ -57,7 +57,9 @@ fn the_three_ways_a_walk_ends_all_occur() {
         "no empty-subtree proof"
     );
     assert!(
-        proofs.iter().any(|p| p.subtree_root.is_some()),
+        proofs
+            .iter()
+            .any(|p| p.subtree_root.is_some() && p.other_stem_leaf.is_some()),
         "no other-stem proof"
     );
     assert!(
@@ -133,6 +135,13 @@ fn tampered_proofs_are_refused() {
     p.subtree_root = Some(ZERO_HASH);
     assert!(malformed(&p), "own stem with a subtree root");
     let mut p = good.clone();
+    p.other_stem_leaf = Some(StemLeaf {
+        index: 0,
+        value,
+        siblings: [ZERO_HASH; 8],
+    });
+    assert!(malformed(&p), "own stem with another stem's leaf");
+    let mut p = good.clone();
     p.stem_siblings = None;
     assert!(malformed(&p), "own stem without stem siblings");
     let mut p = good.clone();
@@ -147,6 +156,62 @@ fn tampered_proofs_are_refused() {
     p.stem = None;
     p.stem_siblings = None;
     assert!(malformed(&p), "a value in an empty subtree");
+}
+
+/// An absence proof that ends at another stem must open one of that stem's present leaves:
+/// with a subtree root alone, an internal node whose left child's hash ends in 0x00 poses as a
+/// stem (EIP-7864's 64-byte preimages carry no domain tag). Here every stem starts with bit 1,
+/// so the root's left child is empty (32 zero bytes) and the root "is" a stem of 31 zero bytes
+/// over its right child: such a proof claims a present key absent. It was accepted before the
+/// opening was required; now it is refused, and so is any leaf that does not fold to the
+/// claimed subtree root. Genuine other-stem proofs carry a leaf that does.
+#[test]
+fn an_internal_node_posing_as_another_stem_proves_nothing() {
+    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 5).unwrap();
+    let mut present = Vec::new();
+    for i in 0..200u32 {
+        let mut k = [0u8; 32];
+        k[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+        k[0] |= 0x80;
+        k[31] = i as u8;
+        t.insert(TreeKey::from_bytes(k), [i as u8 | 1; 32]).unwrap();
+        present.push(k);
+    }
+    let root = t.root();
+    // The right child's hash: the sibling at the root of a key that goes left.
+    let left = t.prove(&TreeKey::from_bytes([0; 32])).unwrap();
+    assert!(left.stem.is_none() && left.siblings.len() == 1);
+    let right = left.siblings[0];
+    let key = TreeKey::from_bytes(present[17]);
+    let forged = Proof {
+        key,
+        value: None,
+        siblings: Vec::new(),
+        stem: Some([0; 31]),
+        stem_siblings: None,
+        subtree_root: Some(right),
+        other_stem_leaf: None,
+    };
+    let err = forged.verify::<Sha256Hasher>(&root).unwrap_err();
+    assert!(
+        matches!(&err, ProofError::Malformed(m) if m.contains("other_stem_leaf")),
+        "{err}"
+    );
+    // The forged stem hashes to the root (what made it pass): only the opening is missing.
+    assert_eq!(
+        bintrie_node::stem_node_hash::<Sha256Hasher>(&[0; 31], &right),
+        root
+    );
+    // A leaf of the key's real stem does not fold to the right child's hash.
+    let real = t.prove(&key).unwrap();
+    let mut p = forged.clone();
+    p.other_stem_leaf = Some(StemLeaf {
+        index: key.sub_index,
+        value: real.value.unwrap(),
+        siblings: real.stem_siblings.unwrap(),
+    });
+    assert!(malformed(&p), "a leaf that folds elsewhere");
+    assert_eq!(real.verify::<Sha256Hasher>(&root), Ok(real.value));
 }
 
 proptest! {

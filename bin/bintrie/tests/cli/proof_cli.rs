@@ -71,7 +71,9 @@ fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
     for k in [key(3, 200), key(4, 0), format!("ff{}", &key(1, 1)[2..])] {
         let p = prove(&db, &k);
         assert!(p["value"].is_null());
-        ends.insert((p["stem"].is_null(), p.get("subtree_root").is_some()));
+        let other = p.get("subtree_root").is_some();
+        assert_eq!(other, p.get("other_stem_leaf").is_some(), "{p}");
+        ends.insert((p["stem"].is_null(), other));
         let o = verify(dir.path(), &p, &[]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(stdout(&o), "absent");
@@ -132,6 +134,52 @@ fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
 
 /// Several keys give one proof line each; `verify-proof` checks a file of them line by line
 /// and names the first that fails.
+/// EIP-7864's stem and internal nodes both hash 64 bytes with no domain tag. When every stem
+/// starts with bit 1, the root's left child is empty (32 zero bytes), so the root also hashes
+/// as a stem of 31 zero bytes over its right child: a proof saying the walk ends there "proves"
+/// any key absent, a present one too. `verify-proof` accepted it (a hostile-user pass); it now
+/// asks for one of that stem's present leaves, which such a node cannot open.
+#[test]
+fn an_internal_node_posing_as_a_stem_does_not_prove_a_present_key_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let high = |n: u32| format!("ff{:054x}{:08x}", 0, n.wrapping_mul(7919));
+    let db = import(
+        dir.path(),
+        (1..=300u32).map(|n| format!("{} {:064x}\n", high(n), n)),
+    );
+    let present = prove(&db, &high(17));
+    assert_eq!(present["value"], format!("0x{:064x}", 17));
+    // The root's right child: the sibling at the root of a key that goes left.
+    let left = prove(&db, &format!("{:064x}", 0));
+    assert!(left["stem"].is_null() && left["siblings"].as_array().unwrap().len() == 1);
+    let forged = serde_json::json!({
+        "root": present["root"],
+        "key": present["key"],
+        "value": null,
+        "siblings": [],
+        "stem": format!("0x{}", "00".repeat(31)),
+        "subtree_root": left["siblings"][0],
+    });
+    let o = verify(dir.path(), &forged, &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "forged absence accepted: {}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("other_stem_leaf"), "{}", stderr(&o));
+    // A leaf of the key's real stem does not fold to that hash.
+    let mut p = forged;
+    p["other_stem_leaf"] = serde_json::json!({
+        "index": 17 * 7919 % 256,
+        "value": present["value"],
+        "siblings": present["stem_siblings"],
+    });
+    let o = verify(dir.path(), &p, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("does not fold"), "{}", stderr(&o));
+}
+
 #[test]
 fn many_proofs_one_per_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -742,6 +742,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             stem: None,
             stem_siblings: None,
             subtree_root: None,
+            other_stem_leaf: None,
         };
         if let Node::Stem(s) = end {
             proof.stem = Some(s.stem);
@@ -750,6 +751,16 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                 proof.stem_siblings = Some(s.values.leaf_siblings::<H>(key.sub_index));
             } else {
                 proof.subtree_root = Some(s.values.subtree_root::<H>().0);
+                // A stem holds at least one present value (nothing is ever removed).
+                proof.other_stem_leaf =
+                    s.values
+                        .iter()
+                        .next()
+                        .map(|(index, value)| crate::StemLeaf {
+                            index,
+                            value: *value,
+                            siblings: s.values.leaf_siblings::<H>(index),
+                        });
             }
         }
         proof.siblings = siblings;
