@@ -76,9 +76,10 @@ pub struct PreStateImport {
     pub time: Duration,
 }
 
-/// Imports the fixture's pre-state into an empty `state` as the block before the fixture's:
-/// whole accounts ([`BlockChanges::from_accounts`]), then the accounts whose code the
-/// fixture lacks as header leaves with their real code hash (code size 0: unknown) and no code.
+/// Imports the fixture's pre-state into an empty `state` as the block before the fixture's, in
+/// one commit (a failure leaves the state where it was): whole accounts
+/// ([`BlockChanges::from_accounts`]), and the accounts whose code the fixture lacks as header
+/// leaves with their real code hash (code size 0: unknown) and no code.
 pub fn import_pre_state<S: BlockState>(
     state: &mut S,
     fx: &Fixture,
@@ -126,8 +127,9 @@ pub fn import_pre_state_over<S: BlockState>(
         .filter(|(_, p)| p.code_hash_only.is_none())
         .map(|(a, p)| (a, &p.state))
         .collect();
-    state.commit_block(BlockChanges::from_accounts(full)?, block)?;
-    let mut changes = BlockChanges::default();
+    // One commit: a database must never hold the parent block with part of its pre-state.
+    let mut changes = BlockChanges::from_accounts(full)?;
+    let mut without_code = 0;
     for (a, p) in &fx.pre {
         let Some(hash) = p.code_hash_only else {
             continue;
@@ -149,11 +151,9 @@ pub fn import_pre_state_over<S: BlockState>(
         }
         changes.accounts_written += 1;
         changes.slots_written += p.state.storage.len();
+        without_code += 1;
     }
-    let without_code = changes.accounts_written;
-    if without_code > 0 {
-        state.commit_block(changes, block)?;
-    }
+    state.commit_block(changes, block)?;
     Ok(PreStateImport {
         accounts: fx.pre.len(),
         without_code,
@@ -372,4 +372,81 @@ pub(crate) fn run_evm_block<S: BlockState, T>(
         Ok::<_, Rejected>((result, checked))
     })?;
     Ok((spec, run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bintrie_revm::{BlockDb, BlockDbOptions, CommitReport, MemoryState, StateError};
+
+    /// A memory state whose commits after the first fail (as a full disk would).
+    struct FailsAfterFirst {
+        inner: MemoryState,
+        commits: usize,
+    }
+
+    impl BlockState for FailsAfterFirst {
+        type Backend<'a> = <MemoryState as BlockState>::Backend<'a>;
+
+        fn root(&self) -> B256 {
+            self.inner.root()
+        }
+        fn block(&self) -> u64 {
+            self.inner.block()
+        }
+        fn block_db(
+            &self,
+            options: BlockDbOptions,
+        ) -> Result<BlockDb<Self::Backend<'_>>, StateError> {
+            self.inner.block_db(options)
+        }
+        fn trie_prefetcher(&self) -> Option<&dyn bintrie_revm::TriePrefetcher> {
+            self.inner.trie_prefetcher()
+        }
+        fn commit_block(
+            &mut self,
+            changes: BlockChanges,
+            block: u64,
+        ) -> Result<CommitReport, StateError> {
+            self.commits += 1;
+            if self.commits > 1 {
+                return Err(StateError::Backend("no space left (planted)".into()));
+            }
+            self.inner.commit_block(changes, block)
+        }
+        fn root_with(&self, changes: &BlockChanges) -> Result<B256, StateError> {
+            self.inner.root_with(changes)
+        }
+        fn witness(
+            &self,
+            block: u64,
+            keys: &[bintrie_keys::TreeKey],
+            codes: &[B256],
+        ) -> Result<bintrie_revm::Witnesses, StateError> {
+            self.inner.witness(block, keys, codes)
+        }
+    }
+
+    /// The pre-state is one commit, accounts with code and accounts with their code hash only
+    /// together: it was two, both labelled the parent block, and a failure of the second (a
+    /// full disk, a kill) left a database at the parent block with part of its pre-state (a
+    /// hostile-user pass).
+    #[test]
+    fn the_pre_state_is_imported_in_one_commit() {
+        let Some(dir) = crate::testing::mainnet_fixtures_dir() else {
+            return;
+        };
+        let fx = crate::fixture::load(&dir.join("22188088-cancun.zkpi.json"), None).unwrap();
+        assert!(fx.pre.values().any(|p| p.code_hash_only.is_some()));
+        assert!(fx.pre.values().any(|p| p.code_hash_only.is_none()));
+        let mut state = FailsAfterFirst {
+            inner: MemoryState::new(5).unwrap(),
+            commits: 0,
+        };
+        let import = import_pre_state(&mut state, &fx).unwrap();
+        assert_eq!(state.commits, 1);
+        assert_eq!(state.block(), fx.parent().unwrap());
+        assert_eq!(import.root, state.root());
+        assert!(import.without_code > 0 && import.without_code < import.accounts);
+    }
 }

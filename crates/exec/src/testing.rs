@@ -74,3 +74,26 @@ pub fn ethereum_tests_dir() -> std::path::PathBuf {
     );
     d
 }
+
+/// The recorded mainnet fixtures: `$BINTRIE_FIXTURES`, else `../shared/fixtures/mainnet` next to
+/// the repository; `None`, saying so on stderr, when neither is a directory (a test that needs
+/// them then skips).
+pub fn mainnet_fixtures_dir() -> Option<std::path::PathBuf> {
+    let d = match std::env::var("BINTRIE_FIXTURES") {
+        Ok(d) => std::path::PathBuf::from(d),
+        Err(_) => std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures/mainnet"
+        )),
+    };
+    if d.is_dir() {
+        Some(d)
+    } else {
+        eprintln!(
+            "skipped: the mainnet fixtures are not here (set BINTRIE_FIXTURES or provide \
+             ../shared/fixtures/mainnet next to the repository; looked at {})",
+            d.display()
+        );
+        None
+    }
+}
