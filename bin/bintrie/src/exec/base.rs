@@ -221,9 +221,8 @@ pub(crate) fn locate(
         }
     } else {
         let base = build(args, keep, options, group_depth)?;
-        let json = serde_json::to_string_pretty(&base)? + "\n";
-        std::fs::write(keep.join(MARKER), json)
-            .with_context(|| format!("writing {}", keep.join(MARKER).display()))?;
+        // Through a synced temporary and a rename: a kill mid-write leaves no torn marker.
+        bintrie_bench::runner::write_json_replacing(&keep.join(MARKER), &base)?;
         base
     };
     Ok(Some(Located {
@@ -285,8 +284,14 @@ fn read_marker(keep: &Path) -> Result<Base> {
         ),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a base description", path.display()))
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not a base description (damaged, or not written by `exec --base-db`): remove \
+             {} to rebuild",
+            path.display(),
+            keep.display()
+        )
+    })
 }
 
 /// Copies the data file of the closed database in `from` into the empty directory `to` and
@@ -351,4 +356,25 @@ pub(crate) fn copy_into_log(
             .with_context(|| format!("syncing {}", to.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A marker torn by a kill mid-write (before it was written through a temporary and a
+    /// rename) is refused saying what to do, as a missing one is.
+    #[test]
+    fn a_torn_marker_says_to_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        for torn in ["", "{\"stems\": 20"] {
+            std::fs::write(dir.path().join(MARKER), torn).unwrap();
+            let err = format!("{:#}", read_marker(dir.path()).unwrap_err());
+            assert!(err.contains("not a base description"), "{err}");
+            assert!(err.contains("to rebuild"), "{err}");
+        }
+        std::fs::remove_file(dir.path().join(MARKER)).unwrap();
+        let err = format!("{:#}", read_marker(dir.path()).unwrap_err());
+        assert!(err.contains("to rebuild"), "{err}");
+    }
 }

@@ -410,7 +410,7 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
 /// Writes `value` as JSON to `path` through `PATH.tmp`, synced and renamed over it, so that a
 /// crash leaves the old file or the new one, never a torn one (a torn record would refuse a
 /// database that is whole).
-pub(crate) fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+pub fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
