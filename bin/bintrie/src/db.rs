@@ -143,13 +143,10 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     result
 }
 
-/// After a failed command that made a new database in `dir` (`import`, `exec --db`): removes
-/// it when it holds no committed block, as [`bintrie_store::remove_if_empty`] (which says why
-/// it keeps one a full disk keeps it from checking) and [`bintrie_logstore::remove_if_empty`] decide for
-/// `layout`. Never when `error` says another writer holds it (its first block may be on the
-/// way).
-pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error: &anyhow::Error) {
-    let other_writer = error.chain().any(|c| {
+/// Whether `error` says another writer holds the database (locked) or committed to it under
+/// this one (a conflict), in either layout.
+fn another_writer(error: &anyhow::Error) -> bool {
+    error.chain().any(|c| {
         matches!(
             c.downcast_ref::<bintrie_logstore::LogError>(),
             Some(
@@ -159,8 +156,16 @@ pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error:
             c.downcast_ref::<bintrie_store::StoreError>(),
             Some(bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_))
         )
-    });
-    if other_writer {
+    })
+}
+
+/// After a failed command that made a new database in `dir` (`import`, `exec --db`): removes
+/// it when it holds no committed block, as [`bintrie_store::remove_if_empty`] (which says why
+/// it keeps one a full disk keeps it from checking) and [`bintrie_logstore::remove_if_empty`] decide for
+/// `layout`. Never when `error` says another writer holds it (its first block may be on the
+/// way).
+pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error: &anyhow::Error) {
+    if another_writer(error) {
         return;
     }
     match layout {
@@ -345,20 +350,23 @@ where
     while !batch.is_empty() {
         let entries = batch.len();
         let (last_block, last_root) = trie.store().last();
-        let at_last = || {
-            format!(
-                "the state stays at block {last_block} (root {})",
-                hex0x(last_root)
-            )
+        // Where the state stays, unless another writer moved it (its error says where to).
+        let failed = |e: anyhow::Error, what: String| {
+            if another_writer(&e) {
+                e.context(format!("{what}; nothing of it was written"))
+            } else {
+                e.context(format!(
+                    "{what}; the state stays at block {last_block} (root {})",
+                    hex0x(last_root)
+                ))
+            }
         };
         trie.update(batch)
-            .map_err(Into::into)
-            .with_context(|| format!("updating the tree; {}", at_last()))?;
+            .map_err(|e| failed(e.into(), "updating the tree".into()))?;
         let block = last_block + 1;
         let stats = trie
             .commit_with(|store, set| store.commit(set, block))
-            .map_err(Into::into)
-            .with_context(|| format!("committing block {block}; {}", at_last()))?;
+            .map_err(|e| failed(e.into(), format!("committing block {block}")))?;
         writeln!(
             out,
             "committed block {block} entries {entries} root {}; {}",

@@ -55,7 +55,8 @@ pub enum StoreError {
         "{0} was not closed cleanly (a writer that commits without an MDBX sync, relaxed or \
          with a write buffer, was killed) and must be synced or rolled back by a writer first: \
          open it for writing once (`bintrie import --db DIR -i /dev/null` does only that, \
-         replaying its journal if it has one), then read it"
+         replaying its journal if it has one), then read it; if that open fails too, the file \
+         is damaged (a truncated copy, say): restore it or build it again"
     )]
     NeedsRecovery(PathBuf),
     /// A file exists at the path but is not a bintrie database (not MDBX, truncated, or an
@@ -89,8 +90,9 @@ pub enum StoreError {
     /// Another writer holds the database, and one of the two buffers its writes (a buffered
     /// writer must be the only writer). Nothing was written.
     #[error(
-        "{0} is being written by another writer, and a writer with a write buffer must be the \
-         only one; wait for it to finish"
+        "{0} is being written by another writer, and one of the two has a write buffer (as \
+         `import`, `import --bulk` and `exec` have by default), which must be the only writer; \
+         wait for it to finish"
     )]
     Locked(PathBuf),
     /// A write was attempted through a store opened read-only.

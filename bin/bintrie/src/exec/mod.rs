@@ -131,8 +131,9 @@ fn check_new_db(db: &Path) -> Result<()> {
     if let Some(layout) = crate::durability::held_layout(db)? {
         anyhow::bail!(
             "{} already holds a database ({}): `exec --db` imports the pre-state into a new one \
-             each run, so this one is from an earlier run (or from a run that failed after its \
-             import); remove it or give another directory",
+             each run, so this one is from an earlier run, or from a failed one that could not \
+             remove it (`bintrie info --db {0}` shows its block); remove it or give another \
+             directory",
             db.display(),
             match layout {
                 Layout::Mdbx => "MDBX",
@@ -150,9 +151,19 @@ fn check_new_db(db: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `e` (a block that did not execute), with a hint first when the fixture's pre-state holds no
-/// account: the failure itself ("nonce 890 too high, expected 0") does not say why.
-fn with_pre_state_hint(e: anyhow::Error, fx: &fixture::Fixture) -> anyhow::Error {
+/// An error of running the fixture's block: which block, on which pre-state, and whether
+/// `db` (`--db`) keeps that pre-state; with a hint first when the pre-state holds no account
+/// (the failure itself, "nonce 890 too high, expected 0", does not say why).
+fn block_error(e: anyhow::Error, fx: &fixture::Fixture, db: Option<&Path>) -> anyhow::Error {
+    let e = match db {
+        Some(db) => e.context(format!(
+            "block {}: running and committing it ({} keeps its pre-state, block {})",
+            fx.number(),
+            db.display(),
+            fx.number().saturating_sub(1)
+        )),
+        None => e.context(format!("block {}: running and committing it", fx.number())),
+    };
     if fx.pre.is_empty() {
         e.context("the pre-state holds no accounts (is it the block's? --pre-state names it)")
     } else {
@@ -250,7 +261,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
                     .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
             }
             let executed = execute_block(&mut state, &fx, &exec_options)
-                .map_err(|e| with_pre_state_hint(e.into(), &fx))?;
+                .map_err(|e| block_error(e.into(), &fx, args.db.as_deref()))?;
             let v = validate(&state, &fx, &executed, read_path)?;
             // Sync what the write buffer holds: the database is whole on disk when this
             // returns.
@@ -300,7 +311,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
                 state = state.drop_trie()?;
             }
             let executed = execute_block(&mut state, &fx, &exec_options)
-                .map_err(|e| with_pre_state_hint(e.into(), &fx))?;
+                .map_err(|e| block_error(e.into(), &fx, args.db.as_deref()))?;
             let v = validate_over(&LogBackend::new(state.store()), &fx, &executed)?;
             state
                 .store()
