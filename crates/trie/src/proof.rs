@@ -11,12 +11,24 @@ use bintrie_node::{Hash32, MAX_DEPTH, TreeHasher, ZERO_HASH, fold_pair, stem_nod
 /// subtree), or at another stem on the key's path (`subtree_root` lets the verifier hash that
 /// stem, and `other_stem_leaf` opens one of its present leaves: the key is absent).
 ///
-/// Why the opening: EIP-7864's two 64-byte preimages carry no domain tag, so an internal node
-/// whose left child's hash ends in 0x00 also hashes as a stem node (stem = the first 31 bytes
-/// of that hash, subtree root = the right child's hash). With a subtree root alone, such a node
-/// on a key's path would "prove" the key absent. A real stem always holds a present value, whose
-/// leaf is the hash of 32 bytes; under a forged one, 8 levels below a hash whose preimage is
-/// 64 bytes, no such leaf can be found without a SHA-256 collision.
+/// EIP-7864's two 64-byte preimages carry no domain tag, and a proof must not let one node
+/// pass for the other:
+/// - An internal node whose left child's hash ends in 0x00 also hashes as a stem node (stem =
+///   the first 31 bytes of that hash, subtree root = the right child's hash). With a subtree
+///   root alone, such a node on a key's path would "prove" the key absent: hence the opening.
+///   A real stem always holds a present value, whose leaf is the hash of 32 bytes; under a
+///   forged one, 8 levels below a hash whose preimage is 64 bytes, no such leaf can be found
+///   without a SHA-256 collision.
+/// - A stem node also hashes as an internal node whose left child is `stem ‖ 0x00` and whose
+///   right child is its subtree root: a walk of one of that stem's keys that "turns right"
+///   there would go on into the stem's values and end in one of their empty halves, "proving"
+///   a present key absent. [`Proof::computed_root`] refuses any level whose left child hashes
+///   as the key's own stem node's left half; an honest proof meets that only for a stem of 31
+///   zero bytes (which no account or storage key has), whose absence cannot be proven by an
+///   empty subtree at a left turn.
+///
+/// Above the depth of the node a key's walk really ends at, a proof cannot differ from the
+/// real path without a collision; at that node, these two checks leave only the honest ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proof {
     /// The key proven.
@@ -54,6 +66,15 @@ impl StemLeaf {
     pub fn subtree_root<H: TreeHasher>(&self) -> Hash32 {
         fold_leaf::<H>(H::hash32(&self.value), self.index, &self.siblings)
     }
+}
+
+/// Whether an internal node with this left child also hashes as the node of `stem` (its
+/// preimage would be `stem ‖ 0x00 ‖ right`): a walk of one of `stem`'s keys through it may be
+/// walking through that stem's own node, read as an internal one, and must not be believed.
+/// An honest tree meets this only when `stem` is 31 zero bytes and the left child is empty
+/// (no account or storage key has that stem: it is a prefix of a SHA-256 output).
+pub(crate) fn poses_as_own_stem(stem: &Stem, left: &Hash32) -> bool {
+    left[..31] == stem[..] && left[31] == 0
 }
 
 /// Folds a leaf hash at `index` with its 8 siblings, leaf level first, to a subtree root.
@@ -154,11 +175,19 @@ impl Proof {
             }
         };
         for (d, sibling) in self.siblings.iter().enumerate().rev() {
-            node = if bit(key_stem, d) == 0 {
-                H::hash_pair(&node, sibling)
+            let (left, right) = if bit(key_stem, d) == 0 {
+                (&node, sibling)
             } else {
-                H::hash_pair(sibling, &node)
+                (sibling, &node)
             };
+            if poses_as_own_stem(key_stem, left) {
+                return bad(
+                    "the walk passes through what hashes alike as the key's own stem node (a \
+                     left child equal to the stem and 0x00): such a proof cannot show the key \
+                     absent or another value",
+                );
+            }
+            node = H::hash_pair(left, right);
         }
         Ok(node)
     }

@@ -331,11 +331,24 @@ impl<H: TreeHasher> PartialTree<H> {
                     if depth >= MAX_DEPTH {
                         return Err(WitnessError::Malformed("a path deeper than 248".into()));
                     }
-                    node = if bit(stem, depth) == 0 {
-                        &n.left
-                    } else {
-                        &n.right
+                    let right = bit(stem, depth) == 1;
+                    // This node may be the stem's own node read as an internal one (see
+                    // `Proof`): believed, it would hide the stem's values.
+                    let posing = match &n.left {
+                        PNode::Opaque(h) => right && crate::proof::poses_as_own_stem(stem, h),
+                        PNode::Empty => !right && crate::proof::poses_as_own_stem(stem, &ZERO_HASH),
+                        _ => false,
                     };
+                    if posing {
+                        return Err(WitnessError::Malformed(format!(
+                            "at path {}, the walk of stem 0x{} passes through a node that \
+                             hashes alike as that stem's own node: the witness cannot show its \
+                             keys absent there",
+                            Path::from_stem_prefix(stem, depth),
+                            hex(stem)
+                        )));
+                    }
+                    node = if right { &n.right } else { &n.left };
                     depth += 1;
                 }
             }
@@ -837,6 +850,60 @@ mod tests {
         assert_eq!(forged.root(), root, "the forgery hashes right");
         let e = forged.verify(&root).unwrap_err();
         assert!(e.to_string().contains("opens no present leaf"), "{e}");
+    }
+
+    /// The other direction: a stem node hashes exactly like an internal node whose left child
+    /// is `stem ‖ 0x00` over its subtree root, so a witness can put that internal node (and
+    /// the halves of the stem's values below it) where the stem is, and a key of the stem that
+    /// turns right there ends in an empty half: "absent", though present. The walk refuses to
+    /// pass through it; so it does, for the zero stem, at an empty left child.
+    #[test]
+    fn a_stem_read_as_an_internal_node_does_not_hide_its_keys() {
+        use bintrie_node::TreeHasher;
+        type H = Sha256Hasher;
+        // A stem at the root whose bits 0 and 1 are 1, holding values 0 and 1 only.
+        let stem = [0xe0u8; 31];
+        let mut values = StemValues::new();
+        values.set(0, [1; 32]);
+        values.set(1, [2; 32]);
+        let (subtree_root, _) = values.subtree_root::<H>();
+        let root = stem_node_hash::<H>(&stem, &subtree_root);
+        // The lower half of its leaves (0..128), over the empty upper half.
+        let lower = values.leaf_siblings::<H>(128)[7];
+        assert_eq!(H::hash_pair(&lower, &ZERO_HASH), subtree_root);
+        let mut stem_half = [0u8; 32];
+        stem_half[..31].copy_from_slice(&stem);
+        let mut forged: PartialTree =
+            PartialTree::from_node(PNode::Internal(Box::new(PInternal {
+                left: PNode::Opaque(stem_half),
+                right: PNode::Internal(Box::new(PInternal {
+                    left: PNode::Opaque(lower),
+                    right: PNode::Empty,
+                    hash: None,
+                })),
+                hash: None,
+            })));
+        forged.verify(&root).unwrap();
+        let e = forged.get(&key(0xe0, 0)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("hashes alike as that stem's own node"),
+            "{e}"
+        );
+        // Another stem's keys walk on: it is not theirs (the node is theirs to pass).
+        assert_eq!(forged.get(&key(0xf0, 0)).unwrap(), None);
+
+        // The zero stem: its node hashes like an internal node with an empty left child.
+        let mut zero: PartialTree = PartialTree::from_node(PNode::Internal(Box::new(PInternal {
+            left: PNode::Empty,
+            right: PNode::Opaque(subtree_root),
+            hash: None,
+        })));
+        let zroot = zero.root();
+        assert_eq!(stem_node_hash::<H>(&[0; 31], &subtree_root), zroot);
+        zero.verify(&zroot).unwrap();
+        let e = zero.get(&key(0x00, 0)).unwrap_err();
+        assert!(e.to_string().contains("hashes alike"), "{e}");
     }
 
     #[test]

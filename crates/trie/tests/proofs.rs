@@ -214,6 +214,54 @@ fn an_internal_node_posing_as_another_stem_proves_nothing() {
     assert_eq!(real.verify::<Sha256Hasher>(&root), Ok(real.value));
 }
 
+/// The other direction: a stem node hashes exactly like an internal node whose left child is
+/// `stem ‖ 0x00` over its subtree root. A proof for a present key of that stem that "turns
+/// right" there, into the stem's values, and ends in their empty upper half hashes to the
+/// root: refused, since no honest walk has the key's own stem half as a left child.
+#[test]
+fn a_stem_read_as_an_internal_node_does_not_prove_its_key_absent() {
+    use bintrie_node::TreeHasher;
+    type H = Sha256Hasher;
+    let mut t: Trie<MemoryStore> = Trie::new(MemoryStore::new(), 4).unwrap();
+    // Stem T (bits 0, 1, 2 = 1) holds leaves 0 and 1 only; U sits on the other side.
+    let mut tk = [0xe0u8; 32];
+    for (sub, v) in [(0u8, 1u8), (1, 2)] {
+        tk[31] = sub;
+        t.insert(TreeKey::from_bytes(tk), [v; 32]).unwrap();
+    }
+    t.insert(TreeKey::from_bytes([0x11; 32]), [3; 32]).unwrap();
+    let root = t.root();
+    tk[31] = 0;
+    let key = TreeKey::from_bytes(tk);
+    let honest = t.prove(&key).unwrap();
+    assert_eq!(honest.siblings.len(), 1, "T sits at depth 1");
+    // The lower half of T's leaves: the top stem sibling of an upper leaf.
+    let mut upper = key;
+    upper.sub_index = 200;
+    let lower = t.prove(&upper).unwrap().stem_siblings.unwrap()[7];
+    let mut stem_half = [0u8; 32];
+    stem_half[..31].copy_from_slice(&key.stem);
+    let forged = Proof {
+        key,
+        value: None,
+        siblings: vec![honest.siblings[0], stem_half, lower],
+        stem: None,
+        stem_siblings: None,
+        subtree_root: None,
+        other_stem_leaf: None,
+    };
+    // It hashes to the root: only the check refuses it.
+    let n2 = H::hash_pair(&lower, &ZERO_HASH);
+    let n1 = H::hash_pair(&stem_half, &n2);
+    assert_eq!(H::hash_pair(&honest.siblings[0], &n1), root);
+    let err = forged.verify::<H>(&root).unwrap_err();
+    assert!(
+        matches!(&err, ProofError::Malformed(m) if m.contains("the key's own stem node")),
+        "{err}"
+    );
+    assert_eq!(honest.verify::<H>(&root), Ok(Some([1; 32])));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
 
