@@ -518,9 +518,11 @@ impl LogStore {
                     retired.push((*n, f));
                 }
             }
+            // Under the segments' lock (taken first, as a read does): a read that misses a
+            // segment here finds it retired, never in neither. The previous compaction's
+            // handles close here.
+            *self.inner.retired.lock().unwrap_or_else(|e| e.into_inner()) = retired;
         }
-        // The previous compaction's handles close here.
-        *self.inner.retired.lock().unwrap_or_else(|e| e.into_inner()) = retired;
         let mut failed = false;
         for (n, len) in victims {
             if failed {
@@ -555,9 +557,9 @@ impl LogStore {
     }
 
     /// One block's share of the automatic compaction ([`crate::LogOptions::compact_garbage`]):
-    /// starts on the sealed segment with the most garbage (at least `max` of it) when the
-    /// log is more than `max` garbage, none is under way and the filesystem has room for its
-    /// copies (as [`LogStore::compact`] asks; otherwise it waits), then reads back the next
+    /// when the log is more than `max` garbage and none is under way, starts on the sealed
+    /// segment with the most garbage (at least `max` of it) among those whose copies the
+    /// filesystem has room for (as [`LogStore::compact`] asks; none: it waits), then reads back the next
     /// [`crate::LogOptions::compact_slice_bytes`] of it (all the rest when the log is more than
     /// a tenth over `max`), copying its live records; at its end, drops it if nothing live is
     /// left in it (the index's count), or refuses to ([`LogError::Corrupt`]).
@@ -573,32 +575,42 @@ impl LogStore {
         let t = std::time::Instant::now();
         let present = self.present_segments();
         if w.cursor.is_none() {
-            let Some(best) = self
+            let mut due: Vec<Sealed> = self
                 .sealed(w, &present)?
                 .into_iter()
                 .filter(|s| s.share() >= max)
-                .max_by(|a, b| a.share().total_cmp(&b.share()))
-            else {
+                .collect();
+            if due.is_empty() {
                 return Ok(());
-            };
-            // Its copies come before its drop: one that cannot finish would only take the
-            // room the blocks need. It starts once there is room (the blocks go on without).
-            let need = copy_room(best.len - best.garbage);
-            if let Some(free) = free_bytes(&self.inner.dir).filter(|&free| free < need) {
+            }
+            // Copies come before the drop: one that cannot finish would only take the room the
+            // blocks need. The segment with the most garbage among those whose copies fit; none
+            // fitting, it waits for room (the blocks go on without).
+            let free = free_bytes(&self.inner.dir);
+            let need = |s: &Sealed| copy_room(s.len - s.garbage);
+            let fits = |s: &Sealed| free.is_none_or(|f| need(s) <= f);
+            let most = |a: &Sealed, b: &Sealed| a.share().total_cmp(&b.share());
+            let pick = due
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| fits(s))
+                .max_by(|a, b| most(a.1, b.1));
+            let Some((i, _)) = pick else {
                 if !w.short_of_room {
+                    let least = due.iter().map(need).min().unwrap_or(0);
                     tracing::warn!(
                         dir = %self.inner.dir.display(),
-                        segment = best.n,
-                        need_mb = need.div_ceil(1 << 20),
-                        free_mb = free >> 20,
-                        "the log is due a compaction, but copying the segment's live records \
-                         needs more than the free space: it waits for room (`bintrie compact` \
+                        need_mb = least.div_ceil(1 << 20),
+                        free_mb = free.unwrap_or(0) >> 20,
+                        "the log is due a compaction, but copying the live records of any segment \
+                         due needs more than the free space: it waits for room (`bintrie compact` \
                          compacts what fits)"
                     );
                 }
                 w.short_of_room = true;
                 return Ok(());
-            }
+            };
+            let best = due.swap_remove(i);
             w.short_of_room = false;
             w.cursor = Some(Cursor {
                 seg: best.n,
@@ -1312,6 +1324,54 @@ mod tests {
         assert_eq!(trie.store().stored_meta().root, root);
         let mut trie = trie;
         assert_eq!(trie.verify().unwrap(), root);
+    }
+
+    /// Short of room for the segment with the most garbage, the automatic compaction starts on
+    /// the one with the most garbage among those that fit.
+    #[test]
+    fn the_automatic_compaction_takes_the_best_segment_that_fits() {
+        let Logged { dir, trie, .. } = logged(11, 60);
+        let store = trie.store();
+        let mut guard = store.inner.writer.lock().unwrap();
+        let w = guard.as_mut().unwrap();
+        let present = store.present_segments();
+        let due = store.sealed(w, &present).unwrap();
+        let need = |s: &Sealed| copy_room(s.len - s.garbage);
+        let best = due
+            .iter()
+            .max_by(|a, b| a.share().total_cmp(&b.share()))
+            .unwrap();
+        // Room for a segment that needs less than the best one, and for no more.
+        let room = due
+            .iter()
+            .map(need)
+            .filter(|&n| n < need(best))
+            .max()
+            .expect("a segment needing less room than the one with the most garbage");
+        let expected = due
+            .iter()
+            .filter(|s| need(s) <= room)
+            .max_by(|a, b| a.share().total_cmp(&b.share()))
+            .unwrap()
+            .n;
+        assert_ne!(expected, best.n);
+        crate::tests::plant_room(&[room]);
+        store.compact_step(w, 0.0).unwrap();
+        crate::tests::plant_room(&[]);
+        assert!(!w.short_of_room);
+        // Under way, or (the log far over the share) compacted whole at once.
+        let files = segment_numbers(dir.path());
+        match &w.cursor {
+            Some(c) => assert_eq!(c.seg, expected),
+            None => assert!(
+                !files.contains(&expected),
+                "{expected} not dropped: {files:?}"
+            ),
+        }
+        assert!(
+            files.contains(&best.n),
+            "the best one, which does not fit, was taken"
+        );
     }
 
     /// `compact_to` takes the sealed segments with the most garbage first (each dropped one

@@ -1221,18 +1221,21 @@ pub fn remove_if_empty(dir: &FsPath) -> bool {
     if std::fs::remove_dir(dir).is_ok() {
         return true;
     }
-    let log_only = std::fs::read_dir(dir).is_ok_and(|d| {
-        d.filter_map(Result::ok)
-            .all(|e| is_log_file_name(&e.file_name()))
-    });
-    if !log_only {
+    let log_only = || {
+        std::fs::read_dir(dir).is_ok_and(|d| {
+            d.filter_map(Result::ok)
+                .all(|e| is_log_file_name(&e.file_name()))
+        })
+    };
+    // Before the lock (whose file it would otherwise add to any directory), and again under it.
+    if !log_only() {
         return false;
     }
     let Ok(_lock) = writer_lock(dir) else {
         return false;
     };
-    let empty =
-        LogStore::open_read_only(dir).is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
+    let empty = log_only()
+        && LogStore::open_read_only(dir).is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
     empty && remove_aside(dir)
 }
 
@@ -1666,7 +1669,10 @@ impl LogStore {
     /// The segment file a location points into: a present segment, or one the last
     /// compaction removed ([`Inner::retired`]), for a read that found the place before it.
     fn segment(&self, loc: Loc) -> Result<Arc<File>, LogError> {
-        self.segments()
+        // The segments' lock is held while `retired` is looked at: a compaction moves a
+        // handle from one to the other under it.
+        let segments = self.segments();
+        segments
             .get(loc.seg().wrapping_sub(1))
             .cloned()
             .flatten()

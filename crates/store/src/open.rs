@@ -480,14 +480,17 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
     if std::fs::remove_dir(dir).is_ok() {
         return true;
     }
-    let only_mdbx_files = std::fs::read_dir(dir).is_ok_and(|rd| {
-        rd.flatten().all(|e| {
-            let name = e.file_name();
-            crate::is_store_file_name(&name)
-                && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
+    let only_mdbx_files = || {
+        std::fs::read_dir(dir).is_ok_and(|rd| {
+            rd.flatten().all(|e| {
+                let name = e.file_name();
+                crate::is_store_file_name(&name)
+                    && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
+            })
         })
-    });
-    if !only_mdbx_files {
+    };
+    // Before the lock (whose file it would otherwise add to any directory), and again under it.
+    if !only_mdbx_files() {
         return false;
     }
     let journal = std::fs::OpenOptions::new()
@@ -503,7 +506,7 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
     if let Err(std::fs::TryLockError::WouldBlock) = journal.try_lock() {
         return false;
     }
-    let empty = journal.metadata().is_ok_and(|m| m.len() == 0)
+    let empty = only_mdbx_files()
         && match StateStore::open_read_only(dir) {
             Ok(store) => {
                 let meta = store.meta();

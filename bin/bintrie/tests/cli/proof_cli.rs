@@ -132,8 +132,6 @@ fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }
 
-/// Several keys give one proof line each; `verify-proof` checks a file of them line by line
-/// and names the first that fails.
 /// EIP-7864's stem and internal nodes both hash 64 bytes with no domain tag. When every stem
 /// starts with bit 1, the root's left child is empty (32 zero bytes), so the root also hashes
 /// as a stem of 31 zero bytes over its right child: a proof saying the walk ends there "proves"
@@ -180,6 +178,8 @@ fn an_internal_node_posing_as_a_stem_does_not_prove_a_present_key_absent() {
     assert!(stderr(&o).contains("does not fold"), "{}", stderr(&o));
 }
 
+/// Several keys give one proof line each; `verify-proof` checks a file of them line by line
+/// and names the first that fails.
 #[test]
 fn many_proofs_one_per_line() {
     let dir = tempfile::tempdir().unwrap();
