@@ -722,3 +722,61 @@ fn caterpillar(entries: &Entries) {
 fn base_stem() -> Stem {
     [0x3c; 31]
 }
+
+/// A crafted store that reads a stem's node as an internal one (its preimage is `stem ‖ 0x00 ‖
+/// subtree root`, the same 64 bytes) and its values' halves as a group below: every blob hashes
+/// to what its parent holds, and without a check a key of that stem would walk into the empty
+/// upper half of its values, "absent" though present. The walk refuses to turn right past a
+/// left child that is its own stem followed by 0x00; another stem's key passes.
+#[test]
+fn a_stem_read_as_an_internal_node_from_the_store_is_refused() {
+    use bintrie_node::TreeHasher;
+    let stem: Stem = [0xe0; 31];
+    let mut values = StemValues::new();
+    values.set(0, [1; 32]);
+    values.set(1, [2; 32]);
+    let (subtree_root, _) = values.subtree_root::<Sha256Hasher>();
+    let lower = values.leaf_siblings::<Sha256Hasher>(128)[7];
+    assert_eq!(Sha256Hasher::hash_pair(&lower, &[0; 32]), subtree_root);
+    let mut stem_half = [0u8; 32];
+    stem_half[..31].copy_from_slice(&stem);
+    let mut store = MemoryStore::new();
+    let mut put = |path: Path, entries: &[GroupEntry]| {
+        let mut blob = Vec::new();
+        GroupBlob::encode(1, entries, &mut blob);
+        store.insert_raw(path.to_key(), blob);
+    };
+    let top = [
+        GroupEntry {
+            index: 0,
+            depth: 1,
+            hash: stem_half,
+        },
+        GroupEntry {
+            index: 1,
+            depth: 1,
+            hash: subtree_root,
+        },
+    ];
+    let halves = [GroupEntry {
+        index: 0,
+        depth: 1,
+        hash: lower,
+    }];
+    put(Path::ROOT, &top);
+    put(Path::from_stem_prefix(&stem, 1), &halves);
+    let root = group_root(1, &top);
+    assert_eq!(
+        root,
+        bintrie_node::stem_node_hash::<Sha256Hasher>(&stem, &subtree_root)
+    );
+    let mut t = T::open(store.clone(), 1, root).unwrap();
+    let e = t.get(&TreeKey::new(stem, 0)).unwrap_err();
+    assert!(
+        matches!(&e, TE::Corrupt { reason, .. } if reason.contains("own node's left half")),
+        "{e}"
+    );
+    // A key of another stem down the same side walks on (the node is not its stem's).
+    let mut t = T::open(store, 1, root).unwrap();
+    assert_eq!(t.get(&TreeKey::new([0xf0; 31], 0)).unwrap(), None);
+}

@@ -593,7 +593,10 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
 
     /// The value at `key`, loading (and verifying) nodes on the way as needed. `Ok(None)` when
     /// the key is absent. Errors when the store fails, or when a blob on the way is missing,
-    /// malformed, or does not hash to what its parent holds.
+    /// malformed, or does not hash to what its parent holds, or when the walk would turn right
+    /// past a left child equal to the key's stem and 0x00 (its own stem's node, read as an
+    /// internal one by a crafted store, [`crate::Proof`]; the zero stem's node, read as an
+    /// internal node with an empty left child, is not caught here).
     pub fn get(&mut self, key: &TreeKey) -> Result<Option<[u8; 32]>, TrieError<S::Error>> {
         Ok(self
             .get_stem(&key.stem)?
@@ -654,6 +657,24 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                         return Err(TrieError::TooDeep);
                     }
                     let bit = stem_bit(stem, path.len());
+                    // A node whose left child is this stem followed by 0x00 hashes alike as
+                    // the stem's own node: a crafted store could hide the stem's keys below it
+                    // (see `Proof`). No honest tree turns right past one.
+                    if bit == 1
+                        && n.left
+                            .cached_hash()
+                            .is_some_and(|h| crate::proof::poses_as_own_stem(stem, &h))
+                    {
+                        return Err(TrieError::Corrupt {
+                            path,
+                            reason: format!(
+                                "an internal node whose left child hashes as stem 0x{}'s own \
+                                 node's left half: it may be that stem's node read as an \
+                                 internal one",
+                                stem.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                            ),
+                        });
+                    }
                     path = path.child(bit).ok_or(TrieError::TooDeep)?;
                     let (next, other) = if bit == 0 {
                         (&mut n.left, &n.right)
