@@ -77,6 +77,18 @@ pub(crate) fn poses_as_own_stem(stem: &Stem, left: &Hash32) -> bool {
     left[..31] == stem[..] && left[31] == 0
 }
 
+/// Whether a left child with hash `left`, under the node at `depth` on `stem`'s path, could be
+/// the first half of a stem node's preimage there (`S ‖ 0x00` for a stem S whose first `depth`
+/// bits are that path): the node may then be S's node read as an internal one, and a new stem
+/// written below it would land among S's values. An honest tree meets this with a chance of
+/// about 2^-(8 + depth) per node; a witness opens such a left child one level
+/// ([`crate::PartialTree`]'s writes refuse one that is only a hash).
+pub(crate) fn could_be_stem_half(left: &Hash32, stem: &Stem, depth: usize) -> bool {
+    let mut half: Stem = [0; 31];
+    half.copy_from_slice(&left[..31]);
+    left[31] == 0 && (0..depth).all(|i| bit(&half, i) == bit(stem, i))
+}
+
 /// Folds a leaf hash at `index` with its 8 siblings, leaf level first, to a subtree root.
 fn fold_leaf<H: TreeHasher>(mut leaf: Hash32, index: u8, siblings: &[Hash32; 8]) -> Hash32 {
     for (level, sibling) in siblings.iter().enumerate() {

@@ -316,6 +316,15 @@ impl<H: TreeHasher> PartialTree<H> {
     /// Walks to where `stem`'s walk ends: its stem node and depth, `None` for an empty subtree
     /// or another stem, or the path of a hash-only subtree met on the way.
     fn find(&self, stem: &Stem) -> Result<Option<(&PStem, usize)>, WitnessError> {
+        self.find_for(stem, false)
+    }
+
+    /// [`PartialTree::find`]; for a write (`write`), also the path of a hash-only left child
+    /// the walk turns right past that could be the first half of a stem node there
+    /// ([`crate::proof::could_be_stem_half`]): the node may be that stem's, read as an internal
+    /// one, and a new stem written below it would land among its values. A witness opens such
+    /// a child one level; one that does not is incomplete there.
+    fn find_for(&self, stem: &Stem, write: bool) -> Result<Option<(&PStem, usize)>, WitnessError> {
         let mut node = &self.root;
         let mut depth = 0;
         loop {
@@ -339,6 +348,17 @@ impl<H: TreeHasher> PartialTree<H> {
                         PNode::Empty => !right && crate::proof::poses_as_own_stem(stem, &ZERO_HASH),
                         _ => false,
                     };
+                    if write
+                        && right
+                        && let PNode::Opaque(h) = &n.left
+                        && crate::proof::could_be_stem_half(h, stem, depth)
+                    {
+                        return Err(WitnessError::Incomplete {
+                            path: Path::from_stem_prefix(stem, depth)
+                                .child(0)
+                                .expect("above depth 248"),
+                        });
+                    }
                     if posing {
                         return Err(WitnessError::Malformed(format!(
                             "at path {}, the walk of stem 0x{} passes through a node that \
@@ -386,7 +406,7 @@ impl<H: TreeHasher> PartialTree<H> {
     /// Whether a write to `key` can be applied: its walk ends at an empty subtree, at another
     /// stem, or at its own stem with the leaf known.
     fn check_write(&self, key: &TreeKey) -> Result<(), WitnessError> {
-        match self.find(&key.stem)? {
+        match self.find_for(&key.stem, true)? {
             Some((s, depth)) if !s.leaves.writable(key.sub_index) => {
                 Err(leaf_missing(s, depth, key.sub_index))
             }
@@ -904,6 +924,82 @@ mod tests {
         zero.verify(&zroot).unwrap();
         let e = zero.get(&key(0x00, 0)).unwrap_err();
         assert!(e.to_string().contains("hashes alike"), "{e}");
+    }
+
+    /// Another stem's node read as an internal one: its reads stay true (a walk into its values
+    /// ends in an empty half, and the walking key is indeed absent), but a new stem written
+    /// there would land among its values instead of splitting it, and the post-state root
+    /// would be wrong (a soundness review's construction). A write refuses to pass a hash-only
+    /// left child that could be a stem's first half there; the honest witness opens it.
+    #[test]
+    fn a_write_does_not_land_inside_another_stem_read_as_an_internal_node() {
+        use bintrie_node::TreeHasher;
+        type H = Sha256Hasher;
+        let stem_of = |b: u8| [b; 31];
+        let full = |stem: Stem, subs: &[u8]| {
+            let mut values = StemValues::new();
+            for &i in subs {
+                values.set(i, [i + 1; 32]);
+            }
+            (stem, values)
+        };
+        // A (0x10..) on the left; S' (0x85.., path 10) and C (0xc0.., path 11) on the right.
+        let (a, av) = full(stem_of(0x10), &[0, 1]);
+        let (s1, sv) = full(stem_of(0x85), &[0, 1]);
+        let (c, cv) = full(stem_of(0xc0), &[0]);
+        let pstem = |stem: Stem, v: &StemValues| {
+            PNode::Stem(Box::new(PStem {
+                stem,
+                leaves: Leaf::full(v),
+                hash: None,
+            }))
+        };
+        let internal = |left, right| {
+            PNode::Internal(Box::new(PInternal {
+                left,
+                right,
+                hash: None,
+            }))
+        };
+        let mut honest: PartialTree = PartialTree::from_node(internal(
+            pstem(a, &av),
+            internal(pstem(s1, &sv), pstem(c, &cv)),
+        ));
+        let root = honest.root();
+        // S' as an internal node: its stem half over its values' halves, the upper one empty.
+        let (sr, _) = sv.subtree_root::<H>();
+        let lower = sv.leaf_siblings::<H>(200)[7];
+        assert_eq!(H::hash_pair(&lower, &ZERO_HASH), sr);
+        let mut half = [0u8; 32];
+        half[..31].copy_from_slice(&s1);
+        let mut forged: PartialTree = PartialTree::from_node(internal(
+            pstem(a, &av),
+            internal(
+                internal(
+                    PNode::Opaque(half),
+                    internal(PNode::Opaque(lower), PNode::Empty),
+                ),
+                pstem(c, &cv),
+            ),
+        ));
+        forged.verify(&root).unwrap();
+        // S2 = 0xb0.. (bits 1011): its real walk ends at S'.
+        let write = [(key(0xb0, 7), [9; 32])];
+        assert_eq!(forged.get(&write[0].0).unwrap(), None, "a true absence");
+        let e = forged.update(&write).unwrap_err();
+        assert!(
+            matches!(&e, WitnessError::Incomplete { path } if path.len() == 3),
+            "{e}"
+        );
+        assert_eq!(forged.root(), root, "nothing applied");
+        // The honest witness splits S' and gives the real root.
+        honest.update(&write).unwrap();
+        let mut whole: PartialTree = PartialTree::from_node(internal(
+            pstem(a, &av),
+            internal(pstem(s1, &sv), pstem(c, &cv)),
+        ));
+        whole.update(&write).unwrap();
+        assert_eq!(honest.root(), whole.root());
     }
 
     #[test]

@@ -13,7 +13,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             let batch: Vec<(TreeKey, [u8; 32])> = keys.iter().map(|k| (*k, [0; 32])).collect();
             let vacated = Mutex::new(Vec::new());
             let mut root = std::mem::replace(&mut self.root, Node::Empty);
-            let loaded = preload::<S, H>(&self.ctx(&vacated), &mut root, Path::ROOT, &batch);
+            let ctx = self.ctx(&vacated);
+            let loaded = preload::<S, H>(&ctx, &mut root, Path::ROOT, &batch)
+                .and_then(|()| load_stem_halves::<S, H>(&ctx, &mut root, keys, Path::ROOT));
             self.root = root;
             loaded?;
         }
@@ -70,7 +72,74 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     }
 }
 
-/// The paths of the stored blobs the walks of `keys` (sorted) cross below `node` at `path`.
+/// Whether the walks of `keys` (sorted, all through `n` at `depth`) turn right at `n` and
+/// none left, past a left child that could be the first half of a stem node there
+/// ([`crate::proof::could_be_stem_half`]): a witness must open that child one level.
+fn stem_half_left(n: &Internal, keys: &[TreeKey], depth: usize) -> bool {
+    let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+    split == 0
+        && !keys.is_empty()
+        && n.left
+            .cached_hash()
+            .is_some_and(|h| crate::proof::could_be_stem_half(&h, &keys[0].stem, depth))
+}
+
+/// Loads (verified) every left child the walks of `keys` (sorted) pass that a witness must
+/// open ([`stem_half_left`]) and that is not loaded yet.
+fn load_stem_halves<S: NodeStore, H: TreeHasher>(
+    ctx: &Ctx<'_, S>,
+    node: &mut Node,
+    keys: &[TreeKey],
+    path: Path,
+) -> Result<(), TrieError<S::Error>> {
+    let Node::Internal(n) = node else {
+        return Ok(());
+    };
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let depth = path.len();
+    let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+    let rp = path.child(1).ok_or(TrieError::TooDeep)?;
+    if stem_half_left(n, keys, depth)
+        && let Node::Hashed(h) = n.left
+    {
+        n.left = load::<S, H>(ctx, &lp, h)?;
+    }
+    let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+    let (lk, rk) = keys.split_at(split);
+    deeper(|| load_stem_halves::<S, H>(ctx, &mut n.left, lk, lp))?;
+    deeper(|| load_stem_halves::<S, H>(ctx, &mut n.right, rk, rp))
+}
+
+/// `node`, loaded, opened one level: an internal node with its children's hashes, or a stem
+/// with its first present leaf (as a stem of a witness must open one).
+fn open_one<H: TreeHasher>(node: &Node, depth: usize) -> PNode {
+    match node {
+        Node::Internal(m) => PNode::Internal(Box::new(PInternal {
+            left: PNode::opaque(m.left.cached_hash().unwrap_or(ZERO_HASH)),
+            right: PNode::opaque(m.right.cached_hash().unwrap_or(ZERO_HASH)),
+            hash: m.hash,
+        })),
+        Node::Stem(s) => match s.values.iter().next() {
+            Some((index, _)) => prune::<H>(
+                node,
+                &[TreeKey {
+                    stem: s.stem,
+                    sub_index: index,
+                }],
+                depth,
+            ),
+            None => PNode::opaque(s.hash.unwrap_or(ZERO_HASH)),
+        },
+        Node::Empty => PNode::Empty,
+        Node::Hashed(h) => PNode::opaque(*h),
+    }
+}
+
+/// The paths of the stored blobs the walks of `keys` (sorted) cross below `node` at `path`,
+/// and of the left children they must open ([`stem_half_left`]) where those are blobs of their
+/// own (a group at a group boundary, or a stem; one inside a group is opened by the group).
 fn stored_paths<E: std::error::Error>(
     node: &Node,
     keys: &[TreeKey],
@@ -84,6 +153,14 @@ fn stored_paths<E: std::error::Error>(
                 out.push(path);
             }
             let depth = path.len();
+            if stem_half_left(n, keys, depth) {
+                let lp = path.child(0).ok_or(TrieError::TooDeep)?;
+                match &n.left {
+                    Node::Stem(_) => out.push(lp),
+                    Node::Internal(_) if lp.len().is_multiple_of(g as usize) => out.push(lp),
+                    _ => {}
+                }
+            }
             let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
             let (lk, rk) = keys.split_at(split);
             if !lk.is_empty() {
@@ -112,8 +189,13 @@ fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
         Node::Hashed(h) => PNode::opaque(*h),
         Node::Internal(n) => {
             let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+            let left = if stem_half_left(n, keys, depth) {
+                open_one::<H>(&n.left, depth + 1)
+            } else {
+                deeper(|| prune::<H>(&n.left, &keys[..split], depth + 1))
+            };
             PNode::Internal(Box::new(PInternal {
-                left: deeper(|| prune::<H>(&n.left, &keys[..split], depth + 1)),
+                left,
                 right: deeper(|| prune::<H>(&n.right, &keys[split..], depth + 1)),
                 hash: n.hash,
             }))
