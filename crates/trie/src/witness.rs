@@ -348,6 +348,16 @@ impl<H: TreeHasher> PartialTree<H> {
                         PNode::Empty => !right && crate::proof::poses_as_own_stem(stem, &ZERO_HASH),
                         _ => false,
                     };
+                    if posing {
+                        return Err(WitnessError::Malformed(format!(
+                            "at path {}, the walk of stem 0x{} passes through a node that \
+                             hashes alike as that stem's own node: the witness cannot show its \
+                             keys absent there",
+                            Path::from_stem_prefix(stem, depth),
+                            hex(stem)
+                        )));
+                    }
+                    // After the own-stem check: a forgery is malformed, not merely short.
                     if write
                         && right
                         && let PNode::Opaque(h) = &n.left
@@ -358,15 +368,6 @@ impl<H: TreeHasher> PartialTree<H> {
                                 .child(0)
                                 .expect("above depth 248"),
                         });
-                    }
-                    if posing {
-                        return Err(WitnessError::Malformed(format!(
-                            "at path {}, the walk of stem 0x{} passes through a node that \
-                             hashes alike as that stem's own node: the witness cannot show its \
-                             keys absent there",
-                            Path::from_stem_prefix(stem, depth),
-                            hex(stem)
-                        )));
                     }
                     node = if right { &n.right } else { &n.left };
                     depth += 1;

@@ -38,7 +38,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
 
     /// The stored blobs the walks to `stems` read, as the store holds them (path key, blob):
     /// every group blob they cross and the stem blob where each ends (the key's own stem or
-    /// another one on its path): geth's witness, which depends on the group depth. Walks that
+    /// another one on its path): geth's witness, which depends on the group depth, plus the
+    /// blob of any left child a walk turns right past that could be a stem's first half there
+    /// (about 2^-(8 + depth) of nodes; see [`PartialTree`]'s writes), which geth's lacks. Walks that
     /// end in an empty subtree add nothing below their last group. In path-key order. The tree
     /// must be committed ([`TrieError::Uncommitted`] otherwise): the blobs are the store's.
     pub fn witness_blobs(&mut self, stems: &[Stem]) -> Result<WitnessBlobs, TrieError<S::Error>> {
