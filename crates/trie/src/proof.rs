@@ -74,7 +74,7 @@ impl StemLeaf {
 /// An honest tree meets this only when `stem` is 31 zero bytes and the left child is empty
 /// (no account or storage key has that stem: it is a prefix of a SHA-256 output).
 pub(crate) fn poses_as_own_stem(stem: &Stem, left: &Hash32) -> bool {
-    left[..31] == stem[..] && left[31] == 0
+    left[31] == 0 && left[..31] == stem[..]
 }
 
 /// Whether a left child with hash `left`, under the node at `depth` on `stem`'s path, could be
@@ -84,9 +84,10 @@ pub(crate) fn poses_as_own_stem(stem: &Stem, left: &Hash32) -> bool {
 /// about 2^-(8 + depth) per node; a witness opens such a left child one level
 /// ([`crate::PartialTree`]'s writes refuse one that is only a hash).
 pub(crate) fn could_be_stem_half(left: &Hash32, stem: &Stem, depth: usize) -> bool {
-    let mut half: Stem = [0; 31];
-    half.copy_from_slice(&left[..31]);
-    left[31] == 0 && (0..depth).all(|i| bit(&half, i) == bit(stem, i))
+    let (whole, rest) = (depth / 8, depth % 8);
+    left[31] == 0
+        && left[..whole] == stem[..whole]
+        && (rest == 0 || (left[whole] ^ stem[whole]) >> (8 - rest) == 0)
 }
 
 /// Folds a leaf hash at `index` with its 8 siblings, leaf level first, to a subtree root.
@@ -214,5 +215,34 @@ impl Proof {
             });
         }
         Ok(self.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte-wise prefix test agrees with reading the bits one by one, at every depth.
+    #[test]
+    fn could_be_stem_half_compares_the_path_bits() {
+        let stem: Stem = std::array::from_fn(|i| (i as u8).wrapping_mul(73) ^ 0x5a);
+        for flip in 0..248 {
+            let mut left = [0u8; 32];
+            left[..31].copy_from_slice(&stem);
+            left[flip / 8] ^= 0x80 >> (flip % 8);
+            let mut half: Stem = [0; 31];
+            half.copy_from_slice(&left[..31]);
+            for depth in 0..=248 {
+                let bitwise = (0..depth).all(|i| bit(&half, i) == bit(&stem, i));
+                assert_eq!(
+                    could_be_stem_half(&left, &stem, depth),
+                    bitwise,
+                    "{flip} {depth}"
+                );
+                assert_eq!(bitwise, depth <= flip);
+            }
+            left[31] = 1;
+            assert!(!could_be_stem_half(&left, &stem, 0));
+        }
     }
 }

@@ -74,11 +74,10 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     }
 }
 
-/// Whether the walks of `keys` (sorted, all through `n` at `depth`) turn right at `n` and
-/// none left, past a left child that could be the first half of a stem node there
+/// Whether the walks of `keys` (sorted, all through `n` at `depth`; the first `split` turn
+/// left) turn right at `n` and none left, past a left child that could be the first half of a stem node there
 /// ([`crate::proof::could_be_stem_half`]): a witness must open that child one level.
-fn stem_half_left(n: &Internal, keys: &[TreeKey], depth: usize) -> bool {
-    let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+fn stem_half_left(n: &Internal, keys: &[TreeKey], split: usize, depth: usize) -> bool {
     split == 0
         && !keys.is_empty()
         && n.left
@@ -103,12 +102,12 @@ fn load_stem_halves<S: NodeStore, H: TreeHasher>(
     let depth = path.len();
     let lp = path.child(0).ok_or(TrieError::TooDeep)?;
     let rp = path.child(1).ok_or(TrieError::TooDeep)?;
-    if stem_half_left(n, keys, depth)
+    let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+    if stem_half_left(n, keys, split, depth)
         && let Node::Hashed(h) = n.left
     {
         n.left = load::<S, H>(ctx, &lp, h)?;
     }
-    let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
     let (lk, rk) = keys.split_at(split);
     deeper(|| load_stem_halves::<S, H>(ctx, &mut n.left, lk, lp))?;
     deeper(|| load_stem_halves::<S, H>(ctx, &mut n.right, rk, rp))
@@ -155,7 +154,8 @@ fn stored_paths<E: std::error::Error>(
                 out.push(path);
             }
             let depth = path.len();
-            if stem_half_left(n, keys, depth) {
+            let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
+            if stem_half_left(n, keys, split, depth) {
                 let lp = path.child(0).ok_or(TrieError::TooDeep)?;
                 match &n.left {
                     Node::Stem(_) => out.push(lp),
@@ -163,7 +163,6 @@ fn stored_paths<E: std::error::Error>(
                     _ => {}
                 }
             }
-            let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
             let (lk, rk) = keys.split_at(split);
             if !lk.is_empty() {
                 let lp = path.child(0).ok_or(TrieError::TooDeep)?;
@@ -191,7 +190,7 @@ fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
         Node::Hashed(h) => PNode::opaque(*h),
         Node::Internal(n) => {
             let split = keys.partition_point(|k| stem_bit(&k.stem, depth) == 0);
-            let left = if stem_half_left(n, keys, depth) {
+            let left = if stem_half_left(n, keys, split, depth) {
                 open_one::<H>(&n.left, depth + 1)
             } else {
                 deeper(|| prune::<H>(&n.left, &keys[..split], depth + 1))
