@@ -119,10 +119,13 @@ impl ProofJson<'_> {
                 bintrie_node::MAX_DEPTH
             );
         }
+        // The count before the digits: a list of a million entries is refused unread.
         let eight = |v: &[Cow<'_, str>], what: &str| -> Result<[Hash32; 8]> {
+            if v.len() != 8 {
+                bail!("{what}: {} entries, expected 8", v.len());
+            }
             let v = list(v, what)?;
-            let n = v.len();
-            <[Hash32; 8]>::try_from(v).map_err(|_| anyhow!("{what}: {n} entries, expected 8"))
+            Ok(<[Hash32; 8]>::try_from(v).expect("8 entries"))
         };
         let stem_siblings = self
             .stem_siblings
@@ -239,6 +242,10 @@ mod tests {
         let mut j = good.clone();
         j.stem_siblings.as_mut().unwrap().pop();
         assert!(format!("{:#}", j.parse().unwrap_err()).contains("7 entries, expected 8"));
+        // The count is checked before any entry is parsed.
+        let mut j = good.clone();
+        j.stem_siblings = Some(vec!["0xzz".into(); 100_000]);
+        assert!(format!("{:#}", j.parse().unwrap_err()).contains("100000 entries, expected 8"));
         let mut j = good.clone();
         j.siblings = vec![j.siblings[0].clone(); bintrie_node::MAX_DEPTH + 1];
         assert!(format!("{:#}", j.parse().unwrap_err()).contains("at most"));
