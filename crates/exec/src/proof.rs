@@ -20,7 +20,7 @@
 
 use crate::kv::parse_hex_array;
 use alloy_primitives::hex::encode_prefixed as hex0x;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use bintrie_keys::TreeKey;
 use bintrie_node::Hash32;
 use bintrie_trie::{Proof, StemLeaf};
