@@ -1217,37 +1217,16 @@ pub fn holds_log(dir: &FsPath) -> std::io::Result<bool> {
 /// (a writer's open takes it first); the directory is renamed aside before it is removed, so
 /// a writer that comes to it after the check finds no directory, never one emptied under it.
 pub fn remove_if_empty(dir: &FsPath) -> bool {
-    // Nothing in it (one `rmdir`, which fails if anything is).
-    if std::fs::remove_dir(dir).is_ok() {
-        return true;
-    }
-    let log_only = || {
-        std::fs::read_dir(dir).is_ok_and(|d| {
-            d.filter_map(Result::ok)
-                .all(|e| is_log_file_name(&e.file_name()))
-        })
-    };
-    // Before the lock (whose file it would otherwise add to any directory), and again under it.
-    if !log_only() {
-        return false;
-    }
-    let Ok(_lock) = writer_lock(dir) else {
-        return false;
-    };
-    let empty = log_only()
-        && LogStore::open_read_only(dir).is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0);
-    empty && remove_aside(dir)
-}
-
-/// [`bintrie_trie::remove_dir_aside`], saying why it did not: whether `dir` is gone.
-fn remove_aside(dir: &FsPath) -> bool {
-    match bintrie_trie::remove_dir_aside(dir) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "an empty log could not be removed");
-            !dir.exists()
-        }
-    }
+    let removed = bintrie_trie::remove_store_dir_if(
+        dir,
+        |e| is_log_file_name(&e.file_name()),
+        || writer_lock(dir).ok(),
+        || LogStore::open_read_only(dir).is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0),
+    );
+    removed.unwrap_or_else(|e| {
+        tracing::warn!(dir = %dir.display(), error = %e, "an empty log could not be removed");
+        !dir.exists()
+    })
 }
 
 /// Whether `name` is the name of a file a log directory holds: a segment (`log.NNNNNN`), the

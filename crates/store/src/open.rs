@@ -476,71 +476,52 @@ impl StateStore {
 /// aside before it is removed, so a writer that comes to it after the check finds no
 /// directory, never one emptied under it.
 pub fn remove_if_empty(dir: &std::path::Path) -> bool {
-    // Nothing in it (one `rmdir`, which fails if anything is).
-    if std::fs::remove_dir(dir).is_ok() {
-        return true;
-    }
-    let only_mdbx_files = || {
-        std::fs::read_dir(dir).is_ok_and(|rd| {
-            rd.flatten().all(|e| {
-                let name = e.file_name();
-                crate::is_store_file_name(&name)
-                    && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
-            })
-        })
+    let own = |e: &std::fs::DirEntry| {
+        let name = e.file_name();
+        crate::is_store_file_name(&name)
+            && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
     };
-    // Before the lock (whose file it would otherwise add to any directory), and again under it.
-    if !only_mdbx_files() {
-        return false;
-    }
-    let journal = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.join(buffer::JOURNAL));
-    let Ok(journal) = journal else {
-        return false;
-    };
-    // Where the filesystem has no `flock`, writers go unlocked too (`Journal::open`).
-    if let Err(std::fs::TryLockError::WouldBlock) = journal.try_lock() {
-        return false;
-    }
-    let empty = only_mdbx_files()
-        && match StateStore::open_read_only(dir) {
-            Ok(store) => {
-                let meta = store.meta();
-                meta.block == 0 && meta.root == [0; 32]
-            }
-            // Refused before MDBX looked at the file (a full disk): a database stays,
-            // whatever it holds.
-            Err(StoreError::NoRoomToOpen { .. }) => {
-                let none = !dir.join("mdbx.dat").exists();
-                if !none {
-                    tracing::warn!(
-                        "{} is kept: with the disk full it cannot be opened to check whether it \
-                         holds a committed block. Free some space and run `bintrie info --db {0}`",
-                        dir.display()
-                    );
-                }
-                none
-            }
-            // No database, or an empty file: a creation that failed before writing. A file
-            // with bytes that does not open may hold blocks (one a writer must recover): kept.
-            Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
-        };
-    empty && remove_aside(dir)
-}
-
-/// [`bintrie_trie::remove_dir_aside`], saying why it did not: whether `dir` is gone.
-fn remove_aside(dir: &std::path::Path) -> bool {
-    match bintrie_trie::remove_dir_aside(dir) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "an empty database could not be removed");
-            !dir.exists()
+    let lock = || {
+        let journal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(buffer::JOURNAL))
+            .ok()?;
+        // Where the filesystem has no `flock`, writers go unlocked too (`Journal::open`).
+        match journal.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) => None,
+            _ => Some(journal),
         }
-    }
+    };
+    let unused = || match StateStore::open_read_only(dir) {
+        Ok(store) => {
+            let meta = store.meta();
+            meta.block == 0 && meta.root == [0; 32]
+        }
+        // Refused before MDBX looked at the file (a full disk): a database stays, whatever it
+        // holds.
+        Err(StoreError::NoRoomToOpen { .. }) => {
+            let none = !dir.join("mdbx.dat").exists();
+            if !none {
+                tracing::warn!(
+                    "{} is kept: with the disk full it cannot be opened to check whether it \
+                     holds a committed block. Free some space and run `bintrie info --db {0}`",
+                    dir.display()
+                );
+            }
+            none
+        }
+        // No database, or an empty file: a creation that failed before writing. A file with
+        // bytes that does not open may hold blocks (one a writer must recover): kept.
+        Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
+    };
+    let removed = bintrie_trie::remove_store_dir_if(dir, own, lock, unused);
+    removed.unwrap_or_else(|e| {
+        tracing::warn!(dir = %dir.display(), error = %e, "an empty database could not be removed");
+        !dir.exists()
+    })
 }
 
 /// Free bytes on the database's filesystem below which an open whose lock file is not wholly

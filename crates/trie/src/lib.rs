@@ -31,7 +31,7 @@ mod witness;
 pub use build::{BuildError, SortedBuild};
 pub use commit::CommitSet;
 pub use proof::{Proof, ProofError, StemLeaf};
-pub use store::{BlobSink, MemoryStore, NodeStore, remove_dir_aside};
+pub use store::{BlobSink, MemoryStore, NodeStore, remove_store_dir_if};
 pub use trie::{CommitStats, Trie, TrieStats, sort_dedup_last};
 pub use witness::{PartialTree, WitnessBlobs, WitnessError, WitnessSize};
 

@@ -10,11 +10,40 @@ use std::collections::HashMap;
 /// blob on, do not decode it there.
 pub type BlobSink<'a> = &'a (dyn Fn(&PathKey, &[u8]) + Sync);
 
-/// Removes the directory `dir` (an on-disk store's) after renaming it to a hidden sibling,
-/// `.NAME.removing-PID`, so that whoever opens `dir` by its path meanwhile finds nothing
-/// there, never a directory half removed. An error when it cannot be renamed (`dir` stays
-/// whole) or the renamed directory cannot be removed (the error names it; `dir` is gone).
-pub fn remove_dir_aside(dir: &std::path::Path) -> std::io::Result<()> {
+/// Removes `dir`, an on-disk store's directory that a failed command made, when it holds
+/// nothing worth keeping: nothing at all (one `rmdir`, which fails if anything is there), or
+/// only files `own` accepts, for a store `unused` finds empty. Both are checked while the
+/// store's writer lock is held (`lock`: `None` when a writer holds it, which keeps the
+/// directory), the listing also before the lock is taken (its file would otherwise be added to
+/// any directory). The directory is renamed to a hidden sibling (`.NAME.removing-PID`) before
+/// it is removed, so a writer that comes to it by its path meanwhile finds nothing there,
+/// never a directory emptied under it. `Ok(true)`: removed; `Ok(false)`: kept; an error when
+/// it cannot be renamed (it stays whole) or the renamed directory cannot be removed (the
+/// error names it; `dir` is gone).
+pub fn remove_store_dir_if<L>(
+    dir: &std::path::Path,
+    own: impl Fn(&std::fs::DirEntry) -> bool,
+    lock: impl FnOnce() -> Option<L>,
+    unused: impl FnOnce() -> bool,
+) -> std::io::Result<bool> {
+    if std::fs::remove_dir(dir).is_ok() {
+        return Ok(true);
+    }
+    let only_own = || std::fs::read_dir(dir).is_ok_and(|d| d.flatten().all(|e| own(&e)));
+    if !only_own() {
+        return Ok(false);
+    }
+    let Some(_lock) = lock() else {
+        return Ok(false);
+    };
+    if !(only_own() && unused()) {
+        return Ok(false);
+    }
+    remove_dir_aside(dir).map(|()| true)
+}
+
+/// Renames `dir` to a hidden sibling and removes that ([`remove_store_dir_if`]).
+fn remove_dir_aside(dir: &std::path::Path) -> std::io::Result<()> {
     let Some(name) = dir.file_name() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
