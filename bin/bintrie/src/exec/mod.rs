@@ -185,6 +185,8 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             "--base-db and --db must be different directories"
         );
     }
+    // Before anything is read or made (`--db` is new or empty: no layout to check against).
+    args.write.check_for(args.layout, 0)?;
     let new_db = match &args.db {
         Some(db) => {
             check_new_db(db)?;
@@ -247,8 +249,6 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
             (false, true) => Prefetch::Transactions,
             (false, false) => Prefetch::BlockAccessList,
         });
-    // (`dir` is new or was empty, checked above: it holds no layout to check against.)
-    args.write.check_for(args.layout, 0)?;
     let (base, import, executed, v, durable_block) = match args.layout {
         Layout::Mdbx => {
             let base = base::prepare(&args.base, dir, &options, args.group_depth)?;

@@ -551,6 +551,17 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
         text.contains("--buffer-mib sizes the write buffer, which is off here"),
         "{text}"
     );
+    // Refused before anything is read or made: no fixture is needed, no --db is created.
+    let never = dir.path().join("never");
+    let text = exec_fails(
+        &dir.path().join("no-such-fixture.json"),
+        &["--buffer-mib", "4", "--db", never.to_str().unwrap()],
+    );
+    assert!(
+        text.contains("--buffer-mib sizes the write buffer"),
+        "{text}"
+    );
+    assert!(!never.exists());
     // The log now holds the block: a second exec into it is refused, at any group depth.
     let again = ["--db", db2.to_str().unwrap(), "--layout", "log"];
     for extra in [&["-g", "4"][..], &[]] {
