@@ -245,20 +245,12 @@ fn parse_cli() -> Cli {
 /// parse holds about 20 bytes per byte of JSON (so about 1.3 GB at this cap).
 const MAX_ALLOC_BYTES: u64 = 64 << 20;
 
-/// The text of the alloc at `path`, at most [`MAX_ALLOC_BYTES`].
-fn read_alloc(path: &std::path::Path) -> Result<String> {
-    let raw = bintrie_exec::input::read_file_at_most(path, MAX_ALLOC_BYTES)?;
-    String::from_utf8(raw).with_context(|| format!("{}: not UTF-8", path.display()))
-}
-
 /// `0x`-prefixed lower-case hex, for messages and output.
 pub(crate) use alloy_primitives::hex::encode_prefixed as hex0x;
 
 fn cmd_root(args: RootArgs) -> Result<()> {
     let writes: Vec<(TreeKey, [u8; 32])> = if let Some(path) = &args.alloc {
-        let text = read_alloc(path)?;
-        let json = bintrie_exec::json::parse_unique_keys(&text)
-            .with_context(|| format!("{}: not valid JSON", path.display()))?;
+        let json = bintrie_exec::input::read_json_at_most(path, MAX_ALLOC_BYTES)?;
         bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
     } else {
         let (reader, source) = kv::open_input(&args.input)?;

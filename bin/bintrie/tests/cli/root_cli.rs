@@ -104,6 +104,18 @@ fn state_vectors_as_genesis_alloc() {
             "{}",
             sv["name"]
         );
+        // The same alloc gzip-compressed, read as fixtures are.
+        let gz = path.with_extension("json.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &std::fs::read(&path).unwrap()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let out = run(&["root", "--alloc", gz.to_str().unwrap()], "");
+        assert_eq!(
+            stdout(&out).trim(),
+            sv["root_sha256"].as_str().unwrap(),
+            "{} (gzip)",
+            sv["name"]
+        );
         checked += 1;
     }
     assert!(checked >= 4, "only {checked} state vectors checked");
