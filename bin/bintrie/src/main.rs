@@ -95,9 +95,10 @@ enum Command {
     /// The state (root, block) does not change, and a crash at any instant leaves it whole:
     /// the copies are synced before any segment file is removed, the oldest first. `import`
     /// and `exec` on the log layout already compact as they go, a slice after each block once
-    /// more than half of the log is garbage (without this command's check of the free space);
-    /// this does it at once. It takes the segments whose copies fit in the free space, in
-    /// rounds as the drops free room, and fails saying what it needs when none fits. MDBX
+    /// more than half of the log is garbage (the segment with the most garbage among those
+    /// whose copies fit in the free space, or none until there is room); this does it at once.
+    /// It takes, oldest first, the segments whose copies fit in the free space, in rounds as
+    /// the drops free room, and fails saying what it needs when none fits. MDBX
     /// databases reuse the pages they free and need none. Needs the writer's lock (fails while
     /// another process writes the state).
     Compact(db::CompactArgs),

@@ -194,11 +194,12 @@ impl LogStore {
     /// (it is gone), and stops the compaction the same way. The automatic compaction also
     /// stops at a segment that disagrees with the index (logged once).
     ///
-    /// The copies are written before any segment is removed, so it takes the oldest of those
-    /// segments whose live bytes fit in the filesystem's free space (with an eighth more and a
-    /// MiB each), and goes on in rounds, among the same segments, as the drops free room; what
-    /// still does not fit is [`Compaction::left_for_room`]. When not even the first fits, the
-    /// error is [`LogError::Io`] of kind `StorageFull`, saying how much it needs, and nothing
+    /// The copies are written before any segment is removed, so it takes, oldest first, each
+    /// of those segments whose live bytes fit in what is left of the filesystem's free space
+    /// (with an eighth more and a MiB each), passing over those that do not, and goes on in
+    /// rounds, among the same segments, as the drops free room; what still does not fit is
+    /// [`Compaction::left_for_room`]. When none fits, the error is [`LogError::Io`] of kind
+    /// `StorageFull`, naming the segment that needs the least and how much, and nothing
     /// changes.
     /// A later round's failure is [`Compaction::stopped`]: the earlier drops stand.
     ///
@@ -272,9 +273,9 @@ impl LogStore {
     }
 
     /// A compaction with the writer held and checked (poisoned, conflict), of the sealed
-    /// segments `pick` takes (among `only`, when given: a later round's). When the first
-    /// segment picked does not fit in the free space, the first round of `compact` fails
-    /// saying so; a later round, or `compact_to`, does nothing (`left_for_room`).
+    /// segments `pick` takes (among `only`, when given: a later round's). When no segment
+    /// picked fits in the free space, the first round of `compact` fails saying so; a later
+    /// round, or `compact_to`, does nothing (`left_for_room`).
     pub(crate) fn compact_locked(
         &self,
         w: &mut Writer,
@@ -296,8 +297,8 @@ impl LogStore {
         let mut victims = Vec::new();
         let mut left_for_room = Vec::new();
         let free = free_bytes(&self.inner.dir);
-        // The first segment chosen and the room it needs, when it does not fit.
-        let mut first_need = None;
+        // The segment left for room that needs the least, and what it needs.
+        let mut least_need: Option<(u32, u64)> = None;
         {
             let mut sealed = self.sealed(w, &present)?;
             if let Some(only) = only {
@@ -330,14 +331,15 @@ impl LogStore {
                     sealed.sort_by_key(|s| s.n);
                 }
             }
-            // The copies are written before any segment is removed: take the oldest whose
-            // live bytes fit in the filesystem's free space; the rest wait for a later round.
+            // The copies are written before any segment is removed: take, oldest first, each
+            // whose live bytes fit in what is left of the filesystem's free space, passing
+            // over those that do not (they wait for a later round, when drops have freed room).
             let mut room = free;
             for s in sealed {
                 let need = copy_room(s.len - s.garbage);
-                if room.is_some_and(|r| need > r) || !left_for_room.is_empty() {
-                    if victims.is_empty() && left_for_room.is_empty() {
-                        first_need = Some((s.n, need));
+                if room.is_some_and(|r| need > r) {
+                    if least_need.is_none_or(|(_, least)| need < least) {
+                        least_need = Some((s.n, need));
                     }
                     left_for_room.push(s.n);
                     continue;
@@ -350,7 +352,8 @@ impl LogStore {
                 victims.push((s.n, s.file, s.len));
             }
         }
-        if let Some((n, need)) = first_need
+        if let Some((n, need)) = least_need
+            && victims.is_empty()
             && fail_without_room
             && matches!(pick, Pick::EachAtLeast(_))
         {
@@ -1436,9 +1439,10 @@ mod tests {
 
     /// A compaction writes its copies before it removes any segment, so it takes only the
     /// segments whose live records fit in the free space (it used to copy until the disk was
-    /// full, then fail with nothing freed), and goes on in rounds as the drops free room: with
-    /// room for one segment's copies at a time it still drops them all. With no room even for
-    /// the first, `compact` fails saying how much it needs, and `compact_to` does nothing.
+    /// full, then fail with nothing freed), passing over an older one that does not fit for a
+    /// newer one that does, and goes on in rounds as the drops free room: with room for one
+    /// segment's copies at a time it still drops them all. With no room for any, `compact`
+    /// fails naming the one that needs the least and how much, and `compact_to` does nothing.
     #[test]
     fn a_compaction_takes_what_fits_in_the_free_space_round_by_round() {
         use crate::tests::plant_room;
@@ -1454,10 +1458,23 @@ mod tests {
             n
         };
         assert!(sealed.len() >= 4, "{sealed:?}");
-        let need_of = |store: &LogStore, n: u32| copy_room(store.index().seg_live[n as usize]);
-        let first = need_of(trie.store(), sealed[0]);
-        // Not even the first fits: refused, nothing changed.
-        plant_room(&[first - 1]);
+        let needs: Vec<u64> = {
+            let index = trie.store().index();
+            sealed
+                .iter()
+                .map(|n| copy_room(index.seg_live[*n as usize]))
+                .collect()
+        };
+        // The segment needing the least, newer than one needing more (the seeded log has one):
+        // with room for it alone, it is the one taken.
+        let least = needs.iter().copied().min().unwrap();
+        let at = needs.iter().position(|n| *n == least).unwrap();
+        assert!(
+            at > 0 && needs.iter().filter(|n| **n == least).count() == 1,
+            "the fixture no longer has a unique least need after the oldest: {needs:?}"
+        );
+        // None fits: refused, nothing changed.
+        plant_room(&[least - 1]);
         let e = trie.store_mut().compact(0.0).unwrap_err();
         assert!(
             matches!(&e, LogError::Io { error, .. } if error.kind() == std::io::ErrorKind::StorageFull),
@@ -1466,8 +1483,9 @@ mod tests {
         let text = e.to_string();
         assert!(
             text.contains(&format!(
-                "log.000001: compacting it needs about {} MB free",
-                first.div_ceil(1 << 20)
+                "{}: compacting it needs about {} MB free",
+                segment_name(sealed[at]),
+                least.div_ceil(1 << 20)
             )) && text.contains("MB are free"),
             "{text}"
         );
@@ -1477,20 +1495,29 @@ mod tests {
             "{c:?}"
         );
         assert_eq!(segment_numbers(dir.path())[..sealed.len()], sealed[..]);
-        // Room for one segment's copies, then for none: the first is dropped, the rest are
-        // left for lack of room (the drop is reported, not lost in an error).
-        plant_room(&[first + first / 2, 1 << 20]);
+        // Room for that segment's copies only, then for none: the older ones are passed over,
+        // it is dropped, the rest are left for lack of room (the drop is reported, not lost in
+        // an error).
+        plant_room(&[least, 1 << 20]);
         let c = trie.store_mut().compact(0.0).unwrap();
+        let rest: Vec<u32> = sealed
+            .iter()
+            .copied()
+            .filter(|n| *n != sealed[at])
+            .collect();
         assert_eq!(
             (&c.dropped[..], &c.left_for_room[..]),
-            (&sealed[..1], &sealed[1..])
+            (&[sealed[at]][..], &rest[..])
         );
-        assert!(!dir.path().join(segment_name(sealed[0])).exists());
+        assert!(!dir.path().join(segment_name(sealed[at])).exists());
         // Room for about one segment's copies at a time: all dropped, over rounds.
-        plant_room(&[first + first / 2]);
+        let most = needs.iter().copied().max().unwrap();
+        plant_room(&[most + most / 2]);
         let c = trie.store_mut().compact(0.0).unwrap();
         plant_room(&[]);
-        assert_eq!(c.dropped, sealed[1..], "{c:?}");
+        let mut dropped = c.dropped.clone();
+        dropped.sort_unstable();
+        assert_eq!(dropped, rest, "{c:?}");
         assert!(c.left_for_room.is_empty(), "{c:?}");
         assert!(
             sealed
