@@ -31,7 +31,10 @@ use std::borrow::Cow;
 /// are `null` when absent; `stem_siblings`, `subtree_root` and `other_stem_leaf` are omitted
 /// when absent. Unknown fields are refused. Deserialized from a byte slice, the strings borrow from it (no copy).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a proof: an object with root, key, value, siblings and stem"
+)]
 pub struct ProofJson<'a> {
     /// The root the proof was made against.
     #[serde(borrow)]
@@ -63,9 +66,13 @@ pub struct ProofJson<'a> {
 /// A [`StemLeaf`] as JSON: `index` a number, the rest hex strings 0x-prefixed. Unknown fields
 /// are refused.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "other_stem_leaf: an object with index, value and siblings"
+)]
 pub struct StemLeafJson<'a> {
     /// The leaf's sub-index, 0..=255.
+    #[serde(deserialize_with = "leaf_index")]
     pub index: u8,
     /// Its 32-byte value.
     #[serde(borrow)]
@@ -73,6 +80,25 @@ pub struct StemLeafJson<'a> {
     /// The 8 sibling hashes inside the stem's subtree, leaf level first.
     #[serde(borrow)]
     pub siblings: Vec<Cow<'a, str>>,
+}
+
+/// Deserializes `other_stem_leaf.index`, naming the field and its range in every error (serde's
+/// own says only "expected u8").
+fn leaf_index<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u8, D::Error> {
+    struct Index;
+    impl serde::de::Visitor<'_> for Index {
+        type Value = u8;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("other_stem_leaf.index: a leaf's sub-index, an integer in 0..=255")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<u8, E> {
+            u8::try_from(n).map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> std::result::Result<u8, E> {
+            u8::try_from(n).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(n), &self))
+        }
+    }
+    d.deserialize_u64(Index)
 }
 
 impl ProofJson<'static> {
@@ -230,6 +256,46 @@ mod tests {
         short.other_stem_leaf.as_mut().unwrap().siblings.pop();
         let err = format!("{:#}", short.parse().unwrap_err());
         assert!(err.contains("other_stem_leaf.siblings: 7 entries"), "{err}");
+    }
+
+    /// A malformed proof's message names the field and what it must be, never a Rust type.
+    #[test]
+    fn malformed_json_is_worded_by_its_fields() {
+        let base = r#""root":"0x00","key":"0x00","value":null,"siblings":[],"stem":null"#;
+        for (text, says) in [
+            (
+                "5".to_string(),
+                "expected a proof: an object with root, key",
+            ),
+            (
+                format!(r#"{{{base},"other_stem_leaf":5}}"#),
+                "expected other_stem_leaf: an object with index, value and siblings",
+            ),
+            (
+                format!(r#"{{{base},"other_stem_leaf":{{"index":300}}}}"#),
+                "integer `300`, expected other_stem_leaf.index: a leaf's sub-index",
+            ),
+            (
+                format!(r#"{{{base},"other_stem_leaf":{{"index":-1}}}}"#),
+                "integer `-1`, expected other_stem_leaf.index",
+            ),
+            (
+                format!(r#"{{{base},"other_stem_leaf":{{"index":"7"}}}}"#),
+                "expected other_stem_leaf.index",
+            ),
+        ] {
+            let err = serde_json::from_str::<ProofJson>(&text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(!err.contains("Json"), "{text}: {err}");
+        }
+        let ok =
+            format!(r#"{{{base},"other_stem_leaf":{{"index":255,"value":"0x00","siblings":[]}}}}"#);
+        let leaf = serde_json::from_str::<ProofJson>(&ok)
+            .unwrap()
+            .other_stem_leaf;
+        assert_eq!(leaf.map(|l| l.index), Some(255));
     }
 
     #[test]
