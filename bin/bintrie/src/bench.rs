@@ -16,8 +16,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub(crate) struct BenchArgs {
     /// Preset sizes: `smoke` (20k stems, 3 runs: checks the pipeline in about a minute), `small`
-    /// (1M stems, 10 runs: about 9 minutes on 2 cores), `study` (16M stems per database, 10 runs:
-    /// about 30 minutes and one 5-6 GB database at a time).
+    /// (1M stems, 10 runs: about 8.5 minutes on 2 cores), `study` (16M stems per database, 10 runs:
+    /// about 28 minutes and one 5-6 GB database at a time).
     #[arg(long, value_enum, default_value_t = Scale::Small)]
     scale: Scale,
     /// Random stems per database (overrides the scale's), or a list of state sizes to measure
@@ -130,7 +130,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
     memory_budget: u64,
     /// Do not measure the drive under --db-dir first (`machine.disk` in results.json: random
-    /// 4 KB reads at queue depths 1..256, write IOPS, fsync, sequential writes; about 7 s and a
+    /// 4 KB reads at queue depths 1..256, write IOPS, fsync, sequential writes; about 8 s and a
     /// 1 GiB scratch file). Without it the report has no device efficiency.
     #[arg(long)]
     no_disk_probe: bool,
@@ -388,7 +388,8 @@ pub(crate) struct CompareArgs {
     /// after 1, before 2, after 2, ...) pair by position: the i-th after with the i-th before.
     #[arg(long, required = true, num_args = 1..)]
     after: Vec<PathBuf>,
-    /// Metrics to compare: names of results.json's run fields (e.g. `total_ms,commit_ms`).
+    /// Metrics to compare, by their names in results.json's runs (the possible values below,
+    /// e.g. `total_ms,commit_ms`).
     #[arg(
         long,
         value_enum,

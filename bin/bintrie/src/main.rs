@@ -140,13 +140,15 @@ enum Command {
     /// Each test runs on a fresh in-memory state: `pre` is imported, every block goes through
     /// the block pipeline (RLP, the header against its parent, the transactions and
     /// withdrawals roots, execution with alloy-evm under the test's network, then gas used,
-    /// receipts root, logs bloom and blob gas against the header, all before the commit), a
+    /// receipts root, logs bloom, blob gas and requests hash against the header, all before
+    /// the commit), a
     /// block with `expectException` must be rejected and leave the state as it was, and after
     /// the last block every account and slot of `postState` is read back; slots and accounts
     /// that are touched but not listed must read as zero / absent. The Merkle-Patricia
     /// `stateRoot`s are not comparable and are not checked. Networks before the Merge, balances
-    /// of 2^128 or more (EIP-7864 stores 16 bytes) and creations onto storage-only accounts
-    /// (EIP-7610) are skipped with the reason. Exit status 1 when any test fails.
+    /// of 2^128 or more (EIP-7864 stores 16 bytes), blocks invalid only through their
+    /// Merkle-Patricia `stateRoot` and creations onto storage-only accounts (EIP-7610) are
+    /// skipped with the reason. Exit status 1 when any test fails.
     BlockchainTest(eftest::BlockchainTestArgs),
     /// The whole-system group-depth study (what `cargo xtask bench` runs).
     ///

@@ -300,57 +300,57 @@ pub struct RunRow {
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum Metric {
-    /// [`RunRow::bytes_read`].
+    /// Bytes the state reads took from the store, prefetch included.
     BytesRead,
-    /// [`RunRow::bytes_written`].
+    /// Blob bytes the block committed.
     BytesWritten,
-    /// [`RunRow::cold_reads`].
+    /// Unique stems and code read from the store.
     ColdReads,
-    /// [`RunRow::commit_ms`].
+    /// The store's write, ms (its sync included).
     CommitMs,
-    /// [`RunRow::cpu_ms`] (optional).
+    /// CPU time of the whole process during the block, ms (absent in some rows).
     CpuMs,
-    /// [`RunRow::device_reads`] (optional).
+    /// Pages the block read from the device (absent in some rows).
     DeviceReads,
-    /// [`RunRow::execution_ms`].
+    /// EVM execution without its store reads, ms.
     ExecutionMs,
-    /// [`RunRow::gas`].
+    /// Gas used by the block.
     Gas,
-    /// [`RunRow::hash64_ns`] (optional).
+    /// One 64-byte hash, ns, probed before the block (absent in some rows).
     Hash64Ns,
-    /// [`RunRow::hash_floor`] (optional).
+    /// Trie update time over its hashing time on one core (absent in some rows).
     HashFloor,
-    /// [`RunRow::hashes`].
+    /// Hash calls of the trie update.
     Hashes,
-    /// [`RunRow::mgas_s`].
+    /// Gas over the block's time, millions per second.
     MgasS,
-    /// [`RunRow::ms_per_cold_read`] (optional).
+    /// State read time per storage slot read, ms (absent in some rows).
     MsPerColdRead,
-    /// [`RunRow::ms_per_written_slot`] (optional).
+    /// Block time per storage slot written, ms (absent in some rows).
     MsPerWrittenSlot,
-    /// [`RunRow::nodes_loaded`].
+    /// Trie blobs the update loaded.
     NodesLoaded,
-    /// [`RunRow::slots_read`].
+    /// Storage slots the EVM read.
     SlotsRead,
-    /// [`RunRow::slots_written`].
+    /// Storage slots the block changed.
     SlotsWritten,
-    /// [`RunRow::state_read_ms`].
+    /// Prefetch plus the store reads execution missed, ms.
     StateReadMs,
-    /// [`RunRow::store_reads`].
+    /// Store lookups for state reads, prefetch included.
     StoreReads,
-    /// [`RunRow::total_ms`].
+    /// The whole block, ms.
     TotalMs,
-    /// [`RunRow::trie_update_ms`].
+    /// The trie update, ms (its wait for the trie prefetch included).
     TrieUpdateMs,
-    /// [`RunRow::trie_wait_ms`] (optional).
+    /// Of the trie update, the wait for the trie prefetch, ms (absent in some rows).
     TrieWaitMs,
-    /// [`RunRow::trie_warm_ms`].
+    /// Wall time of the trie prefetch, ms.
     TrieWarmMs,
-    /// [`RunRow::witness_blobs_bytes`] (optional).
+    /// The block's witness as stored blobs, bytes (absent in some rows).
     WitnessBlobsBytes,
-    /// [`RunRow::witness_keys`] (optional).
+    /// Tree keys in the block's witness (absent in some rows).
     WitnessKeys,
-    /// [`RunRow::witness_multiproof_bytes`] (optional).
+    /// The block's witness as a multiproof, bytes (absent in some rows).
     WitnessMultiproofBytes,
 }
 

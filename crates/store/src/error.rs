@@ -91,8 +91,8 @@ pub enum StoreError {
     /// writer must be the only writer). Nothing was written.
     #[error(
         "{0} is being written by another writer, and one of the two has a write buffer (as \
-         `import`, `import --bulk` and `exec` have by default), which must be the only writer; \
-         wait for it to finish"
+         `import` and `import --bulk` have by default), which must be the only writer; wait \
+         for it to finish"
     )]
     Locked(PathBuf),
     /// A write was attempted through a store opened read-only.
