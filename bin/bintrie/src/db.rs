@@ -501,6 +501,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
             "root": hex0x(meta.root),
             "block": meta.block,
             "min_garbage": args.min_garbage,
+            "finished_at_open": store.finished_at_open(),
             "dropped": done.dropped,
             "dropped_bytes": done.dropped_bytes,
             "copied_records": done.copied_records,
@@ -517,9 +518,26 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
         });
         writeln!(out, "{j}")
     } else {
+        // The open finished a compaction a crash interrupted: said, or its files vanish
+        // unexplained while this one may report nothing dropped.
+        let finished = store.finished_at_open();
+        let finished = if finished.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "finished     an interrupted compaction: removed {} segments it had dropped \
+                 ({})\n",
+                finished.len(),
+                finished
+                    .iter()
+                    .map(|n| format!("log.{n:06}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
         writeln!(
             out,
-            "dropped      {} segments ({} bytes){}\ncopied       {} records ({} bytes), {} removals\n\
+            "{finished}dropped      {} segments ({} bytes){}\ncopied       {} records ({} bytes), {} removals\n\
              log size     {} -> {} bytes ({} live) in {} segments\ntook         {:.3} s\n\
              state        block {} root {} (unchanged)",
             done.dropped.len(),

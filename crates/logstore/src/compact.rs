@@ -1680,12 +1680,15 @@ mod tests {
         let end = trie.store().end().unwrap();
         assert_eq!(end.meta, start.meta);
         drop(trie);
+        // Returns the dropped segments the open removed.
         let check = |image: &Path, what: &str| {
             let store = LogStore::open(image, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(store.stored_meta(), start.meta, "{what}");
             assert_same(&contents(&store), &expected, what);
+            let finished = store.finished_at_open().to_vec();
             let mut trie = Trie::open(store, 4, root).unwrap();
             assert_eq!(trie.verify().unwrap(), root, "{what}");
+            finished
         };
         // Cut in what the compaction appended, with every old segment still in place.
         let appended: Vec<u32> = (start.segment..=end.segment).collect();
@@ -1729,12 +1732,14 @@ mod tests {
                 )
                 .unwrap();
             }
-            check(&image, &format!("{left} dropped segments left"));
+            let finished = check(&image, &format!("{left} dropped segments left"));
+            assert_eq!(finished, c.dropped[c.dropped.len() - left..], "{left} left");
             // The open removed them.
             for &n in &c.dropped {
                 assert!(!image.join(segment_name(n)).exists(), "{n} left");
             }
-            check(&image, &format!("{left} dropped segments left, reopened"));
+            let finished = check(&image, &format!("{left} dropped segments left, reopened"));
+            assert!(finished.is_empty(), "{finished:?}");
         }
         // A segment missing that no compaction dropped is damage.
         let kept = segment_numbers(&dir);

@@ -980,6 +980,8 @@ struct Inner {
     recent_hits: AtomicU64,
     /// The depth down to which blobs stay in memory ([`LogOptions::pinned_bytes`]).
     pin_depth: Option<usize>,
+    /// Segments an interrupted compaction had dropped that this open removed (by number).
+    finished_at_open: Vec<u32>,
     reads: AtomicU64,
     read_bytes: AtomicU64,
     /// The directory's writer lock, held while this handle lives (writers only).
@@ -1424,6 +1426,7 @@ impl LogStore {
         let pin_depth = (!fresh && options.pinned_bytes > 0)
             .then(|| pin_depth(&index, meta.group_depth, options.pinned_bytes))
             .flatten();
+        let mut finished_at_open = Vec::new();
         if writing {
             // Segments a compaction removed in the log but not yet from the directory (a crash
             // between the two): removed now, the oldest first, as the compaction does.
@@ -1433,6 +1436,7 @@ impl LogStore {
                 .cloned()
                 .collect();
             for (n, path) in &leftover {
+                finished_at_open.push(*n);
                 let len = std::fs::metadata(path).map_err(io_err(path))?.len();
                 std::fs::remove_file(path).map_err(io_err(path))?;
                 sync_dir(&dir)?;
@@ -1487,6 +1491,7 @@ impl LogStore {
                 recent: Mutex::new(Recent::default()),
                 recent_hits: AtomicU64::new(0),
                 pin_depth,
+                finished_at_open,
                 reads: AtomicU64::new(0),
                 read_bytes: AtomicU64::new(0),
                 _lock: lock,
@@ -1571,6 +1576,13 @@ impl LogStore {
     /// The durability this handle commits with.
     pub fn durability(&self) -> Durability {
         self.inner.options.durability
+    }
+
+    /// The segments (by number, oldest first) that a compaction interrupted by a crash had
+    /// dropped and that this handle's open removed, finishing it; empty for a read-only
+    /// handle, which removes nothing.
+    pub fn finished_at_open(&self) -> &[u32] {
+        &self.inner.finished_at_open
     }
 
     /// Sizes of the log and its index.

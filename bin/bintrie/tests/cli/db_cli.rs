@@ -493,9 +493,16 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
         serde_json::from_str(run_ok(bin().args(["info", "--db", d, "--json"])).trim()).unwrap()
     };
     let before = info(d);
+    let saved = dir.path().join("saved");
+    std::fs::create_dir(&saved).unwrap();
+    for e in std::fs::read_dir(&l).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), saved.join(e.file_name())).unwrap();
+    }
     let out = run_ok(bin().args(["compact", "--db", d, "--json"]));
     let c: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(!c["dropped"].as_array().unwrap().is_empty(), "{c}");
+    assert_eq!(c["finished_at_open"], serde_json::json!([]), "{c}");
     assert_eq!(
         (&c["root"], &c["block"]),
         (&before["root"], &before["block"])
@@ -516,6 +523,31 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
     let v = run_ok(bin().args(["verify", "--db", d, "--json", "--no-progress"]));
     let v: serde_json::Value = serde_json::from_str(v.trim()).unwrap();
     assert_eq!(v["ok"], true, "{v}");
+    // A crash after the compaction's last block, before it removed its newest dropped segment
+    // (they go oldest first): the next writer's open removes it, and `compact` says so.
+    let newest = c["dropped"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .as_u64()
+        .unwrap();
+    let name = format!("log.{newest:06}");
+    let restore = || std::fs::copy(saved.join(&name), l.join(&name)).unwrap();
+    restore();
+    let out = run_ok(bin().args(["compact", "--db", d, "--json", "--min-garbage", "1"]));
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j["finished_at_open"], serde_json::json!([newest]), "{j}");
+    assert!(!l.join(&name).exists());
+    restore();
+    let text = run_ok(bin().args(["compact", "--db", d, "--min-garbage", "1"]));
+    assert!(
+        text.contains(&format!(
+            "finished     an interrupted compaction: removed 1 segments it had dropped ({name})"
+        )),
+        "{text}"
+    );
+    assert_eq!(info(d)["root"], before["root"]);
     // The text form says the state did not change.
     let text = run_ok(bin().args(["compact", "--db", d, "--min-garbage", "0"]));
     assert!(
