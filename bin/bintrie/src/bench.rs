@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
-    Durability, Layout, Metric, ReadPath, Results, Scale, StudyConfig, Workload,
+    Durability, Layout, Metric, ReadPath, Results, Scale, StudyConfig, Workload, dedup_in_order,
     parse_group_depths, parse_stems,
 };
 use bintrie_bench::runner::{StudyOptions, run_study};
@@ -158,52 +158,51 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         PathBuf::from("target/bench").join(now.replace(':', "-"))
     });
+    // What is to be measured (or re-rendered) is checked before anything is made in --out.
+    let input = match &args.from_results {
+        Some(path) => Input::Rendered(Box::new(Results::read(path)?), path.clone()),
+        None => {
+            let config = study_config(&args);
+            config.validate()?;
+            Input::Study(Box::new(config))
+        }
+    };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let results_file = out.join(bintrie_bench::report::RESULTS_FILE);
+    // Another report there would be replaced (and its charts mixed with these): refused,
+    // unless it is the one being re-rendered.
+    if results_file.exists()
+        && !matches!(&input, Input::Rendered(_, from) if same_report(from, &out))
+    {
+        bail!(
+            "--out {} already holds a report ({}): give another directory, or remove it first \
+             (`--from-results {} --out {}` re-renders that report in place)",
+            out.display(),
+            results_file.display(),
+            out.display(),
+            out.display()
+        );
+    }
     // The results are written at the end: a directory that takes no file would lose the whole
-    // run then, so try one now.
+    // run then, so try one now (a new file: a link planted at the name is not written through).
     let probe = out.join(format!(".bintrie-write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .and_then(|()| std::fs::remove_file(&probe))
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
         .with_context(|| {
             format!(
                 "--out {}: cannot write there, where the results go after the run",
                 out.display()
             )
         })?;
-    let mut results = match &args.from_results {
-        Some(path) => Results::read(path)?,
-        None => {
-            let scale = args.scale;
-            let sizes = args.stems.unwrap_or_else(|| vec![scale.stems()]);
-            let config = StudyConfig {
-                stems: *sizes.last().expect("parse_stems returns at least one size"),
-                state_sizes: if sizes.len() > 1 { sizes } else { Vec::new() },
-                holders: args.holders.unwrap_or(scale.holders()),
-                group_depths: args.group_depths,
-                workloads: args.workloads,
-                read_paths: args.read_paths,
-                prefetch: args.prefetch,
-                page_sizes: args.page_sizes,
-                runs: args.runs.unwrap_or(scale.runs()),
-                mixed_read_pct: args.mixed_read_pct,
-                prefetch_workers: args.workers,
-                durability: args.durability,
-                seed: args.seed,
-                blocks_per_run: args.blocks_per_run,
-                buffer_blocks: args.buffer_blocks.unwrap_or(if args.blocks_per_run > 1 {
-                    u64::from(args.blocks_per_run)
-                } else {
-                    0
-                }),
-                witness: !args.no_witness,
-                layouts: args.layouts,
-                log_pinned_mib: args.log_pinned_mib,
-                warm_branches: args.warm_branches,
-                ..StudyConfig::for_scale(scale)
-            };
-            let db_dir = args.db_dir.unwrap_or_else(|| out.join("databases"));
-            // Ctrl-C ends the study at its next block and deletes its databases (GBs at study
-            // scale) as its normal end does; a second one quits at once.
+    let mut results = match input {
+        Input::Rendered(results, _) => *results,
+        Input::Study(config) => {
+            let db_dir = args.db_dir.clone().unwrap_or_else(|| out.join("databases"));
+            // Ctrl-C (or SIGTERM, SIGHUP) ends the study at its next block and deletes its
+            // databases (GBs at study scale) as its normal end does; a second one quits at once.
             let _ = ctrlc::set_handler(|| {
                 if bintrie_bench::runner::request_stop() {
                     std::process::exit(130);
@@ -221,13 +220,35 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 probe_disk: !args.no_disk_probe,
                 memory_budget: usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
-                ..StudyOptions::new(config, db_dir)
+                partial_out: Some(results_file.clone()),
+                ..StudyOptions::new(*config, db_dir)
             })?
         }
     };
     stats::analyze(&mut results);
-    report::write_report(&results, &out)
-        .with_context(|| format!("writing the report into {}", out.display()))?;
+    if let Err(e) = report::write_report(&results, &out) {
+        let e = e.context(format!("writing the report into {}", out.display()));
+        if args.from_results.is_some() || results_file.exists() {
+            return Err(e);
+        }
+        // The measurements are all this run made: kept somewhere else when --out refuses them.
+        let spare = std::env::temp_dir().join(format!(
+            "bintrie-results-{}-{}.json",
+            results.started.replace(':', "-"),
+            std::process::id()
+        ));
+        return Err(
+            match bintrie_bench::runner::write_json_replacing(&spare, &results) {
+                Ok(()) => e.context(format!(
+                    "the measurements are saved in {} (`bintrie bench --from-results {} --out DIR` \
+                 renders their report)",
+                    spare.display(),
+                    spare.display()
+                )),
+                Err(w) => e.context(format!("the measurements could not be saved either: {w:#}")),
+            },
+        );
+    }
     // Written, not printed: `println!` panics when stdout is closed or full.
     let mut stdout = std::io::stdout().lock();
     if args.json {
@@ -253,6 +274,68 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     .and_then(|()| stdout.flush())
     .context(crate::WRITING)?;
     Ok(())
+}
+
+/// What `bench` renders: a study to run, or results read back (and where from).
+enum Input {
+    Study(Box<StudyConfig>),
+    Rendered(Box<Results>, PathBuf),
+}
+
+/// Whether `from` (a results file or a report directory) is the report in `out`.
+fn same_report(from: &std::path::Path, out: &std::path::Path) -> bool {
+    let dir = if from.is_dir() {
+        from
+    } else {
+        from.parent().unwrap_or(std::path::Path::new("."))
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        dir
+    };
+    match (dir.canonicalize(), out.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The study `args` describe (each list free of repeats: a value given twice is measured
+/// once, as --stems and --group-depths do).
+fn study_config(args: &BenchArgs) -> StudyConfig {
+    let scale = args.scale;
+    let sizes = args.stems.clone().unwrap_or_else(|| vec![scale.stems()]);
+    fn unique<T: Clone + PartialEq>(v: &[T]) -> Vec<T> {
+        let mut v = v.to_vec();
+        dedup_in_order(&mut v);
+        v
+    }
+    StudyConfig {
+        stems: *sizes.last().expect("parse_stems returns at least one size"),
+        state_sizes: if sizes.len() > 1 { sizes } else { Vec::new() },
+        holders: args.holders.unwrap_or(scale.holders()),
+        group_depths: args.group_depths.clone(),
+        workloads: unique(&args.workloads),
+        read_paths: unique(&args.read_paths),
+        prefetch: unique(&args.prefetch),
+        page_sizes: unique(&args.page_sizes),
+        runs: args.runs.unwrap_or(scale.runs()),
+        mixed_read_pct: args.mixed_read_pct,
+        prefetch_workers: args.workers,
+        durability: args.durability,
+        seed: args.seed,
+        blocks_per_run: args.blocks_per_run,
+        buffer_blocks: args.buffer_blocks.unwrap_or(if args.blocks_per_run > 1 {
+            u64::from(args.blocks_per_run)
+        } else {
+            0
+        }),
+        witness: !args.no_witness,
+        layouts: unique(&args.layouts),
+        log_pinned_mib: args.log_pinned_mib,
+        warm_branches: args.warm_branches,
+        ..StudyConfig::for_scale(scale)
+    }
 }
 
 /// Arguments of `bintrie probe-disk`.
@@ -286,7 +369,7 @@ pub(crate) fn cmd_probe_disk(args: ProbeDiskArgs) -> Result<()> {
     }
     let mut text = format!(
         "{} ({}{})\nrandom 4 KB reads: {:.1} µs at QD1, {:.1} µs per read at QD{QD_REFERENCE} \
-         ({:.1}x), saturating at QD{} ({:.0} IOPS)\n",
+         ({:.1}x), 90% of the most from QD{} (the most: {:.0} IOPS)\n",
         disk.dir,
         disk.filesystem.as_deref().unwrap_or("filesystem unknown"),
         if disk.in_memory() {
@@ -373,6 +456,39 @@ mod tests {
         assert_eq!(a.prefetch, vec![true]);
         assert_eq!(a.page_sizes, vec![4096, 16384]);
         assert_eq!(a.durability, Durability::Relaxed);
+    }
+
+    /// A value given twice in a list is measured once (each cell measured twice under one key
+    /// made results that `compare` and `--from-results` refuse), in the order first given.
+    #[test]
+    fn repeated_list_values_are_measured_once() {
+        let a = parse(&[
+            "--workloads",
+            "mixed,erc20_approve,mixed",
+            "--read-paths",
+            "flat,flat",
+            "--prefetch",
+            "on,off,on",
+            "--page-sizes",
+            "8192,4096,8192",
+            "--layouts",
+            "mdbx,log,mdbx",
+        ])
+        .unwrap();
+        let c = study_config(&a);
+        assert_eq!(c.workloads, vec![Workload::Mixed, Workload::Erc20Approve]);
+        assert_eq!(c.read_paths, vec![ReadPath::Flat]);
+        assert_eq!(c.prefetch, vec![true, false]);
+        assert_eq!(c.page_sizes, vec![8192, 4096]);
+        assert_eq!(c.layouts, vec![Layout::Mdbx, Layout::Log]);
+        assert!(c.validate().is_ok());
+        // The library refuses a configuration with a repeat, naming it.
+        let twice = StudyConfig {
+            page_sizes: vec![4096, 4096],
+            ..c
+        };
+        let e = twice.validate().unwrap_err().to_string();
+        assert!(e.contains("--page-sizes lists 4096 twice"), "{e}");
     }
 }
 

@@ -165,8 +165,9 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Measure the drive under a directory, the ceiling of every I/O figure: random 4 KB reads
     /// (O_DIRECT) at 1..256 requests in flight, random write IOPS, the time of an fdatasync and
-    /// sequential write bandwidth, on a scratch file that is deleted afterwards (one that a
-    /// killed probe left is removed first). `bench` records the same as `machine.disk`.
+    /// sequential write bandwidth, on a scratch file unlinked as soon as it is open (nothing
+    /// is left however the probe ends; the fsync's few KB left by a killed probe are removed
+    /// by the next). `bench` records the same as `machine.disk`.
     ProbeDisk(bench::ProbeDiskArgs),
     /// Compare two versions of the code from their `bench` results: for every configuration
     /// both measured, the pooled medians and change of each metric, a Mann-Whitney p over the

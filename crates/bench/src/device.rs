@@ -14,7 +14,10 @@
 //! - random 4 KB writes at 16 in flight (IOPS);
 //! - the time of an `fdatasync` after a 4 KB append.
 //!
-//! The scratch file is deleted afterwards, also on error.
+//! The scratch file is unlinked as soon as it is open (it lives as long as the probe's handle,
+//! so nothing is left however the probe ends); the fsync's few KB are a file of their own,
+//! deleted afterwards, also on error, or by the next probe when this one was killed. Both are
+//! created anew: nothing at their names is written through.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
@@ -155,15 +158,27 @@ fn aligned(storage: &mut Vec<u8>, len: usize) -> &mut [u8] {
     &mut storage[off..off + len]
 }
 
-fn open_direct(path: &Path, create: bool) -> Result<File> {
+/// Creates `path` anew for reads and writes with `O_DIRECT`: whatever was at the name (a link
+/// planted there included) is removed first, never opened through.
+fn create_direct(path: &Path) -> Result<File> {
+    remove_if_there(path)?;
     OpenOptions::new()
         .read(true)
         .write(true)
-        .create(create)
-        .truncate(create)
+        .create_new(true)
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .with_context(|| format!("opening {} with O_DIRECT", path.display()))
+}
+
+/// Removes the file or link at `path` (not what a link points at); absent is fine.
+fn remove_if_there(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The scratch file of a probe by process `pid`.
@@ -181,6 +196,7 @@ fn remove_stale_scratch(dir: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .map(|p| p.strip_suffix(".sync").unwrap_or(p))
             .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
         else {
             continue;
@@ -213,15 +229,17 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
         ensure!(
             free > options.file_bytes.saturating_mul(2),
             "probing the disk needs more than {} bytes free in {} (twice the probe file); {} \
-             bytes are",
+             bytes are free",
             options.file_bytes.saturating_mul(2),
             dir.display(),
             free
         );
     }
     let path = dir.join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
-    let scratch = Scratch(path.clone());
-    let file = open_direct(&path, true)?;
+    let file = create_direct(&path)?;
+    // Unlinked at once: the open file is all the probe needs, and nothing is left in `dir`
+    // however the process ends (a signal, a kill), where a 1 GiB file was left before.
+    remove_if_there(&path)?;
 
     // Sequential write of the whole file: also what the random I/O then spreads over.
     let mut storage = Vec::new();
@@ -279,7 +297,6 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
     drop(file);
 
     let fsync_us = fsync_latency(&path, options.fsyncs)?;
-    drop(scratch);
     Ok(Disk {
         dir: dir.display().to_string(),
         filesystem: filesystem_type(dir),
@@ -420,12 +437,14 @@ fn uring_reads(file: &File, blocks: u64, depth: u32, time: Duration) -> Result<(
 
 /// Median µs of an `fdatasync` after each of `n` 4 KB appends to a file beside `path`.
 fn fsync_latency(path: &Path, n: u32) -> Result<f64> {
+    // Linked while it is synced (an unlinked file's sync may skip what a real one does), a
+    // few KB; removed when done, or by the next probe when this one is killed.
     let path = path.with_extension("sync");
+    remove_if_there(&path)?;
     let _scratch = Scratch(path.clone());
     let file = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .open(&path)
         .with_context(|| format!("creating {}", path.display()))?;
     let block = [0x5au8; BLOCK];
@@ -455,6 +474,26 @@ mod tests {
         // Above any pid_max (at most 2^22).
         let stale = dir.path().join(format!("{SCRATCH_PREFIX}4000000000"));
         std::fs::write(&stale, [7; 4096]).unwrap();
+        let stale_sync = dir.path().join(format!("{SCRATCH_PREFIX}4000000000.sync"));
+        std::fs::write(&stale_sync, [7; 4096]).unwrap();
+        // Links planted at this probe's names: replaced, never written through.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victims = [elsewhere.path().join("a"), elsewhere.path().join("b")];
+        let mine = dir
+            .path()
+            .join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
+        for (victim, link) in victims
+            .iter()
+            .zip([mine.clone(), mine.with_extension("sync")])
+        {
+            std::fs::write(victim, b"precious").unwrap();
+            std::os::unix::fs::symlink(victim, link).unwrap();
+        }
+        let untouched = || {
+            for v in &victims {
+                assert_eq!(std::fs::read(v).unwrap(), b"precious");
+            }
+        };
         let options = ProbeOptions {
             file_bytes: 4 << 20,
             point: Duration::from_millis(20),
@@ -465,7 +504,8 @@ mod tests {
             Err(e) => {
                 let msg = format!("{e:#}");
                 assert!(msg.contains("O_DIRECT"), "{msg}");
-                assert!(!stale.exists());
+                assert!(!stale.exists() && !stale_sync.exists());
+                untouched();
                 return;
             }
         };
@@ -480,6 +520,7 @@ mod tests {
         assert!(sat.unwrap().iops >= 0.9 * disk.max_read_iops);
         assert!(disk.seq_write_mb_s > 0.0 && disk.write_iops_qd16 > 0.0 && disk.fsync_us > 0.0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        untouched();
         assert!(disk.filesystem.is_some());
     }
 

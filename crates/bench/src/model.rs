@@ -58,7 +58,8 @@ impl Layout {
 
 mod config;
 pub use config::{
-    BLOCK_GAS_LIMIT, Scale, StudyConfig, TX_GAS_LIMIT, parse_group_depths, parse_stems,
+    BLOCK_GAS_LIMIT, Scale, StudyConfig, TX_GAS_LIMIT, dedup_in_order, parse_group_depths,
+    parse_stems,
 };
 
 /// Version of the `results.json` schema; bump on any incompatible change.
@@ -637,6 +638,10 @@ pub struct Results {
     pub summaries: Vec<Summary>,
     /// Mann-Whitney U tests between group depths.
     pub comparisons: Vec<Comparison>,
+    /// Why the study stopped before measuring every configuration (an error, or a stop asked
+    /// for), when it did: the rows are the blocks measured before it. Absent for a whole study.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 impl Results {

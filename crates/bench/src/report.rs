@@ -37,7 +37,8 @@ pub const HTML_FILE: &str = "index.html";
 
 /// Writes the whole report for `results` into directory `out` (created if missing):
 ///
-/// - `results.json`: `results`, pretty-printed;
+/// - `results.json`: `results`, pretty-printed, written first, through a temporary file renamed
+///   over the old one (a failure later leaves it whole);
 /// - SVG charts, each only when its data is present: `mgas_by_gd_<workload>.svg` (median Mgas/s
 ///   by group depth, one line per read path / prefetch / page size combination),
 ///   `breakdown_<workload>.svg` (stacked median stage times for flat + prefetch, else the first
@@ -51,8 +52,9 @@ pub const HTML_FILE: &str = "index.html";
 /// Existing files of the same names are overwritten; other files in `out` are left alone.
 pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let json = serde_json::to_string_pretty(results)? + "\n";
-    fs::write(out.join(RESULTS_FILE), json).context("writing results.json")?;
+    // First, and whole or not at all: the measurements survive a report that fails later, and
+    // a report re-rendered into its own directory never tears the only copy.
+    crate::runner::write_json_replacing(&out.join(RESULTS_FILE), results)?;
     let view = View::new(results);
     let charts = charts::write_charts(&view, out).context("writing the SVG charts")?;
     let blocks = document(&view, &charts);
@@ -107,6 +109,12 @@ fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
         duration(r.elapsed_s),
         r.schema_version
     )));
+    if let Some(why) = &r.incomplete {
+        b.push(Block::Para(format!(
+            "**Incomplete.** The study stopped before measuring every configuration: {why}. \
+             The tables hold only the blocks measured before that."
+        )));
+    }
 
     b.push(Block::Heading(2, "Command".to_string()));
     b.push(Block::Code(r.command.clone()));

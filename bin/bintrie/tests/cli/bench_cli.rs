@@ -324,9 +324,54 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     assert!(!db_dir.join("db-p4096-g5").exists(), "a database was built");
     // Without it, the study runs (and deletes its own databases).
     std::fs::remove_dir_all(&mine).unwrap();
-    let o = bench(&dir.path().join("out"));
+    let out = dir.path().join("out");
+    let o = bench(&out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!db_dir.join("db-p4096-g5").exists());
+    // A second study into the same --out would replace its report: refused before measuring;
+    // re-rendering that report in place is not.
+    let results = std::fs::read(out.join("results.json")).unwrap();
+    let o = bench(&out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("already holds a report"), "{err}");
+    assert_eq!(std::fs::read(out.join("results.json")).unwrap(), results);
+    for from in [out.clone(), out.join("results.json")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+            .args(["bench", "--from-results"])
+            .arg(&from)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(!out.join("results.json.tmp").exists());
+    // A link planted at the write check's name is not written through.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ln -s {} {}/.bintrie-write-check-$$ && exec {} bench --from-results {} --out {}",
+            victim.display(),
+            fresh.display(),
+            env!("CARGO_BIN_EXE_bintrie"),
+            out.display(),
+            fresh.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot write there"));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
 
     // A read-only --out (a read-only tmpfs; needs root to mount).
     let ro = dir.path().join("ro");
@@ -347,10 +392,11 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     assert!(err.contains("cannot write there"), "{err}");
 }
 
-/// Ctrl-C stops a study before its next block and deletes the databases it made (GBs at study
-/// scale were left in --out), writing no results.
+/// Ctrl-C (here SIGTERM, as `timeout` and CI send) stops a study before its next block and
+/// deletes the databases it made (GBs at study scale were left in --out); the blocks measured
+/// before it are saved, marked incomplete (they were lost), and render as a report.
 #[test]
-fn an_interrupted_study_deletes_its_databases_and_writes_no_results() {
+fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let db = out.join("databases/db-p4096-g5");
@@ -361,17 +407,18 @@ fn an_interrupted_study_deletes_its_databases_and_writes_no_results() {
         .spawn()
         .unwrap();
     let start = std::time::Instant::now();
-    while !db.exists() {
+    // Built (its record is written after the build), then a few blocks measured.
+    while !db.join("bench-built-from.json").exists() {
         assert!(
-            start.elapsed().as_secs() < 120,
-            "no database after 2 minutes"
+            start.elapsed().as_secs() < 180,
+            "no database after 3 minutes"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::thread::sleep(std::time::Duration::from_secs(3));
     assert!(
         Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
+            .args(["-TERM", &child.id().to_string()])
             .status()
             .unwrap()
             .success()
@@ -380,6 +427,30 @@ fn an_interrupted_study_deletes_its_databases_and_writes_no_results() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
+    assert!(
+        err.contains("blocks measured before it are saved in"),
+        "{err}"
+    );
     assert!(!db.exists(), "the database was left behind");
-    assert!(!out.join("results.json").exists());
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert!(
+        saved["incomplete"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{}",
+        saved["incomplete"]
+    );
+    assert!(!saved["runs"].as_array().unwrap().is_empty());
+    let o = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+        .args(["bench", "--from-results"])
+        .arg(&out)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("**Incomplete.**"), "{report}");
 }

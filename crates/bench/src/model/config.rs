@@ -200,6 +200,19 @@ impl StudyConfig {
         ensure!(!self.prefetch.is_empty(), "no prefetch settings selected");
         ensure!(!self.page_sizes.is_empty(), "no page sizes selected");
         ensure!(!self.layouts.is_empty(), "no layouts selected");
+        // A value twice would measure its cells twice under one key: results no reader takes.
+        fn once<T: PartialEq + std::fmt::Debug>(v: &[T], what: &str) -> anyhow::Result<()> {
+            for (i, x) in v.iter().enumerate() {
+                ensure!(!v[..i].contains(x), "{what} lists {x:?} twice");
+            }
+            Ok(())
+        }
+        once(&self.group_depths, "--group-depths")?;
+        once(&self.workloads, "--workloads")?;
+        once(&self.read_paths, "--read-paths")?;
+        once(&self.prefetch, "--prefetch")?;
+        once(&self.page_sizes, "--page-sizes")?;
+        once(&self.layouts, "--layouts")?;
         ensure!(
             !(self.layouts.contains(&Layout::Log) && self.read_paths.contains(&ReadPath::TrieWalk)),
             "the log layout finds a stem through its index, not by walking the trie: \
@@ -244,6 +257,19 @@ impl StudyConfig {
             "state sizes must be ascending and distinct"
         );
         Ok(())
+    }
+}
+
+/// Removes the later repeats of any value in `v`, keeping the first of each where it is: a
+/// list option given a value twice measures it once.
+pub fn dedup_in_order<T: PartialEq>(v: &mut Vec<T>) {
+    let mut i = 0;
+    while i < v.len() {
+        if v[..i].contains(&v[i]) {
+            v.remove(i);
+        } else {
+            i += 1;
+        }
     }
 }
 

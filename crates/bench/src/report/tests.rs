@@ -182,6 +182,7 @@ fn synthetic(shape: &Shape) -> Results {
         runs,
         summaries,
         comparisons,
+        incomplete: None,
     }
 }
 

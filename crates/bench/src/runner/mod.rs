@@ -86,6 +86,10 @@ pub struct StudyOptions {
     pub probe_disk: bool,
     /// The command line, for the report.
     pub command: String,
+    /// Where the blocks measured so far are saved when the study fails or is stopped part-way
+    /// ([`Results::incomplete`] says why), so that hours of measuring are not lost with it;
+    /// `None`: nowhere.
+    pub partial_out: Option<PathBuf>,
 }
 
 impl StudyOptions {
@@ -101,6 +105,7 @@ impl StudyOptions {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             probe_disk: true,
             command: String::new(),
+            partial_out: None,
         }
     }
 }
@@ -235,8 +240,12 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         databases: Vec::new(),
         runs: Vec::new(),
     };
+    let mut failed = None;
     for (stems, page_size, g) in plan {
-        study.database(stems, page_size, g)?;
+        if let Err(e) = study.database(stems, page_size, g) {
+            failed = Some(e);
+            break;
+        }
     }
     let Study {
         overall,
@@ -245,7 +254,7 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         ..
     } = study;
     overall.finish_and_clear();
-    Ok(Results {
+    let results = Results {
         schema_version: SCHEMA_VERSION,
         started: humantime::format_rfc3339_seconds(started).to_string(),
         elapsed_s: t_all.elapsed().as_secs_f64(),
@@ -256,7 +265,36 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
         runs,
         summaries: Vec::new(),
         comparisons: Vec::new(),
-    })
+        incomplete: failed.as_ref().map(|e| format!("{e:#}")),
+    };
+    match failed {
+        None => Ok(results),
+        Some(e) => Err(save_partial(opts, results, e)),
+    }
+}
+
+/// The error of a study that stopped part-way, with the blocks it measured saved to
+/// [`StudyOptions::partial_out`] when there are any (the error then says where, and how to
+/// render them).
+fn save_partial(opts: &StudyOptions, mut results: Results, e: anyhow::Error) -> anyhow::Error {
+    let (Some(path), false) = (&opts.partial_out, results.runs.is_empty()) else {
+        return e;
+    };
+    // Rows of a configuration cut short mid-run are kept: a partial run's blocks were measured
+    // like any other, and the statistics count kept rows only.
+    let n = results.runs.len();
+    crate::stats::analyze(&mut results);
+    match write_json_replacing(path, &results) {
+        Ok(()) => e.context(format!(
+            "the {n} blocks measured before it are saved in {} (`bintrie bench --from-results \
+             {} --out DIR` renders their report)",
+            path.display(),
+            path.display()
+        )),
+        Err(w) => e.context(format!(
+            "the {n} blocks measured before it could not be saved either: {w:#}"
+        )),
+    }
 }
 
 /// Takes the study's lock on `dir`, its `--db-dir`: an exclusive `flock` on the directory
@@ -333,8 +371,9 @@ static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(
 
 /// Asks a running study to stop (the CLI calls it on Ctrl-C): it ends with an error before its
 /// next block, or its next stem while it generates a database's state, and deletes the
-/// databases it made as at its normal end (unless they are kept). Nothing is written to
-/// --out. Returns whether a stop had been asked already (a second Ctrl-C: quit at once).
+/// databases it made as at its normal end (unless they are kept); the blocks measured so far
+/// go to [`StudyOptions::partial_out`]. Returns whether a stop had been asked already (a second
+/// Ctrl-C: quit at once).
 pub fn request_stop() -> bool {
     STOP.swap(true, std::sync::atomic::Ordering::SeqCst)
 }
@@ -343,7 +382,7 @@ pub fn request_stop() -> bool {
 pub(crate) fn check_stop() -> Result<()> {
     ensure!(
         !STOP.load(std::sync::atomic::Ordering::Relaxed),
-        "interrupted: the study stopped before its end, and wrote no results"
+        "interrupted: the study stopped before its end"
     );
     Ok(())
 }
@@ -407,20 +446,36 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Writes `value` as JSON to `path` through `PATH.tmp`, synced and renamed over it, so that a
-/// crash leaves the old file or the new one, never a torn one (a torn record would refuse a
-/// database that is whole).
+/// Writes `value` as JSON (and a newline) to `path` through `PATH.tmp`, synced and renamed over
+/// it, so that a crash or a full disk leaves the old file or the new one, never a torn one (a
+/// torn record would refuse a database that is whole; a torn `results.json` would lose the
+/// study). A failed write removes its temporary file; whatever was at the temporary name (a
+/// link included) is replaced, never written through.
 pub fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A file or link left at the temporary name is removed, never written through: a
+        // link planted there cannot make this write elsewhere.
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         serde_json::to_writer_pretty(&mut f, value)?;
+        std::io::Write::write_all(&mut f, b"\n")?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
-    write().with_context(|| format!("writing {}", path.display()))
+    write().map_err(|e| {
+        // Nothing half-written is left beside the file (which is whole, old or new).
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::Error::new(e).context(format!("writing {}", path.display()))
+    })
 }
 
 impl BuiltFrom {
