@@ -7,7 +7,48 @@ use bintrie_node::{
     GroupBlob, GroupEntry, MAX_DEPTH, NodeBlob, Path, Sha256Hasher, StemValues, ZERO_HASH,
 };
 use libmdbx::{RO, Table, Transaction};
+use std::borrow::Cow;
 use std::cell::Cell;
+
+/// The most bytes any value of the nodes or stems table holds: a full group blob at group
+/// depth 8 (tag, depth, a 32-byte bitmap, 256 3-bit depth offsets, 256 hashes), larger than a
+/// full stem blob (tag, stem, bitmap, 256 values: 8,256) and a flat entry (8,224).
+pub(crate) const MAX_BLOB_BYTES: usize = 1 + 1 + 32 + 96 + 256 * 32;
+
+/// The most bytes a code entry may hold here: far above any contract (24 KB on mainnet, 48 KB
+/// of init code), a bound on what a damaged length can make a read touch.
+pub(crate) const MAX_CODE_BYTES: usize = 16 << 20;
+
+/// The most bytes of any key of the four tables (a path key is at most 33).
+const MAX_KEY_BYTES: usize = 64;
+
+/// Refuses an entry whose stored lengths no entry of `table` can have, before anything reads
+/// its bytes: MDBX hands out a value as its place in the memory map and its stored length, so
+/// a length a flipped byte made huge would read past the file's end and kill the process
+/// (SIGBUS) instead of failing here. The error names the key when `key` is given (its bytes
+/// are then safe to read).
+fn check_lengths(
+    table: &str,
+    key_len: usize,
+    key: Option<&[u8]>,
+    value_len: usize,
+) -> Result<(), StoreError> {
+    let most = if table == T_CODE {
+        MAX_CODE_BYTES
+    } else {
+        MAX_BLOB_BYTES
+    };
+    if key_len <= MAX_KEY_BYTES && value_len <= most {
+        return Ok(());
+    }
+    Err(StoreError::Corrupt(format!(
+        "table {table}: an entry{} of a {key_len}-byte key (at most {MAX_KEY_BYTES}) and a \
+         {value_len}-byte value (at most {most}): its stored lengths are damaged",
+        key.filter(|_| key_len <= MAX_KEY_BYTES)
+            .map(|k| format!(" at {}", crate::hex(k)))
+            .unwrap_or_default()
+    )))
+}
 
 /// Which way a stem is found. Named `trie` and `flat` on command lines and in results files
 /// (features `clap` and `serde`).
@@ -105,13 +146,31 @@ impl<'db> Reader<'db> {
         })
     }
 
+    /// The value at `key`, its length checked ([`check_lengths`]) before it is copied out of
+    /// the map (a read-only transaction borrows it).
     fn get(&self, table: &Table<'db>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let v: Option<Vec<u8>> = self.txn.get(table, key).map_err(map_err)?;
+        let v: Option<Cow<'_, [u8]>> = self.txn.get(table, key).map_err(map_err)?;
         self.lookups.set(self.lookups.get() + 1);
-        if let Some(v) = &v {
-            self.bytes.set(self.bytes.get() + v.len() as u64);
+        let Some(v) = v else {
+            return Ok(None);
+        };
+        check_lengths(self.name_of(table), key.len(), Some(key), v.len())?;
+        self.bytes.set(self.bytes.get() + v.len() as u64);
+        Ok(Some(v.into_owned()))
+    }
+
+    /// The name of `table`, one of this reader's four.
+    fn name_of(&self, table: &Table<'db>) -> &'static str {
+        let dbi = table.dbi();
+        if dbi == self.nodes.dbi() {
+            T_NODES
+        } else if dbi == self.stems.dbi() {
+            T_STEMS
+        } else if dbi == self.code.dbi() {
+            T_CODE
+        } else {
+            T_META
         }
-        Ok(v)
     }
 
     /// The counters so far.
@@ -313,8 +372,10 @@ impl<'db> Reader<'db> {
             _ => &self.meta_t,
         };
         let mut cursor = self.txn.cursor(table).map_err(map_err)?;
-        for item in cursor.iter_start::<std::borrow::Cow<'_, [u8]>, std::borrow::Cow<'_, [u8]>>() {
+        for item in cursor.iter_start::<Cow<'_, [u8]>, Cow<'_, [u8]>>() {
             let (k, v) = item.map_err(map_err)?;
+            // Borrowed from the map: checked before `f` reads a byte of them.
+            check_lengths(name, k.len(), Some(&k), v.len())?;
             f(&k, &v)?;
         }
         Ok(())
@@ -383,5 +444,37 @@ impl<'db> Reader<'db> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound on a stored blob is the largest one the format makes (a full group at group
+    /// depth 8), and a full stem blob is within it: no valid entry is refused.
+    #[test]
+    fn the_largest_blobs_are_within_the_bound() {
+        let entries: Vec<GroupEntry> = (0..256u16)
+            .map(|index| GroupEntry {
+                index,
+                depth: 8,
+                hash: [7; 32],
+            })
+            .collect();
+        let mut group = Vec::new();
+        GroupBlob::encode(8, &entries, &mut group);
+        assert_eq!(group.len(), MAX_BLOB_BYTES);
+        let mut values = StemValues::new();
+        for i in 0..=255u8 {
+            values.set(i, [i; 32]);
+        }
+        let mut stem = Vec::new();
+        values.encode_blob(&[3; 31], &mut stem);
+        assert!(stem.len() <= MAX_BLOB_BYTES, "{}", stem.len());
+        assert!(check_lengths(T_NODES, 33, None, MAX_BLOB_BYTES).is_ok());
+        assert!(check_lengths(T_NODES, 33, None, MAX_BLOB_BYTES + 1).is_err());
+        assert!(check_lengths(T_CODE, 32, None, 24_576).is_ok());
+        assert!(check_lengths(T_STEMS, 65, None, 64).is_err());
     }
 }

@@ -618,3 +618,59 @@ fn remove_if_empty_keeps_a_database_a_writer_has_open() {
         .collect();
     assert_eq!(left.len(), 2, "{left:?}");
 }
+
+/// Sets the stored value length of every entry whose key is `key` (a `key.len()`-byte key, at
+/// the end of an MDBX node header: the value's length as 4 bytes little-endian, flags, extra,
+/// the key's length as 2 bytes) to `len`. Returns how many.
+fn set_value_len(dir: &Path, key: &[u8], len: u32) -> usize {
+    let path = dir.join("mdbx.dat");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut n = 0;
+    let mut i = 8;
+    while i + key.len() <= bytes.len() {
+        let header = &bytes[i - 8..i];
+        if bytes[i..i + key.len()] == *key
+            && u16::from_le_bytes([header[6], header[7]]) as usize == key.len()
+        {
+            bytes[i - 8..i - 4].copy_from_slice(&len.to_le_bytes());
+            n += 1;
+        }
+        i += 1;
+    }
+    std::fs::write(&path, bytes).unwrap();
+    n
+}
+
+/// A stored length made huge by a flipped byte is an error naming the table and key, for a
+/// lookup and for `verify`: MDBX hands a value out as its place in the map and that length,
+/// and the copy read past the file's end (the process died of SIGBUS, silently).
+#[test]
+fn a_damaged_value_length_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(18);
+    let writes = random_writes(&mut rng, 200);
+    build(dir.path(), 5, &writes, &[]);
+    let stem = writes[0].0.stem;
+    assert!(set_value_len(dir.path(), &stem, 0x7fff_0000) >= 1);
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    let e = store.reader().unwrap().get_stem_flat(&stem).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, StoreError::Corrupt(_))
+            && text.contains("table stems")
+            && text.contains(&alloy_primitives::hex::encode(stem))
+            && text.contains("2147418112-byte value"),
+        "{text}"
+    );
+    // Another stem reads as before.
+    let (k, v) = writes[1];
+    let got = store
+        .reader()
+        .unwrap()
+        .get_stem_flat(&k.stem)
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.get(k.sub_index), Some(&v));
+    let e = store.verify(&|_| {}).unwrap_err();
+    assert!(e.to_string().contains("stored lengths are damaged"), "{e}");
+}

@@ -581,3 +581,37 @@ fn a_reader_without_access_to_the_lock_file_is_told_what_it_needs() {
     assert!(err.contains("write access to mdbx.lck"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A bus error (a damaged MDBX map read past the file's end, or a file cut short under a
+/// reader) ends the process with a message and status 1, not silently with 135. Delivered
+/// here by `kill -BUS` to a command waiting on its input; the store's own length check keeps
+/// a damaged length from faulting (crates/store's hardening tests).
+#[test]
+fn a_bus_error_is_explained() {
+    let mut child = bin()
+        .args(["verify-proof", "--proof", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for `main` to install its handlers (nothing is read before stdin ends).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        Command::new("kill")
+            .args(["-BUS", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stdin = child.stdin.take();
+    let o = child.wait_with_output().unwrap();
+    drop(stdin);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a memory-mapped database file ended under a read (SIGBUS)")
+            && err.contains("bintrie verify --db DIR"),
+        "{err}"
+    );
+}
