@@ -543,13 +543,52 @@ pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
             .collect()
     };
     let (before, after) = (read(&args.before)?, read(&args.after)?);
-    let rows = bintrie_bench::ab::compare_sides(&before, &after, &args.metrics);
+    // The same invocation under two names (a copy, a gzip of it) is caught by what it records.
+    for (side, files, paths) in [
+        ("before", &before, &args.before),
+        ("after", &after, &args.after),
+    ] {
+        for (i, r) in files.iter().enumerate() {
+            if let Some(j) = files[..i].iter().position(|q| {
+                (&q.started, q.elapsed_s.to_bits(), &q.command)
+                    == (&r.started, r.elapsed_s.to_bits(), &r.command)
+            }) {
+                bail!(
+                    "{} and {} hold the same invocation (started {}), given twice on the {side} \
+                     side: each invocation is one sample",
+                    paths[j].display(),
+                    paths[i].display(),
+                    r.started
+                );
+            }
+        }
+    }
+    let mut metrics = args.metrics.clone();
+    dedup_in_order(&mut metrics);
+    let rows = bintrie_bench::ab::compare_sides(&before, &after, &metrics);
     anyhow::ensure!(
         !rows.is_empty(),
         "the two sides share no configuration with a kept block and one of the metrics asked for"
     );
+    // Settings outside the configuration key that differ: said on stderr (the JSON on stdout
+    // keeps its shape) and above the table, since a change may be theirs.
+    let differ = bintrie_bench::ab::settings_differences(&before, &after);
+    let warning = (!differ.is_empty()).then(|| {
+        format!(
+            "the invocations differ in settings outside the configuration (a change below may be \
+             theirs, not the code's): {}",
+            differ.join("; ")
+        )
+    });
+    if let Some(w) = &warning {
+        let _ = writeln!(std::io::stderr(), "warning: {w}");
+    }
     if args.json {
         return crate::print_line(&serde_json::to_string_pretty(&rows)?);
     }
-    crate::print_line(report::compare_markdown(&rows).trim_end())
+    let table = report::compare_markdown(&rows);
+    match warning {
+        Some(w) => crate::print_line(&format!("**Warning:** {w}.\n\n{}", table.trim_end())),
+        None => crate::print_line(table.trim_end()),
+    }
 }

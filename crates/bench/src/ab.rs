@@ -11,8 +11,9 @@
 
 use serde::Serialize;
 
-use crate::model::{ConfigKey, Metric, Results};
-use crate::stats::{kept_samples, mann_whitney_p, median};
+use crate::model::{ConfigKey, Metric, Results, RunRow};
+use crate::stats::{mann_whitney_p, median};
+use std::collections::BTreeMap;
 
 /// One configuration and metric measured on both sides.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -74,22 +75,42 @@ pub fn sign_test_p(k: usize, n: usize) -> Option<f64> {
 /// blocks), for each of `metrics` that both sides have. Rows are sorted by configuration,
 /// then in the order of `metrics`. A configuration measured on one side only is left out.
 pub fn compare_sides(before: &[Results], after: &[Results], metrics: &[Metric]) -> Vec<AbRow> {
-    let keys = |side: &[Results]| -> std::collections::BTreeSet<ConfigKey> {
+    // Each invocation's kept rows by configuration, grouped once (looking them up per
+    // configuration and metric in every row was quadratic in a file's rows).
+    fn grouped(side: &[Results]) -> Vec<BTreeMap<ConfigKey, Vec<&RunRow>>> {
         side.iter()
-            .flat_map(|r| r.runs.iter().filter(|row| row.kept).map(|row| row.key))
+            .map(|r| {
+                let mut by: BTreeMap<ConfigKey, Vec<&RunRow>> = BTreeMap::new();
+                for row in r.runs.iter().filter(|row| row.kept) {
+                    by.entry(row.key).or_default().push(row);
+                }
+                by
+            })
             .collect()
-    };
-    let (kb, ka) = (keys(before), keys(after));
+    }
+    let (gb, ga) = (grouped(before), grouped(after));
+    let keys =
+        |side: &[BTreeMap<ConfigKey, Vec<&RunRow>>]| -> std::collections::BTreeSet<ConfigKey> {
+            side.iter().flat_map(|by| by.keys().copied()).collect()
+        };
+    let (kb, ka) = (keys(&gb), keys(&ga));
     let mut out = Vec::new();
     for key in kb.intersection(&ka) {
         for &metric in metrics {
             // Per invocation: its kept blocks (empty when it did not measure the key).
-            let per = |side: &[Results]| -> Vec<Vec<f64>> {
+            let per = |side: &[BTreeMap<ConfigKey, Vec<&RunRow>>]| -> Vec<Vec<f64>> {
                 side.iter()
-                    .map(|r| kept_samples(&r.runs, key, metric))
+                    .map(|by| {
+                        by.get(key)
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|row| row.metric(metric))
+                            .filter(|x| x.is_finite())
+                            .collect()
+                    })
                     .collect()
             };
-            let (pb, pa) = (per(before), per(after));
+            let (pb, pa) = (per(&gb), per(&ga));
             let pooled = |p: &[Vec<f64>]| -> Vec<f64> { p.iter().flatten().copied().collect() };
             let (vb, va) = (pooled(&pb), pooled(&pa));
             let (Some(mb), Some(ma)) = (median(&vb), median(&va)) else {
@@ -129,6 +150,58 @@ pub fn compare_sides(before: &[Results], after: &[Results], metrics: &[Metric]) 
         }
     }
     out
+}
+
+/// The settings outside the configuration key on which the invocations differ (within a side
+/// or between the sides), each as `name: before {values}, after {values}`: a change they show
+/// may be these settings', not the code's. Covers the study's settings that shape a block
+/// (durability, blocks per run, write buffer, holders, seed, mixed share, prefetch workers,
+/// gas limits, witnesses, the log's kept levels, warm branches) and the machine (CPU model
+/// and count). Empty when all agree.
+pub fn settings_differences(before: &[Results], after: &[Results]) -> Vec<String> {
+    type Setting = (&'static str, fn(&Results) -> String);
+    const SETTINGS: [Setting; 14] = [
+        ("durability", |r| {
+            format!("{:?}", r.config.durability).to_lowercase()
+        }),
+        ("blocks_per_run", |r| r.config.blocks_per_run.to_string()),
+        ("buffer_blocks", |r| r.config.buffer_blocks.to_string()),
+        ("holders", |r| r.config.holders.to_string()),
+        ("seed", |r| r.config.seed.to_string()),
+        ("mixed_read_pct", |r| r.config.mixed_read_pct.to_string()),
+        ("prefetch_workers", |r| {
+            r.config.prefetch_workers.to_string()
+        }),
+        ("block_gas_limit", |r| r.config.block_gas_limit.to_string()),
+        ("tx_gas_limit", |r| r.config.tx_gas_limit.to_string()),
+        ("witness", |r| r.config.witness.to_string()),
+        ("log_pinned_mib", |r| r.config.log_pinned_mib.to_string()),
+        ("warm_branches", |r| r.config.warm_branches.to_string()),
+        ("machine.cpus", |r| r.machine.cpus.to_string()),
+        ("machine.cpu_model", |r| {
+            r.machine
+                .cpu_model
+                .clone()
+                .unwrap_or_else(|| "unknown".into())
+        }),
+    ];
+    let values = |side: &[Results], f: fn(&Results) -> String| {
+        side.iter()
+            .map(f)
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    SETTINGS
+        .iter()
+        .filter_map(|(name, f)| {
+            let (b, a) = (values(before, *f), values(after, *f));
+            (b.len() > 1 || a.len() > 1 || b != a).then(|| {
+                let list = |v: &std::collections::BTreeSet<String>| {
+                    v.iter().cloned().collect::<Vec<_>>().join(", ")
+                };
+                format!("{name}: before {}, after {}", list(&b), list(&a))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -277,6 +350,25 @@ mod tests {
             })
         );
         assert_eq!(rows[0].p_rounds, sign_test_p(5, 5));
+    }
+
+    /// Settings outside the key that differ between or within the sides are named; equal
+    /// ones are not.
+    #[test]
+    fn differing_settings_are_named() {
+        let k = key(5);
+        let a = invocation(k, &[1.0, 2.0]);
+        let one = std::slice::from_ref(&a);
+        assert!(settings_differences(one, one).is_empty());
+        let mut b = a.clone();
+        b.config.seed += 1;
+        b.machine.cpus += 2;
+        let d = settings_differences(one, std::slice::from_ref(&b));
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].starts_with("seed: before ") && d[1].starts_with("machine.cpus: "));
+        // Within one side too.
+        let d = settings_differences(&[a.clone(), b], &[a]);
+        assert_eq!(d.len(), 2, "{d:?}");
     }
 
     #[test]

@@ -244,6 +244,58 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // The same invocation under another name (a copy) on one side is caught by what it
+    // records, not only by its path.
+    let copy = scratch.path().join("copy.json");
+    std::fs::copy(&results, &copy).unwrap();
+    let run = compare(&[
+        "--before".as_ref(),
+        dir.as_os_str(),
+        copy.as_os_str(),
+        "--after".as_ref(),
+        dir.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(err.contains("hold the same invocation"), "{err}");
+    // Another invocation with another durability: compared, with the difference said (on
+    // stderr, and above the table), since the change may be the setting's.
+    let mut relaxed = file.clone();
+    relaxed["config"]["durability"] = "relaxed".into();
+    relaxed["started"] = "2000-01-01T00:00:00Z".into();
+    let relaxed_file = scratch.path().join("relaxed.json");
+    std::fs::write(&relaxed_file, serde_json::to_vec(&relaxed).unwrap()).unwrap();
+    let run = compare(&[
+        "--before".as_ref(),
+        dir.as_os_str(),
+        "--after".as_ref(),
+        relaxed_file.as_os_str(),
+    ]);
+    let (out, err) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{err}");
+    assert!(
+        err.contains("durability: before durable, after relaxed"),
+        "{err}"
+    );
+    assert!(
+        out.starts_with("**Warning:** the invocations differ"),
+        "{out}"
+    );
+    // A metric asked twice is one row per configuration.
+    let run = compare(&[
+        "--before".as_ref(),
+        dir.as_os_str(),
+        "--after".as_ref(),
+        dir.as_os_str(),
+        "--metrics".as_ref(),
+        "total_ms,total_ms".as_ref(),
+        "--json".as_ref(),
+    ]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(rows.len(), file["summaries"].as_array().unwrap().len());
 }
 
 #[test]
