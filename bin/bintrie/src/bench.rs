@@ -25,7 +25,8 @@ pub(crate) struct BenchArgs {
     /// page size and group depth, one at a time, and charts of the per-slot costs by size.
     #[arg(long, value_parser = parse_stems)]
     stems: Option<std::vec::Vec<u64>>,
-    /// ERC-20 holders with a balance (overrides the scale's).
+    /// ERC-20 holders with a balance (overrides the scale's; at most 50,000,000, which the
+    /// build lists in memory).
     #[arg(long)]
     holders: Option<u64>,
     /// Group depths to measure, e.g. `1,5,6` or `1-8` (default: 1-8).

@@ -58,8 +58,8 @@ impl Layout {
 
 mod config;
 pub use config::{
-    BLOCK_GAS_LIMIT, Scale, StudyConfig, TX_GAS_LIMIT, dedup_in_order, parse_group_depths,
-    parse_stems,
+    BLOCK_GAS_LIMIT, MAX_HOLDERS, Scale, StudyConfig, TX_GAS_LIMIT, dedup_in_order,
+    parse_group_depths, parse_stems,
 };
 
 /// Version of the `results.json` schema; bump on any incompatible change.

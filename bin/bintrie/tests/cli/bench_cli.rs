@@ -313,6 +313,7 @@ fn bad_arguments_are_refused_with_a_message() {
         &["bench", "--page-sizes", "4k"],
         &["bench", "--runs", "1", "--scale", "smoke"],
         &["bench", "--page-sizes", "3000", "--scale", "smoke"],
+        &["bench", "--holders", "10000000000", "--scale", "smoke"],
     ] {
         let out = tempfile::tempdir().unwrap();
         let run = Command::new(env!("CARGO_BIN_EXE_bintrie"))

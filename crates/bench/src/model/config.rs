@@ -75,7 +75,7 @@ pub struct StudyConfig {
     /// per size, page size and group depth. Read it through [`StudyConfig::sizes`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state_sizes: Vec<u64>,
-    /// ERC-20 holders with a balance (at least 1).
+    /// ERC-20 holders with a balance (1..=[`MAX_HOLDERS`]).
     pub holders: u64,
     /// Group depths measured, each 1..=8.
     pub group_depths: Vec<u8>,
@@ -253,12 +253,22 @@ impl StudyConfig {
         );
         ensure!(self.holders >= 1, "at least one ERC-20 holder");
         ensure!(
+            self.holders <= MAX_HOLDERS,
+            "--holders {} is more than {MAX_HOLDERS}: every holder's balance is held in memory \
+             while a database is built (about 130 bytes each)",
+            self.holders
+        );
+        ensure!(
             self.state_sizes.windows(2).all(|w| w[0] < w[1]),
             "state sizes must be ascending and distinct"
         );
         Ok(())
     }
 }
+
+/// The most ERC-20 holders a study takes (`--holders`): their balances are listed in memory
+/// while each database is built, about 130 bytes each (6.5 GB at this bound).
+pub const MAX_HOLDERS: u64 = 50_000_000;
 
 /// Removes the later repeats of any value in `v`, keeping the first of each where it is: a
 /// list option given a value twice measures it once.

@@ -711,6 +711,19 @@ pub fn copy_into_log(
     options: &bintrie_logstore::LogOptions,
 ) -> Result<LogStore> {
     let meta = src.meta();
+    // The log holds what the MDBX file does, less its free pages: refuse up front rather than
+    // fill the disk part-way through the copy.
+    let need = std::fs::metadata(src.dir().join("mdbx.dat")).map_or(0, |m| m.len());
+    if let Some(free) = bintrie_store::free_bytes(dir.parent().unwrap_or(dir)) {
+        anyhow::ensure!(
+            free >= need,
+            "copying the state into the log layout needs about {} free beside {} (the MDBX \
+             database's size); {} are free",
+            indicatif::DecimalBytes(need),
+            dir.display(),
+            indicatif::DecimalBytes(free)
+        );
+    }
     let options = bintrie_logstore::LogOptions {
         group_depth: Some(meta.group_depth),
         create: true,

@@ -92,15 +92,22 @@ pub fn build_random_state(
     let mut store = StateStore::open(dir, store_options)
         .with_context(|| format!("creating the database in {}", dir.display()))?;
     // The database takes ~285 bytes per random stem (measured at 16M stems, GD-5) and the
-    // sort's runs ~90 more while it builds: refuse up front rather than fill the disk.
+    // sort's runs ~90 more while it builds: refuse up front rather than fill the disk. Each
+    // account and storage slot of `accounts` (the ERC-20's holders: one stem each, about)
+    // counts as a stem.
+    let extra: u64 = accounts
+        .iter()
+        .map(|(_, a)| 1 + a.storage.len() as u64)
+        .sum();
     let need = stems
+        .saturating_add(extra)
         .saturating_mul(BYTES_PER_STEM)
         .saturating_add(DATABASE_FLOOR_BYTES);
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
             free >= need,
-            "building {stems} stems needs about {} free in {} (database and sort runs); \
-             {} are free",
+            "building {stems} stems and {extra} accounts and slots needs about {} free in {} \
+             (database and sort runs); {} are free",
             indicatif::DecimalBytes(need),
             dir.display(),
             indicatif::DecimalBytes(free)
