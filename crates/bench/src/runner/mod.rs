@@ -571,7 +571,12 @@ impl Study<'_> {
                 "database built"
             );
             self.databases.push(info);
-            for &layout in &config.layouts {
+            // The log layout first: its copy is made from the database before any block runs
+            // on it, so both layouts start from the same state (the copy used to start from
+            // the state the MDBX layout's blocks left).
+            let mut layouts = config.layouts.clone();
+            layouts.sort_by_key(|l| *l != Layout::Log);
+            for &layout in &layouts {
                 match layout {
                     Layout::Mdbx => self.measure(&mut bench, config, stems, page_size, g)?,
                     Layout::Log => {
