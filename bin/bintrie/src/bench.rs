@@ -23,7 +23,7 @@ pub(crate) struct BenchArgs {
     /// Random stems per database (overrides the scale's), or a list of state sizes to measure
     /// each at, e.g. `1M,4M,16M,64M` (k, M, G = 10^3, 10^6, 10^9): one database per size,
     /// page size and group depth, one at a time, and charts of the per-slot costs by size.
-    #[arg(long, value_parser = parse_stems)]
+    #[arg(long, value_parser = parse_stems, allow_hyphen_values = true)]
     stems: Option<std::vec::Vec<u64>>,
     /// ERC-20 holders with a balance (overrides the scale's; at most 50,000,000, which the
     /// build lists in memory).
@@ -145,8 +145,19 @@ pub(crate) struct BenchArgs {
     no_progress: bool,
     /// Do not measure: re-render the report (statistics, report.md, charts, index.html) from
     /// an existing results.json (gzip-compressed or not), or the report directory holding it,
-    /// into --out, e.g. after a change to the report.
-    #[arg(long, value_name = "RESULTS_JSON")]
+    /// into --out, e.g. after a change to the report. Takes none of the options that say what
+    /// to measure or where (refused beside it: they would be ignored).
+    #[arg(
+        long,
+        value_name = "RESULTS_JSON",
+        conflicts_with_all = [
+            "scale", "stems", "holders", "group_depths", "workloads", "read_paths", "prefetch",
+            "layouts", "page_sizes", "runs", "mixed_read_pct", "workers", "seed", "db_dir",
+            "keep_databases", "reuse_databases", "durability", "blocks_per_run",
+            "buffer_blocks", "log_pinned_mib", "warm_branches", "memory_budget",
+            "no_disk_probe", "no_witness",
+        ]
+    )]
     from_results: Option<PathBuf>,
     /// Print results.json to stdout when done (the report is written either way).
     #[arg(long)]
@@ -168,7 +179,12 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
             Input::Study(Box::new(config))
         }
     };
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::create_dir_all(&out).with_context(|| {
+        format!(
+            "--out {}: cannot make the report's directory",
+            out.display()
+        )
+    })?;
     let results_file = out.join(bintrie_bench::report::RESULTS_FILE);
     // Another report there would be replaced (and its charts mixed with these): refused,
     // unless it is the one being re-rendered.

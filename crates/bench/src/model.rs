@@ -456,9 +456,15 @@ impl Results {
                 if let Some(v) = row.metric(m) {
                     ensure!(
                         (0.0..1e15).contains(&v),
-                        "{}: runs[{i}].{} is {v}: not a measurement (negative, or beyond 10^15)",
+                        "{}: runs[{i}].{} is {}: not a measurement (negative, or beyond 10^15)",
                         path.display(),
-                        m.name()
+                        m.name(),
+                        // Short for a huge value (1e300 printed as 301 digits).
+                        if v.abs() < 1e15 {
+                            v.to_string()
+                        } else {
+                            format!("{v:e}")
+                        }
                     );
                 }
             }
@@ -964,6 +970,16 @@ mod tests {
         );
         assert_eq!(parse_stems("20000").unwrap(), vec![20_000]);
         assert_eq!(parse_stems("1.5k,2G").unwrap(), vec![1_500, 2_000_000_000]);
+        assert_eq!(parse_stems("1.1M,0.5k").unwrap(), vec![500, 1_100_000]);
+        for (bad, says) in [
+            ("1.5", "not a whole number of stems"),
+            ("0.0001k", "not a whole number of stems"),
+            ("0", "is zero"),
+            ("0k", "is zero"),
+        ] {
+            let e = parse_stems(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
         for bad in [
             "",
             ",",
@@ -992,5 +1008,10 @@ mod tests {
         for bad in ["0-3", "9", "3-1", "x", "1-", "", ",", "4,,5", "5,"] {
             assert!(parse_group_depths(bad).is_err(), "{bad}");
         }
+        let e = parse_group_depths("5-3").unwrap_err().to_string();
+        assert!(
+            e.contains("the range `5-3` goes down: write it `3-5`"),
+            "{e}"
+        );
     }
 }

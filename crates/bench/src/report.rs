@@ -59,12 +59,20 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<()> {
     let charts = charts::write_charts(&view, out).context("writing the SVG charts")?;
     let blocks = document(&view, &charts);
     fs::write(out.join(MARKDOWN_FILE), doc::to_markdown(&blocks)).context("writing report.md")?;
-    let title = format!(
-        "bintrie group-depth study ({})",
-        results.config.scale.name()
-    );
+    let title = title(&results.config);
     fs::write(out.join(HTML_FILE), doc::to_html(&title, &blocks)).context("writing index.html")?;
     Ok(())
+}
+
+/// The report's title: the preset and the state size measured (a preset's name alone said
+/// `smoke` of a study whose `--stems` made it 16M).
+fn title(c: &crate::model::StudyConfig) -> String {
+    let sizes = c.sizes();
+    let stems = match (sizes.first(), sizes.last()) {
+        (Some(a), Some(b)) if a != b => format!("{} to {} stems", count(*a), count(*b)),
+        _ => format!("{} stems", count(c.stems)),
+    };
+    format!("bintrie group-depth study ({}, {stems})", c.scale.name())
 }
 
 /// One line describing `workload`.
@@ -97,10 +105,7 @@ fn describe(workload: Workload, results: &Results) -> String {
 fn document(view: &View, charts: &[Chart]) -> Vec<Block> {
     let r = view.results;
     let c = &r.config;
-    let mut b = vec![Block::Heading(
-        1,
-        format!("bintrie group-depth study ({})", c.scale.name()),
-    )];
+    let mut b = vec![Block::Heading(1, title(c))];
     b.push(Block::Para(format!(
         "Started {}; the study took {}. `results.json` schema version {}. Figures are medians \
          over the kept runs of each configuration (run 0 is a dropped warm-up); see the notes at \

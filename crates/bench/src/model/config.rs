@@ -298,9 +298,11 @@ fn list_parts<'a>(s: &'a str, what: &str) -> anyhow::Result<Vec<&'a str>> {
 }
 
 /// Parses a list of state sizes in stems: `1M,4M,16M,64M`, `20000` or `500k,2M` (k, M and G are
-/// 10^3, 10^6 and 10^9, either case; fractions such as `1.5M` are fine). The result is sorted
-/// and free of duplicates; an error names a part that is not a size, an empty part (`1k,,2k`:
-/// a value lost between two commas is a typo, not a shorter list), or an empty list.
+/// 10^3, 10^6 and 10^9, either case; fractions such as `1.5M` are fine when they make whole
+/// stems). The result is sorted and free of duplicates; an error names a part that is not a
+/// size, that is not a whole number of stems (`1.5`, `0.0001k`) or is zero, an empty part
+/// (`1k,,2k`: a value lost between two commas is a typo, not a shorter list), or an empty
+/// list.
 pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
     let mut out = Vec::new();
     for part in list_parts(s, "state size")? {
@@ -317,10 +319,20 @@ pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
         let n: f64 = digits
             .parse()
             .with_context(|| format!("bad state size `{part}`"))?;
-        let stems = (n * scale).round();
+        let exact = n * scale;
+        let stems = exact.round();
         ensure!(
             stems.is_finite() && stems <= (1u64 << 40) as f64,
             "state size `{part}` is too large"
+        );
+        // Within the product's rounding error of a whole number (1.1M is 1100000.0000000002).
+        ensure!(
+            (exact - stems).abs() <= 1e-6 * exact.max(1.0),
+            "state size `{part}` is not a whole number of stems"
+        );
+        ensure!(
+            stems >= 1.0,
+            "state size `{part}` is zero: a state needs stems"
         );
         out.push(stems as u64);
     }
@@ -344,9 +356,10 @@ pub fn parse_group_depths(s: &str) -> anyhow::Result<Vec<u8>> {
         };
         let (a, b) = (bound(a)?, bound(b)?);
         ensure!(
-            a <= b && a >= 1 && b <= 8,
+            a >= 1 && b <= 8 && a <= 8 && b >= 1,
             "group depths must be within 1..=8 (got `{part}`)"
         );
+        ensure!(a <= b, "the range `{part}` goes down: write it `{b}-{a}`");
         out.extend(a..=b);
     }
     out.sort_unstable();

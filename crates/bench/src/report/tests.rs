@@ -339,7 +339,7 @@ fn full_study_report() {
 
     let md = read(dir.path(), "report.md");
     for needle in [
-        "# bintrie group-depth study (smoke)",
+        "# bintrie group-depth study (smoke, 1,000,000 stems)",
         "cargo xtask bench --scale smoke",
         "| page size | GD | build | file size | node blobs | flat stems |",
         "| 4 KB | 3 | 12.5 s | 300.0 MiB | 123,456 | 1,000,000 |",

@@ -494,8 +494,9 @@ impl BuiltFrom {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .with_context(|| format!("--reuse-databases: reading {}", path.display()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "--reuse-databases: {} does not record what it was built from (no {}; built \
-                 before 2026-12-06): run once without --reuse-databases to rebuild it",
+                "--reuse-databases: {} does not record what it was built from (no {}: its build \
+                 was interrupted, or it was built before 2026-12-06): run once without \
+                 --reuse-databases to rebuild it",
                 dir.display(),
                 Self::FILE
             ),
@@ -506,11 +507,21 @@ impl BuiltFrom {
         };
         ensure!(
             found == *self,
-            "--reuse-databases: {} was built from {found:?}, this run asks for {self:?}: run \
+            "--reuse-databases: {} was built from {found}, this run asks for {self}: run \
              without --reuse-databases to rebuild it",
             dir.display()
         );
         Ok(())
+    }
+}
+
+impl std::fmt::Display for BuiltFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} stems, seed {}, {} holders, {}-byte pages, group depth {}",
+            self.stems, self.seed, self.holders, self.page_size, self.group_depth
+        )
     }
 }
 
