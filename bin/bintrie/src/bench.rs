@@ -230,7 +230,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                      kept (Ctrl-C again to quit at once, leaving them)"
                 );
             });
-            run_study(&StudyOptions {
+            let done = run_study(&StudyOptions {
                 keep_databases: args.keep_databases || args.reuse_databases,
                 reuse_databases: args.reuse_databases,
                 progress: !args.no_progress,
@@ -238,8 +238,14 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 memory_budget: usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
                 partial_out: Some(results_file.clone()),
-                ..StudyOptions::new(*config, db_dir)
-            })?
+                ..StudyOptions::new(*config, db_dir.clone())
+            });
+            if args.db_dir.is_none() {
+                // The default `OUT/databases`, once its databases are deleted: not left
+                // empty in the report (removed only when empty).
+                let _ = std::fs::remove_dir(&db_dir);
+            }
+            done?
         }
     };
     stats::analyze(&mut results);
