@@ -187,9 +187,10 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     })?;
     let results_file = out.join(bintrie_bench::report::RESULTS_FILE);
     // Another report there would be replaced (and its charts mixed with these): refused,
-    // unless it is the one being re-rendered.
+    // unless it is the one being re-rendered (that file, or a copy of the same invocation).
     if results_file.exists()
-        && !matches!(&input, Input::Rendered(_, from) if same_report(from, &out))
+        && !matches!(&input, Input::Rendered(results, from)
+            if same_report(from, &out) || same_invocation(results, &results_file))
     {
         bail!(
             "--out {} already holds a report ({}): give another directory, or remove it first \
@@ -321,6 +322,12 @@ fn same_report(from: &std::path::Path, out: &std::path::Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
+}
+
+/// Whether the results file at `path` holds the invocation `results` does (the same start,
+/// length and command line): a re-render of it replaces nothing of another study's.
+fn same_invocation(results: &Results, path: &std::path::Path) -> bool {
+    Results::read(path).is_ok_and(|there| there.same_invocation(results))
 }
 
 /// The study `args` describe (each list free of repeats: a value given twice is measured
@@ -572,10 +579,7 @@ pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
         ("after", &after, &args.after),
     ] {
         for (i, r) in files.iter().enumerate() {
-            if let Some(j) = files[..i].iter().position(|q| {
-                (&q.started, q.elapsed_s.to_bits(), &q.command)
-                    == (&r.started, r.elapsed_s.to_bits(), &r.command)
-            }) {
+            if let Some(j) = files[..i].iter().position(|q| q.same_invocation(r)) {
                 bail!(
                     "{} and {} hold the same invocation (started {}), given twice on the {side} \
                      side: each invocation is one sample",

@@ -651,6 +651,13 @@ pub struct Results {
 }
 
 impl Results {
+    /// Whether `other` records the same `bench` invocation as this (the same start, length and
+    /// command line): a copy of one file, or the file and its gzip, however they are named.
+    pub fn same_invocation(&self, other: &Results) -> bool {
+        (&self.started, self.elapsed_s.to_bits(), &self.command)
+            == (&other.started, other.elapsed_s.to_bits(), &other.command)
+    }
+
     /// Reads the `results.json` at `path`, or the one inside `path` when it is a directory (a
     /// report's `--out`). Errors name the file: unreadable, not JSON of this schema, or a
     /// `schema_version` other than [`SCHEMA_VERSION`].
