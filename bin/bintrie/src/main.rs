@@ -36,16 +36,17 @@ fn keep_freed_memory() {
 
 /// What a bus error (SIGBUS) prints before the process ends with status 1.
 const BUS_ERROR: &[u8] = b"error: a memory-mapped database file ended under a read (SIGBUS): \
-the file is damaged (a stored length points past its end) or was cut short while open; what \
-was under way is not committed. `bintrie verify --db DIR` checks a database; a damaged one \
-must be rebuilt or restored\n";
+the disk may have filled under it (free some space), or the file is damaged or was cut short \
+while open; what was under way is not committed. Run `bintrie verify --db DIR` (once there is \
+room) before rebuilding or restoring anything\n";
 
 /// Ends the process with [`BUS_ERROR`] on a bus error, instead of dying silently (status 135).
-/// MDBX maps its file and hands out values as pointers into the map: a length that a flipped
-/// byte made point past the file's end faults in the copy (libmdbx checks a value against its
-/// page only in its validation mode, which doubles a read's cost, and cannot be set on a
-/// read-only open through the binding), as does a file truncated under a reader. Such a
-/// fault cannot be returned as an error from inside the copy; what it can do is say so.
+/// MDBX maps its files: a page of the lock file that a full disk cannot back, or a read past
+/// the end of a data file cut short under a reader, faults. (The store checks a value's stored
+/// length before reading it, so a damaged length is an error naming its key; libmdbx's own
+/// validation mode checks every page, at twice a read's cost, and cannot be set on a read-only
+/// open through the binding.) Such a fault cannot be returned as an error from inside the
+/// read; what this can do is say so.
 #[allow(unsafe_code)]
 fn explain_bus_errors() {
     extern "C" fn on_bus_error(_: libc::c_int) {
@@ -191,8 +192,9 @@ enum Command {
     /// results.json, report.md, SVG charts and index.html into --out; each database is deleted
     /// when its group depth is done. Under --db-dir only directories holding nothing but a
     /// bench database's files are deleted.
-    /// Ctrl-C stops the study before its next block, deletes its databases (unless kept) and
-    /// writes no results; a second Ctrl-C quits at once.
+    /// Ctrl-C (or SIGTERM, or SIGHUP unless started under nohup) stops the study before its
+    /// next block and deletes its databases (unless kept); the blocks measured so far are kept
+    /// in --out (results.json marked incomplete, and their report); a second one quits at once.
     Bench(Box<bench::BenchArgs>),
     /// Measure the drive under a directory, the ceiling of every I/O figure: random 4 KB reads
     /// (O_DIRECT) at 1..256 requests in flight, random write IOPS, the time of an fdatasync and

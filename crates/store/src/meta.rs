@@ -51,11 +51,12 @@ pub(crate) fn read_meta<K: libmdbx::TransactionKind>(
     txn: &libmdbx::Transaction<'_, K, MapKind>,
     mt: &libmdbx::Table<'_>,
 ) -> Result<Option<Meta>, StoreError> {
-    let Some(g) = txn.get::<Vec<u8>>(mt, M_GROUP_DEPTH).map_err(map_err)? else {
+    let read = |k: &[u8]| crate::reader::get_bounded(txn, mt, crate::T_META, k);
+    let Some(g) = read(M_GROUP_DEPTH)? else {
         return Ok(None);
     };
     let get = |k: &[u8]| -> Result<Vec<u8>, StoreError> {
-        txn.get::<Vec<u8>>(mt, k).map_err(map_err)?.ok_or_else(|| {
+        read(k)?.ok_or_else(|| {
             StoreError::Corrupt(format!("meta {} missing", String::from_utf8_lossy(k)))
         })
     };
@@ -87,7 +88,7 @@ pub(crate) fn read_meta<K: libmdbx::TransactionKind>(
     };
     // Absent in a database last committed before the check existed; written for another root
     // when an older bintrie committed since. Either way the next commit writes it.
-    if let Some(check) = txn.get::<Vec<u8>>(mt, M_CHECK).map_err(map_err)?
+    if let Some(check) = read(M_CHECK)?
         && check.get(..32) == Some(&meta.root[..])
         && check != meta_check(&meta)
     {

@@ -108,7 +108,7 @@ pub(crate) fn open_read_only(
         } else {
             let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
             if txn
-                .get::<Vec<u8>>(&mt, M_BUILDING)
+                .get::<libmdbx::ObjectLength>(&mt, M_BUILDING)
                 .map_err(map_err)?
                 .is_some()
             {
@@ -319,7 +319,7 @@ impl StateStore {
             let mt = txn.open_table(Some(T_META)).map_err(map_err)?;
             // Checked again here: a database recovered by this open was not validated before.
             if txn
-                .get::<Vec<u8>>(&mt, M_BUILDING)
+                .get::<libmdbx::ObjectLength>(&mt, M_BUILDING)
                 .map_err(map_err)?
                 .is_some()
             {

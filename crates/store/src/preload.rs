@@ -151,7 +151,7 @@ impl NodeStore for StateStore {
         }
         let txn = self.inner.db.begin_ro_txn().map_err(map_err)?;
         let nodes = txn.open_table(Some(T_NODES)).map_err(map_err)?;
-        txn.get(&nodes, key.as_bytes()).map_err(map_err)
+        crate::reader::get_bounded(&txn, &nodes, T_NODES, key.as_bytes())
     }
 
     /// A blob that does not fit the tree this handle builds on is another writer's, not

@@ -22,6 +22,63 @@ pub(crate) const MAX_CODE_BYTES: usize = 16 << 20;
 /// The most bytes of any key of the four tables (a path key is at most 33).
 const MAX_KEY_BYTES: usize = 64;
 
+/// A value copied out of the map only once its length is at most `MAX` (else a decode error,
+/// [`TooLong`], before a byte is read): MDBX hands a value out as its place in the map and its
+/// stored length, and a length a flipped byte made huge would make the copy read past the
+/// file's end (SIGBUS). Works in read-only and read-write transactions alike.
+struct Bounded<const MAX: usize>(Vec<u8>);
+
+/// Why a [`Bounded`] value was refused: its stored length.
+#[derive(Debug)]
+struct TooLong(usize);
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a stored length of {} bytes", self.0)
+    }
+}
+
+impl std::error::Error for TooLong {}
+
+impl<const MAX: usize> libmdbx::Decodable<'_> for Bounded<MAX> {
+    fn decode(data: &[u8]) -> Result<Self, libmdbx::Error> {
+        if data.len() > MAX {
+            return Err(libmdbx::Error::DecodeError(Box::new(TooLong(data.len()))));
+        }
+        Ok(Bounded(data.to_vec()))
+    }
+}
+
+/// The value at `key` in `table` (named `name`, one of the four), copied out only when its
+/// stored length is one the table's entries can have: else [`StoreError::Corrupt`] naming the
+/// table and key. Every read of a value out of MDBX goes through here or, borrowing, through
+/// [`check_lengths`].
+pub(crate) fn get_bounded<K: libmdbx::TransactionKind>(
+    txn: &Transaction<'_, K, MapKind>,
+    table: &Table<'_>,
+    name: &str,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let got = if name == T_CODE {
+        txn.get::<Bounded<MAX_CODE_BYTES>>(table, key)
+            .map(|v| v.map(|b| b.0))
+    } else {
+        txn.get::<Bounded<MAX_BLOB_BYTES>>(table, key)
+            .map(|v| v.map(|b| b.0))
+    };
+    match got {
+        Ok(v) => Ok(v),
+        Err(libmdbx::Error::DecodeError(e)) => match e.downcast_ref::<TooLong>() {
+            Some(TooLong(len)) => {
+                check_lengths(name, key.len(), Some(key), *len)?;
+                Err(StoreError::Corrupt(format!("table {name}: {e}")))
+            }
+            None => Err(map_err(libmdbx::Error::DecodeError(e))),
+        },
+        Err(e) => Err(map_err(e)),
+    }
+}
+
 /// Refuses an entry whose stored lengths no entry of `table` can have, before anything reads
 /// its bytes: MDBX hands out a value as its place in the memory map and its stored length, so
 /// a length a flipped byte made huge would read past the file's end and kill the process
@@ -146,17 +203,15 @@ impl<'db> Reader<'db> {
         })
     }
 
-    /// The value at `key`, its length checked ([`check_lengths`]) before it is copied out of
-    /// the map (a read-only transaction borrows it).
+    /// The value at `key`, its length checked before it is copied out of the map
+    /// ([`get_bounded`]).
     fn get(&self, table: &Table<'db>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let v: Option<Cow<'_, [u8]>> = self.txn.get(table, key).map_err(map_err)?;
+        let v = get_bounded(&self.txn, table, self.name_of(table), key)?;
         self.lookups.set(self.lookups.get() + 1);
-        let Some(v) = v else {
-            return Ok(None);
-        };
-        check_lengths(self.name_of(table), key.len(), Some(key), v.len())?;
-        self.bytes.set(self.bytes.get() + v.len() as u64);
-        Ok(Some(v.into_owned()))
+        if let Some(v) = &v {
+            self.bytes.set(self.bytes.get() + v.len() as u64);
+        }
+        Ok(v)
     }
 
     /// The name of `table`, one of this reader's four.
@@ -183,7 +238,7 @@ impl<'db> Reader<'db> {
 
     /// The root this snapshot holds.
     pub fn root(&self) -> Result<[u8; 32], StoreError> {
-        let v: Option<Vec<u8>> = self.txn.get(&self.meta_t, b"root").map_err(map_err)?;
+        let v = get_bounded(&self.txn, &self.meta_t, T_META, b"root")?;
         let v = v.ok_or_else(|| StoreError::Corrupt("meta root missing".into()))?;
         v.try_into()
             .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into()))
@@ -191,7 +246,7 @@ impl<'db> Reader<'db> {
 
     /// The block number this snapshot holds.
     pub fn block(&self) -> Result<u64, StoreError> {
-        let v: Option<Vec<u8>> = self.txn.get(&self.meta_t, b"block").map_err(map_err)?;
+        let v = get_bounded(&self.txn, &self.meta_t, T_META, b"block")?;
         let v = v.ok_or_else(|| StoreError::Corrupt("meta block missing".into()))?;
         let arr: [u8; 8] = v
             .try_into()

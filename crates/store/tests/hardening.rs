@@ -673,4 +673,30 @@ fn a_damaged_value_length_is_an_error_not_a_crash() {
     assert_eq!(got.get(k.sub_index), Some(&v));
     let e = store.verify(&|_| {}).unwrap_err();
     assert!(e.to_string().contains("stored lengths are damaged"), "{e}");
+    drop(store);
+
+    // A node blob's length, read by a writer's trie (`NodeStore::get_node`), and a meta
+    // record's, read by every open: errors too.
+    let mut deep = None;
+    StateStore::open_read_only(dir.path())
+        .unwrap()
+        .for_each_node(|k, _| {
+            if k.len() >= 3 && deep.is_none() {
+                deep = Some(k.to_vec());
+            }
+        })
+        .unwrap();
+    let deep = deep.expect("a node below the top levels");
+    assert!(set_value_len(dir.path(), &deep, 0x7fff_0000) >= 1);
+    let store = StateStore::open(dir.path(), &opts(5)).unwrap();
+    let key = bintrie_node::PathKey::from_bytes(&deep).unwrap();
+    let e = bintrie_trie::NodeStore::get_node(&store, &key).unwrap_err();
+    assert!(
+        e.to_string().contains("table nodes") && e.to_string().contains("2147418112-byte value"),
+        "{e}"
+    );
+    drop(store);
+    assert!(set_value_len(dir.path(), b"root", 0x7fff_0000) >= 1);
+    let e = StateStore::open_read_only(dir.path()).unwrap_err();
+    assert!(e.to_string().contains("table meta"), "{e}");
 }
