@@ -77,7 +77,8 @@ pub(crate) struct BenchArgs {
     /// Seed of the random state and the per-run keys.
     #[arg(long, default_value_t = 7864)]
     seed: u64,
-    /// Report directory (default: target/bench/TIMESTAMP, the start time in UTC).
+    /// Report directory (default: target/bench/TIMESTAMP, the start time in UTC). One that
+    /// already holds another invocation's report is refused.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Where databases are built, one at a time (default: OUT/databases). One study at a time
@@ -186,17 +187,19 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         )
     })?;
     let results_file = out.join(bintrie_bench::report::RESULTS_FILE);
-    // Another report there would be replaced (and its charts mixed with these): refused,
-    // unless it is the one being re-rendered (that file, or a copy of the same invocation).
-    if results_file.exists()
+    // Another report there (its results.json, or the .gz docs/study keeps) would be replaced,
+    // its charts mixed with these: refused, unless it is the one being re-rendered (that file,
+    // or a copy of the same invocation).
+    let there = Results::file_at(&out);
+    if there.exists()
         && !matches!(&input, Input::Rendered(results, from)
-            if same_report(from, &out) || same_invocation(results, &results_file))
+            if same_report(from, &out) || same_invocation(results, &there))
     {
         bail!(
             "--out {} already holds a report ({}): give another directory, or remove it first \
              (`--from-results {} --out {}` re-renders that report in place)",
             out.display(),
-            results_file.display(),
+            there.display(),
             out.display(),
             out.display()
         );
@@ -221,7 +224,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
             let db_dir = args.db_dir.clone().unwrap_or_else(|| out.join("databases"));
             // Ctrl-C (or SIGTERM, SIGHUP) ends the study at its next block and deletes its
             // databases (GBs at study scale) as its normal end does; a second one quits at once.
-            let _ = ctrlc::set_handler(|| {
+            stop_on_signals(|| {
                 if bintrie_bench::runner::request_stop() {
                     std::process::exit(130);
                 }
@@ -239,39 +242,34 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 memory_budget: usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
                 partial_out: Some(results_file.clone()),
-                ..StudyOptions::new(*config, db_dir.clone())
+                remove_empty_db_dir: args.db_dir.is_none(),
+                ..StudyOptions::new(*config, db_dir)
             });
-            if args.db_dir.is_none() {
-                // The default `OUT/databases`, once its databases are deleted: not left
-                // empty in the report (removed only when empty).
-                let _ = std::fs::remove_dir(&db_dir);
+            match done {
+                Ok(results) => results,
+                Err(e) => {
+                    // A study stopped part-way kept its blocks in --out: their report too.
+                    if let Ok(mut partial) = Results::read(&results_file) {
+                        stats::analyze(&mut partial);
+                        let _ = report::write_report(&partial, &out);
+                    }
+                    return Err(e);
+                }
             }
-            done?
         }
     };
     stats::analyze(&mut results);
     if let Err(e) = report::write_report(&results, &out) {
         let e = e.context(format!("writing the report into {}", out.display()));
-        if args.from_results.is_some() || results_file.exists() {
+        if args.from_results.is_some() {
             return Err(e);
         }
-        // The measurements are all this run made: kept somewhere else when --out refuses them.
-        let spare = std::env::temp_dir().join(format!(
-            "bintrie-results-{}-{}.json",
-            results.started.replace(':', "-"),
-            std::process::id()
+        // The measurements are all this run made: kept, in --out or elsewhere.
+        return Err(bintrie_bench::runner::keep_measurements(
+            e,
+            &results_file,
+            &results,
         ));
-        return Err(
-            match bintrie_bench::runner::write_json_replacing(&spare, &results) {
-                Ok(()) => e.context(format!(
-                    "the measurements are saved in {} (`bintrie bench --from-results {} --out DIR` \
-                 renders their report)",
-                    spare.display(),
-                    spare.display()
-                )),
-                Err(w) => e.context(format!("the measurements could not be saved either: {w:#}")),
-            },
-        );
     }
     // Written, not printed: `println!` panics when stdout is closed or full.
     let mut stdout = std::io::stdout().lock();
@@ -298,6 +296,26 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     .and_then(|()| stdout.flush())
     .context(crate::WRITING)?;
     Ok(())
+}
+
+/// Calls `handler` on Ctrl-C, SIGTERM and SIGHUP (ctrlc's `termination`), except that a
+/// SIGHUP the process was started ignoring (`nohup`) stays ignored: a study run under `nohup`
+/// must outlive its terminal.
+#[allow(unsafe_code)]
+fn stop_on_signals(handler: impl FnMut() + Send + 'static) {
+    // SAFETY: `sigaction` with no new action only reads the current one into `old`.
+    let hup_ignored = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    };
+    let _ = ctrlc::set_handler(handler);
+    if hup_ignored {
+        // SAFETY: puts back the disposition the process started with; installs no handler.
+        unsafe {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        }
+    }
 }
 
 /// What `bench` renders: a study to run, or results read back (and where from).
@@ -550,30 +568,13 @@ pub(crate) struct CompareArgs {
 
 /// Runs `bintrie compare`.
 pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
-    // One file twice on one side would count one invocation as two samples (a file on both
-    // sides is fine: a version compared with itself shows no change).
     let read = |paths: &[PathBuf]| -> Result<Vec<Results>> {
-        let mut seen = std::collections::HashMap::new();
-        paths
-            .iter()
-            .map(|p| {
-                let file = Results::file_at(p);
-                let id = std::fs::canonicalize(&file)
-                    .with_context(|| format!("reading {}", file.display()))?;
-                if let Some(first) = seen.insert(id, p) {
-                    bail!(
-                        "{} and {} are the same results file, given twice on one side: each \
-                         invocation is one sample",
-                        first.display(),
-                        p.display()
-                    );
-                }
-                Results::read(p)
-            })
-            .collect()
+        paths.iter().map(|p| Results::read(p)).collect()
     };
     let (before, after) = (read(&args.before)?, read(&args.after)?);
-    // The same invocation under two names (a copy, a gzip of it) is caught by what it records.
+    // One invocation twice on a side (one file by two paths, a copy, a gzip of it) would count
+    // as two samples; caught by what it records. (On both sides it is fine: a version compared
+    // with itself shows no change.)
     for (side, files, paths) in [
         ("before", &before, &args.before),
         ("after", &after, &args.after),

@@ -525,12 +525,14 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
             String::new()
         } else {
             format!(
-                "finished     an interrupted compaction: removed {} segments it had dropped \
-                 ({})\n",
-                finished.len(),
+                "finished     an interrupted compaction: removed {} it had dropped ({})\n",
+                match finished.len() {
+                    1 => "1 segment".to_string(),
+                    n => format!("{n} segments"),
+                },
                 finished
                     .iter()
-                    .map(|n| format!("log.{n:06}"))
+                    .map(|n| bintrie_logstore::segment_name(*n))
                     .collect::<Vec<_>>()
                     .join(", ")
             )

@@ -12,7 +12,7 @@
 use serde::Serialize;
 
 use crate::model::{ConfigKey, Metric, Results, RunRow};
-use crate::stats::{mann_whitney_p, median};
+use crate::stats::{kept_by_key, mann_whitney_p, median, values};
 use std::collections::BTreeMap;
 
 /// One configuration and metric measured on both sides.
@@ -78,15 +78,7 @@ pub fn compare_sides(before: &[Results], after: &[Results], metrics: &[Metric]) 
     // Each invocation's kept rows by configuration, grouped once (looking them up per
     // configuration and metric in every row was quadratic in a file's rows).
     fn grouped(side: &[Results]) -> Vec<BTreeMap<ConfigKey, Vec<&RunRow>>> {
-        side.iter()
-            .map(|r| {
-                let mut by: BTreeMap<ConfigKey, Vec<&RunRow>> = BTreeMap::new();
-                for row in r.runs.iter().filter(|row| row.kept) {
-                    by.entry(row.key).or_default().push(row);
-                }
-                by
-            })
-            .collect()
+        side.iter().map(|r| kept_by_key(&r.runs)).collect()
     }
     let (gb, ga) = (grouped(before), grouped(after));
     let keys =
@@ -102,11 +94,7 @@ pub fn compare_sides(before: &[Results], after: &[Results], metrics: &[Metric]) 
                 side.iter()
                     .map(|by| {
                         by.get(key)
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|row| row.metric(metric))
-                            .filter(|x| x.is_finite())
-                            .collect()
+                            .map_or_else(Vec::new, |rows| values(rows, metric))
                     })
                     .collect()
             };

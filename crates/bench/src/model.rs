@@ -981,6 +981,8 @@ mod tests {
         for (bad, says) in [
             ("1.5", "not a whole number of stems"),
             ("0.0001k", "not a whole number of stems"),
+            ("1000000.5", "not a whole number of stems"),
+            ("1.0000005M", "not a whole number of stems"),
             ("0", "is zero"),
             ("0k", "is zero"),
         ] {

@@ -133,7 +133,7 @@ pub fn kept_samples(rows: &[RunRow], key: &ConfigKey, metric: Metric) -> Vec<f64
 }
 
 /// Kept rows grouped by configuration, in key order.
-fn kept_by_key(rows: &[RunRow]) -> BTreeMap<ConfigKey, Vec<&RunRow>> {
+pub(crate) fn kept_by_key(rows: &[RunRow]) -> BTreeMap<ConfigKey, Vec<&RunRow>> {
     let mut groups: BTreeMap<ConfigKey, Vec<&RunRow>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.kept) {
         groups.entry(r.key).or_default().push(r);
@@ -142,7 +142,7 @@ fn kept_by_key(rows: &[RunRow]) -> BTreeMap<ConfigKey, Vec<&RunRow>> {
 }
 
 /// The finite values of `metric` in `rows`.
-fn values(rows: &[&RunRow], metric: Metric) -> Vec<f64> {
+pub(crate) fn values(rows: &[&RunRow], metric: Metric) -> Vec<f64> {
     rows.iter()
         .filter_map(|r| r.metric(metric))
         .filter(|x| x.is_finite())

@@ -1084,7 +1084,8 @@ pub struct LogReads {
     pub recent: u64,
 }
 
-fn segment_name(seg: u32) -> String {
+/// The file name of segment `seg` in a log's directory: `log.NNNNNN`.
+pub fn segment_name(seg: u32) -> String {
     format!("log.{seg:06}")
 }
 

@@ -237,7 +237,7 @@ fn compare_reads_the_study_it_wrote(dir: &std::path::Path, file: &serde_json::Va
                 "--after".as_ref(),
                 dir.as_os_str(),
             ],
-            "the same results file, given twice on one side",
+            "hold the same invocation",
         ),
     ] {
         let run = compare(&args);
@@ -452,41 +452,71 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
 /// before it are saved, marked incomplete (they were lost), and render as a report.
 #[test]
 fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
+    use std::io::BufRead as _;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let db = out.join("databases/db-p4096-g5");
-    let child = small_study("20k", "200")
+    // Started as `nohup` starts it, with SIGHUP ignored.
+    let study = small_study("20k", "200");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' HUP; exec \"$0\" \"$@\"")
+        .arg(study.get_program())
+        .args(study.get_args())
         .arg("--out")
         .arg(&out)
+        .env("RUST_LOG", "bintrie_bench=debug")
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    // Built (its record is written after the build), then a few blocks measured.
-    while !db.join("bench-built-from.json").exists() {
+    // Stopped once a block is measured (its debug line), the rest of stderr kept.
+    let (seen, measured) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("block measured") {
+                let _ = seen.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    measured
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .expect("no block measured within 5 minutes");
+    let pid = child.id().to_string();
+    let kill = |signal: &str| {
         assert!(
-            start.elapsed().as_secs() < 180,
-            "no database after 3 minutes"
+            Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
         );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    };
+    // A hang-up the study was started ignoring does not stop it.
+    kill("-HUP");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP under nohup stopped the study"
     );
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    kill("-TERM");
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    assert!(
-        err.contains("blocks measured before it are saved in"),
-        "{err}"
-    );
+    assert!(err.contains("blocks measured are saved in"), "{err}");
     assert!(!db.exists(), "the database was left behind");
+    assert!(
+        !out.join("databases").exists(),
+        "the default --db-dir was left behind"
+    );
     let saved: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
     assert!(
@@ -498,6 +528,10 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
         saved["incomplete"]
     );
     assert!(!saved["runs"].as_array().unwrap().is_empty());
+    // Its report is rendered, and says so.
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("**Incomplete.**"), "{report}");
+    // And renders again in place.
     let o = Command::new(env!("CARGO_BIN_EXE_bintrie"))
         .args(["bench", "--from-results"])
         .arg(&out)
@@ -506,6 +540,4 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("**Incomplete.**"), "{report}");
 }

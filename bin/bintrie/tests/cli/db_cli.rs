@@ -543,7 +543,7 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
     let text = run_ok(bin().args(["compact", "--db", d, "--min-garbage", "1"]));
     assert!(
         text.contains(&format!(
-            "finished     an interrupted compaction: removed 1 segments it had dropped ({name})"
+            "finished     an interrupted compaction: removed 1 segment it had dropped ({name})"
         )),
         "{text}"
     );

@@ -325,9 +325,10 @@ pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
             stems.is_finite() && stems <= (1u64 << 40) as f64,
             "state size `{part}` is too large"
         );
-        // Within the product's rounding error of a whole number (1.1M is 1100000.0000000002).
+        // Within the product's rounding error of a whole number (1.1M is 1100000.0000000002;
+        // 1000000.5 is not).
         ensure!(
-            (exact - stems).abs() <= 1e-6 * exact.max(1.0),
+            (exact - stems).abs() <= 1e-9 * exact.max(1.0),
             "state size `{part}` is not a whole number of stems"
         );
         ensure!(

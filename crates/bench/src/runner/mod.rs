@@ -90,6 +90,9 @@ pub struct StudyOptions {
     /// ([`Results::incomplete`] says why), so that hours of measuring are not lost with it;
     /// `None`: nowhere.
     pub partial_out: Option<PathBuf>,
+    /// Remove `db_dir` at the end when it is empty (a directory the caller made for the
+    /// study: `bench`'s default `OUT/databases`). Only a study that held its lock does.
+    pub remove_empty_db_dir: bool,
 }
 
 impl StudyOptions {
@@ -106,6 +109,7 @@ impl StudyOptions {
             probe_disk: true,
             command: String::new(),
             partial_out: None,
+            remove_empty_db_dir: false,
         }
     }
 }
@@ -219,6 +223,9 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     std::fs::create_dir_all(&opts.db_dir)
         .with_context(|| format!("creating {}", opts.db_dir.display()))?;
     let _lock = lock_db_dir(&opts.db_dir)?;
+    // Dropped before the lock (declared after it): the directory goes, when empty, while this
+    // study still holds it, however the study ends.
+    let _remove = RemoveIfEmpty(opts.remove_empty_db_dir.then(|| opts.db_dir.clone()));
     let several_sizes = config.sizes().len() > 1;
     // Every directory the study will delete is checked before the first is built (and before
     // the disk is probed), so a file that is not the study's stops it at once, not after hours
@@ -273,27 +280,55 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     }
 }
 
-/// The error of a study that stopped part-way, with the blocks it measured saved to
-/// [`StudyOptions::partial_out`] when there are any (the error then says where, and how to
-/// render them).
+/// Removes its directory, when empty, on drop.
+struct RemoveIfEmpty(Option<PathBuf>);
+
+impl Drop for RemoveIfEmpty {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// The error of a study that stopped part-way, with the blocks it measured kept
+/// ([`keep_measurements`] at [`StudyOptions::partial_out`]) when there are any.
 fn save_partial(opts: &StudyOptions, mut results: Results, e: anyhow::Error) -> anyhow::Error {
     let (Some(path), false) = (&opts.partial_out, results.runs.is_empty()) else {
         return e;
     };
     // Rows of a configuration cut short mid-run are kept: a partial run's blocks were measured
     // like any other, and the statistics count kept rows only.
-    let n = results.runs.len();
     crate::stats::analyze(&mut results);
-    match write_json_replacing(path, &results) {
-        Ok(()) => e.context(format!(
-            "the {n} blocks measured before it are saved in {} (`bintrie bench --from-results \
-             {} --out DIR` renders their report)",
-            path.display(),
-            path.display()
+    keep_measurements(e, path, &results)
+}
+
+/// `e`, saying where `results` are kept: written to `path` ([`write_json_replacing`]) or, when
+/// that fails, to a file in the system's temporary directory, with how to render them; or why
+/// neither took them. What a study that fails after measuring, or whose report cannot be
+/// written, returns: its measurements are never lost with it.
+pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> anyhow::Error {
+    let n = results.runs.len();
+    let spare = std::env::temp_dir().join(format!(
+        "bintrie-results-{}-{}.json",
+        results.started.replace(':', "-"),
+        std::process::id()
+    ));
+    let saved = write_json_replacing(path, results)
+        .map(|()| path)
+        .or_else(|first| {
+            write_json_replacing(&spare, results)
+                .map(|()| spare.as_path())
+                .map_err(|second| format!("{first:#}; {second:#}"))
+        });
+    match saved {
+        Ok(at) => e.context(format!(
+            "the {n} blocks measured are saved in {} (`bintrie bench --from-results {} --out \
+             DIR` renders their report)",
+            at.display(),
+            at.display()
         )),
-        Err(w) => e.context(format!(
-            "the {n} blocks measured before it could not be saved either: {w:#}"
-        )),
+        Err(why) => e.context(format!("the {n} blocks measured could not be saved: {why}")),
     }
 }
 
@@ -428,10 +463,7 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
         let name = entry.file_name();
-        let record = name.to_str().is_some_and(|n| {
-            let n = n.strip_suffix(".tmp").unwrap_or(n);
-            n == BuiltFrom::FILE || n == block::BASE_FILE
-        });
+        let record = name.to_str().is_some_and(is_record_name);
         let ours = record
             || bintrie_store::is_store_file_name(&name)
             || bintrie_logstore::is_log_file_name(&name);
@@ -446,35 +478,48 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Writes `value` as JSON (and a newline) to `path` through `PATH.tmp`, synced and renamed over
-/// it, so that a crash or a full disk leaves the old file or the new one, never a torn one (a
-/// torn record would refuse a database that is whole; a torn `results.json` would lose the
-/// study). A failed write removes its temporary file; whatever was at the temporary name (a
-/// link included) is replaced, never written through.
+/// Writes `value` as JSON (and a newline) to `path` through a new temporary file beside it
+/// (`NAME.XXXXXX.tmp`, made with `O_EXCL`: no file or link there is written through, and two
+/// writers never share one), synced, renamed over `path` and the directory synced, so that a
+/// crash, a kill or a full disk leaves the old file or the new one, never a torn one (a torn
+/// record would refuse a database that is whole; a torn `results.json` would lose the study).
+/// A failed write removes its temporary file.
 pub fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let write = || -> std::io::Result<()> {
-        // A file or link left at the temporary name is removed, never written through: a
-        // link planted there cannot make this write elsewhere.
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        serde_json::to_writer_pretty(&mut f, value)?;
-        std::io::Write::write_all(&mut f, b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     };
-    write().map_err(|e| {
-        // Nothing half-written is left beside the file (which is whole, old or new).
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::Error::new(e).context(format!("writing {}", path.display()))
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let write = || -> std::io::Result<()> {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("{name}."))
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        let mut out = std::io::BufWriter::new(tmp.as_file());
+        serde_json::to_writer_pretty(&mut out, value)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+        std::io::Write::flush(&mut out)?;
+        drop(out);
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().with_context(|| format!("writing {}", path.display()))
+}
+
+/// Whether `name` is one of the study's records in a database directory, or a temporary file
+/// of one ([`write_json_replacing`]'s `NAME.XXXXXX.tmp`, or `NAME.tmp` of older versions) that
+/// a kill left.
+fn is_record_name(name: &str) -> bool {
+    [BuiltFrom::FILE, block::BASE_FILE].iter().any(|file| {
+        name == *file
+            || name
+                .strip_prefix(file)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .is_some_and(|rest| rest.ends_with("tmp") && !rest.contains('/'))
     })
 }
 
@@ -597,6 +642,11 @@ impl Study<'_> {
                         self.databases.push(info);
                         self.measure(&mut log, config, stems, page_size, g)?;
                         log.finish()?;
+                        // The copy read the whole MDBX file into the page cache: dropped, so
+                        // that the MDBX layout's sizing maps only what it reads (as after the
+                        // build).
+                        bintrie_store::evict_page_cache(&dir)
+                            .with_context(|| format!("evicting {}", dir.display()))?;
                     }
                 }
             }
@@ -650,6 +700,12 @@ impl Study<'_> {
                         for b in 0..config.blocks_per_run {
                             check_stop()?;
                             let row = bench.measure(key, run, b, &sizing, config)?;
+                            tracing::debug!(
+                                run,
+                                block = b,
+                                total_ms = row.total_ms,
+                                "block measured"
+                            );
                             self.runs.push(row);
                             self.overall.inc(1);
                         }
@@ -684,10 +740,17 @@ mod tests {
             "LOCK",
             "index-sizes.tmp",
             "bench-base.json.tmp",
+            "bench-built-from.json.a1B2c3.tmp",
         ]);
         remove_database_dir(&dir).unwrap();
         assert!(!dir.exists());
-        for foreign in ["notes.txt", "log.1", "mdbx.dat.bak", "x.tmp"] {
+        for foreign in [
+            "notes.txt",
+            "log.1",
+            "mdbx.dat.bak",
+            "x.tmp",
+            "bench-base.json.bak",
+        ] {
             fill(&["mdbx.dat", foreign]);
             let err = format!("{:#}", remove_database_dir(&dir).unwrap_err());
             assert!(err.contains(&format!("{foreign:?}")), "{err}");
