@@ -44,16 +44,17 @@ fn file_bytes(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join("mdbx.dat")).unwrap()
 }
 
-/// Flips the byte at `offset` within every occurrence of `pattern` in the data file (MDBX
-/// keeps older copies of pages, so a value may sit there more than once). Returns how many.
-fn flip_all(dir: &Path, pattern: &[u8], offset: usize) -> usize {
+/// Calls `edit(bytes, at)` at every occurrence of `pattern` in the data file (MDBX keeps older
+/// copies of pages, so a value may sit there more than once), going on after the pattern when
+/// `edit` returns true (it changed something) and after one byte otherwise; writes the file
+/// back. Returns how many it changed.
+fn edit_each(dir: &Path, pattern: &[u8], mut edit: impl FnMut(&mut [u8], usize) -> bool) -> usize {
     let path = dir.join("mdbx.dat");
     let mut bytes = std::fs::read(&path).unwrap();
     let mut n = 0;
     let mut i = 0;
     while i + pattern.len() <= bytes.len() {
-        if bytes[i..i + pattern.len()] == *pattern {
-            bytes[i + offset] ^= 0x01;
+        if bytes[i..i + pattern.len()] == *pattern && edit(&mut bytes, i) {
             n += 1;
             i += pattern.len();
         } else {
@@ -62,6 +63,15 @@ fn flip_all(dir: &Path, pattern: &[u8], offset: usize) -> usize {
     }
     std::fs::write(&path, bytes).unwrap();
     n
+}
+
+/// Flips the byte at `offset` within every occurrence of `pattern` in the data file. Returns
+/// how many.
+fn flip_all(dir: &Path, pattern: &[u8], offset: usize) -> usize {
+    edit_each(dir, pattern, |bytes, at| {
+        bytes[at + offset] ^= 0x01;
+        true
+    })
 }
 
 #[test]
@@ -623,22 +633,14 @@ fn remove_if_empty_keeps_a_database_a_writer_has_open() {
 /// the end of an MDBX node header: the value's length as 4 bytes little-endian, flags, extra,
 /// the key's length as 2 bytes) to `len`. Returns how many.
 fn set_value_len(dir: &Path, key: &[u8], len: u32) -> usize {
-    let path = dir.join("mdbx.dat");
-    let mut bytes = std::fs::read(&path).unwrap();
-    let mut n = 0;
-    let mut i = 8;
-    while i + key.len() <= bytes.len() {
-        let header = &bytes[i - 8..i];
-        if bytes[i..i + key.len()] == *key
-            && u16::from_le_bytes([header[6], header[7]]) as usize == key.len()
-        {
-            bytes[i - 8..i - 4].copy_from_slice(&len.to_le_bytes());
-            n += 1;
+    edit_each(dir, key, |bytes, at| {
+        let is_key =
+            at >= 8 && u16::from_le_bytes([bytes[at - 2], bytes[at - 1]]) as usize == key.len();
+        if is_key {
+            bytes[at - 8..at - 4].copy_from_slice(&len.to_le_bytes());
         }
-        i += 1;
-    }
-    std::fs::write(&path, bytes).unwrap();
-    n
+        is_key
+    })
 }
 
 /// A stored length made huge by a flipped byte is an error naming the table and key, for a

@@ -331,6 +331,18 @@ fn bad_arguments_are_refused_with_a_message() {
     }
 }
 
+/// `bintrie bench --from-results FROM --out OUT`, which must succeed.
+fn rerender(from: &std::path::Path, out: &std::path::Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+        .args(["bench", "--from-results"])
+        .arg(from)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `bintrie bench` of one small cell (GD-5, erc20_balanceof, flat, no prefetch, no disk probe)
 /// at `stems` and `runs`, for --out and --db-dir to be added.
 fn small_study(stems: &str, runs: &str) -> Command {
@@ -392,14 +404,7 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     assert!(err.contains("already holds a report"), "{err}");
     assert_eq!(std::fs::read(out.join("results.json")).unwrap(), results);
     for from in [out.clone(), out.join("results.json")] {
-        let o = Command::new(env!("CARGO_BIN_EXE_bintrie"))
-            .args(["bench", "--from-results"])
-            .arg(&from)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        rerender(&from, &out);
     }
     assert!(!out.join("results.json.tmp").exists());
     // A link planted at the write check's name is not written through.
@@ -532,12 +537,5 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("**Incomplete.**"), "{report}");
     // And renders again in place.
-    let o = Command::new(env!("CARGO_BIN_EXE_bintrie"))
-        .args(["bench", "--from-results"])
-        .arg(&out)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    rerender(&out, &out);
 }
