@@ -314,13 +314,19 @@ pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> an
         results.started.replace(':', "-"),
         std::process::id()
     ));
-    let saved = write_json_replacing(path, results)
-        .map(|()| path)
-        .or_else(|first| {
-            write_json_replacing(&spare, results)
-                .map(|()| spare.as_path())
-                .map_err(|second| format!("{first:#}; {second:#}"))
-        });
+    // Already there (a report that failed after writing its results.json): not written again.
+    let there = Results::read(path).is_ok_and(|r| r.same_invocation(results));
+    let saved = (if there {
+        Ok(())
+    } else {
+        write_json_replacing(path, results)
+    })
+    .map(|()| path)
+    .or_else(|first| {
+        write_json_replacing(&spare, results)
+            .map(|()| spare.as_path())
+            .map_err(|second| format!("{first:#}; {second:#}"))
+    });
     match saved {
         Ok(at) => e.context(format!(
             "the {n} blocks measured are saved in {} (`bintrie bench --from-results {} --out \
@@ -494,9 +500,11 @@ pub fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Resul
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let write = || -> std::io::Result<()> {
+        // Readable by all, as a file written plainly is (a temporary file is made 0600).
         let tmp = tempfile::Builder::new()
             .prefix(&format!("{name}."))
             .suffix(".tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .tempfile_in(dir)?;
         let mut out = std::io::BufWriter::new(tmp.as_file());
         serde_json::to_writer_pretty(&mut out, value)?;
