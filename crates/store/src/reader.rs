@@ -84,7 +84,7 @@ pub(crate) fn get_bounded<K: libmdbx::TransactionKind>(
 /// a length a flipped byte made huge would read past the file's end and kill the process
 /// (SIGBUS) instead of failing here. The error names the key when `key` is given (its bytes
 /// are then safe to read).
-fn check_lengths(
+pub(crate) fn check_lengths(
     table: &str,
     key_len: usize,
     key: Option<&[u8]>,

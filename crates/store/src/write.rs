@@ -429,19 +429,42 @@ pub(crate) fn put_block<'a>(
     code: &[(Hash32, Vec<u8>)],
 ) -> Result<(), StoreError> {
     for key in removed {
+        check_existing(txn, &t.nodes, T_NODES, key.as_bytes())?;
         txn.del(&t.nodes, key.as_bytes(), None).map_err(map_err)?;
     }
     for (key, blob) in nodes {
+        check_existing(txn, &t.nodes, T_NODES, key.as_bytes())?;
         txn.put(&t.nodes, key.as_bytes(), blob, WriteFlags::UPSERT)
             .map_err(map_err)?;
         if let Some((stem, flat)) = split_stem_blob(blob) {
+            check_existing(txn, &t.stems, T_STEMS, stem)?;
             txn.put(&t.stems, stem, flat, WriteFlags::UPSERT)
                 .map_err(map_err)?;
         }
     }
     for (hash, bytecode) in code {
+        check_existing(txn, &t.code, T_CODE, hash)?;
         txn.put(&t.code, hash, bytecode, WriteFlags::UPSERT)
             .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// Refuses to replace or delete an entry whose stored length no entry of its table can have
+/// ([`crate::reader::check_lengths`]): MDBX moves the old value's bytes by that length, and a
+/// damaged one crashed the writer (and, its block in the journal, every writer after it). The
+/// lookup reads the length only, never the bytes.
+fn check_existing(
+    txn: &RwTxn<'_>,
+    table: &libmdbx::Table<'_>,
+    name: &str,
+    key: &[u8],
+) -> Result<(), StoreError> {
+    if let Some(libmdbx::ObjectLength(len)) = txn
+        .get::<libmdbx::ObjectLength>(table, key)
+        .map_err(map_err)?
+    {
+        crate::reader::check_lengths(name, key.len(), Some(key), len)?;
     }
     Ok(())
 }

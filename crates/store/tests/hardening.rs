@@ -676,6 +676,22 @@ fn a_damaged_value_length_is_an_error_not_a_crash() {
     let e = store.verify(&|_| {}).unwrap_err();
     assert!(e.to_string().contains("stored lengths are damaged"), "{e}");
     drop(store);
+    // A writer replacing that entry: refused before MDBX moves bytes by the damaged length
+    // (the process died of SIGSEGV, and with the block in the journal every writer after it).
+    let root = {
+        let store = StateStore::open(dir.path(), &opts(5)).unwrap();
+        let meta = store.meta();
+        let mut trie: Trie<StateStore> = Trie::open(store, 5, meta.root).unwrap();
+        trie.update(vec![(writes[0].0, [0x42; 32])]).unwrap();
+        let e = trie
+            .commit_with(|s, set| s.write_block(set, 2, &[]))
+            .unwrap_err();
+        assert!(e.to_string().contains("stored lengths are damaged"), "{e}");
+        meta.root
+    };
+    let store = StateStore::open(dir.path(), &opts(5)).unwrap();
+    assert_eq!((store.meta().root, store.meta().block), (root, 1));
+    drop(store);
 
     // A node blob's length, read by a writer's trie (`NodeStore::get_node`), and a meta
     // record's, read by every open: errors too.
