@@ -173,36 +173,59 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     });
     // What is to be measured (or re-rendered) is checked before anything is made in --out.
     let input = match &args.from_results {
-        Some(path) => Input::Rendered(Box::new(Results::read(path)?), path.clone()),
+        Some(path) => Input::Rendered(Box::new(Results::read(path)?)),
         None => {
             let config = study_config(&args);
             config.validate()?;
             Input::Study(Box::new(config))
         }
     };
+    let made_out = !out.exists();
     std::fs::create_dir_all(&out).with_context(|| {
         format!(
             "--out {}: cannot make the report's directory",
             out.display()
         )
     })?;
+    // A run that ends with nothing in the --out it made (refused, or stopped before a block)
+    // leaves no empty directory behind.
+    let _made = bintrie_bench::runner::RemoveIfEmpty(made_out.then(|| out.clone()));
     let results_file = out.join(bintrie_bench::report::RESULTS_FILE);
     // Another report there (its results.json, or the .gz docs/study keeps) would be replaced,
     // its charts mixed with these: refused, unless it is the one being re-rendered (that file,
     // or a copy of the same invocation).
+    // One bench at a time per --out (its --db-dir is locked by the study): a second one would
+    // replace this one's results when it ends. (The same directory as --db-dir is locked once.)
+    let same_dir = args
+        .db_dir
+        .as_ref()
+        .is_some_and(|d| d.canonicalize().ok() == out.canonicalize().ok());
+    let _out_lock = if same_dir {
+        None
+    } else {
+        Some(bintrie_bench::runner::lock_dir(&out, "--out")?)
+    };
     let there = Results::file_at(&out);
-    if there.exists()
-        && !matches!(&input, Input::Rendered(results, from)
-            if same_report(from, &out) || same_invocation(results, &there))
-    {
-        bail!(
-            "--out {} already holds a report ({}): give another directory, or remove it first \
-             (`--from-results {} --out {}` re-renders that report in place)",
+    if there.exists() {
+        anyhow::ensure!(
+            std::fs::metadata(&there).is_ok_and(|m| m.is_file()),
+            "--out {} holds {}, which is not a regular file: give another directory, or remove \
+             it first",
             out.display(),
-            there.display(),
-            out.display(),
-            out.display()
+            there.display()
         );
+        // Replaced only by a re-render of the same invocation.
+        if !matches!(&input, Input::Rendered(results) if same_invocation(results, &there)) {
+            bail!(
+                "--out {} already holds a report ({}) of another invocation: give another \
+                 directory, or remove it first (`--from-results {} --out {}` re-renders that \
+                 report in place)",
+                out.display(),
+                there.display(),
+                out.display(),
+                out.display()
+            );
+        }
     }
     // The results are written at the end: a directory that takes no file would lose the whole
     // run then, so try one now (a new file: a link planted at the name is not written through).
@@ -219,7 +242,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
             )
         })?;
     let mut results = match input {
-        Input::Rendered(results, _) => *results,
+        Input::Rendered(results) => *results,
         Input::Study(config) => {
             let db_dir = args.db_dir.clone().unwrap_or_else(|| out.join("databases"));
             // Ctrl-C (or SIGTERM, SIGHUP) ends the study at its next block and deletes its
@@ -230,8 +253,9 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 }
                 let _ = writeln!(
                     std::io::stderr(),
-                    "stopping before the next block; the databases it made are deleted unless \
-                     kept (Ctrl-C again to quit at once, leaving them)"
+                    "stopping before the next block: the blocks measured so far are kept in \
+                     --out, the databases it made deleted unless kept (Ctrl-C again to quit at \
+                     once, leaving the databases and losing the blocks measured)"
                 );
             });
             let done = run_study(&StudyOptions {
@@ -298,48 +322,34 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Calls `handler` on Ctrl-C, SIGTERM and SIGHUP (ctrlc's `termination`), except that a
-/// SIGHUP the process was started ignoring (`nohup`) stays ignored: a study run under `nohup`
-/// must outlive its terminal.
+/// Calls `handler` on Ctrl-C, SIGTERM and SIGHUP (ctrlc's `termination`), except for a signal
+/// the process was started ignoring, which stays ignored (as Unix programs keep an inherited
+/// SIG_IGN): a study run under `nohup` outlives its terminal, one started in the background
+/// by a shell without job control is not stopped by the terminal's Ctrl-C.
 #[allow(unsafe_code)]
 fn stop_on_signals(handler: impl FnMut() + Send + 'static) {
+    let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
     // SAFETY: `sigaction` with no new action only reads the current one into `old`.
-    let hup_ignored = unsafe {
+    let ignored = signals.map(|signal| unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) == 0
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
             && old.sa_sigaction == libc::SIG_IGN
-    };
+    });
     let _ = ctrlc::set_handler(handler);
-    if hup_ignored {
-        // SAFETY: puts back the disposition the process started with; installs no handler.
-        unsafe {
-            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+    for (signal, ignored) in signals.into_iter().zip(ignored) {
+        if ignored {
+            // SAFETY: puts back the disposition the process started with; installs no handler.
+            unsafe {
+                libc::signal(signal, libc::SIG_IGN);
+            }
         }
     }
 }
 
-/// What `bench` renders: a study to run, or results read back (and where from).
+/// What `bench` renders: a study to run, or results read back.
 enum Input {
     Study(Box<StudyConfig>),
-    Rendered(Box<Results>, PathBuf),
-}
-
-/// Whether `from` (a results file or a report directory) is the report in `out`.
-fn same_report(from: &std::path::Path, out: &std::path::Path) -> bool {
-    let dir = if from.is_dir() {
-        from
-    } else {
-        from.parent().unwrap_or(std::path::Path::new("."))
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        std::path::Path::new(".")
-    } else {
-        dir
-    };
-    match (dir.canonicalize(), out.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
+    Rendered(Box<Results>),
 }
 
 /// Whether the results file at `path` holds the invocation `results` does (the same start,

@@ -192,9 +192,10 @@ enum Command {
     /// results.json, report.md, SVG charts and index.html into --out; each database is deleted
     /// when its group depth is done. Under --db-dir only directories holding nothing but a
     /// bench database's files are deleted.
-    /// Ctrl-C (or SIGTERM, or SIGHUP unless started under nohup) stops the study before its
-    /// next block and deletes its databases (unless kept); the blocks measured so far are kept
-    /// in --out (results.json marked incomplete, and their report); a second one quits at once.
+    /// Ctrl-C (or SIGTERM, or SIGHUP; not one it was started ignoring, as under nohup) stops the
+    /// study before its next block and deletes its databases (unless kept); the blocks measured
+    /// so far are kept in --out (results.json marked incomplete, and their report); a second
+    /// one quits at once, losing them.
     Bench(Box<bench::BenchArgs>),
     /// Measure the drive under a directory, the ceiling of every I/O figure: random 4 KB reads
     /// (O_DIRECT) at 1..256 requests in flight, random write IOPS, the time of an fdatasync and

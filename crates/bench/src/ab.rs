@@ -144,11 +144,15 @@ pub fn compare_sides(before: &[Results], after: &[Results], metrics: &[Metric]) 
 /// or between the sides), each as `name: before {values}, after {values}`: a change they show
 /// may be these settings', not the code's. Covers the study's settings that shape a block
 /// (durability, blocks per run, write buffer, holders, seed, mixed share, prefetch workers,
-/// gas limits, witnesses, the log's kept levels, warm branches) and the machine (CPU model
-/// and count). Empty when all agree.
+/// gas limits, witnesses, the log's kept levels, warm branches), whether an invocation stopped
+/// part-way, and the machine (CPU model and count, memory, kernel; not the drive's measured
+/// figures, which differ in every run). Empty when all agree.
 pub fn settings_differences(before: &[Results], after: &[Results]) -> Vec<String> {
     type Setting = (&'static str, fn(&Results) -> String);
-    const SETTINGS: [Setting; 14] = [
+    const SETTINGS: [Setting; 17] = [
+        ("incomplete (stopped part-way)", |r| {
+            (if r.incomplete.is_some() { "yes" } else { "no" }).to_string()
+        }),
         ("durability", |r| {
             format!("{:?}", r.config.durability).to_lowercase()
         }),
@@ -166,6 +170,14 @@ pub fn settings_differences(before: &[Results], after: &[Results]) -> Vec<String
         ("log_pinned_mib", |r| r.config.log_pinned_mib.to_string()),
         ("warm_branches", |r| r.config.warm_branches.to_string()),
         ("machine.cpus", |r| r.machine.cpus.to_string()),
+        ("machine.memory_bytes", |r| {
+            r.machine
+                .memory_bytes
+                .map_or_else(|| "unknown".into(), |m| m.to_string())
+        }),
+        ("machine.kernel", |r| {
+            r.machine.kernel.clone().unwrap_or_else(|| "unknown".into())
+        }),
         ("machine.cpu_model", |r| {
             r.machine
                 .cpu_model
@@ -355,8 +367,17 @@ mod tests {
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(d[0].starts_with("seed: before ") && d[1].starts_with("machine.cpus: "));
         // Within one side too.
-        let d = settings_differences(&[a.clone(), b], &[a]);
+        let d = settings_differences(&[a.clone(), b], std::slice::from_ref(&a));
         assert_eq!(d.len(), 2, "{d:?}");
+        // An invocation stopped part-way is named.
+        let mut stopped = a.clone();
+        stopped.incomplete = Some("interrupted".into());
+        let d = settings_differences(one, std::slice::from_ref(&stopped));
+        assert_eq!(
+            d,
+            ["incomplete (stopped part-way): before no, after yes"],
+            "{d:?}"
+        );
     }
 
     #[test]

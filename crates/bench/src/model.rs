@@ -978,11 +978,21 @@ mod tests {
         assert_eq!(parse_stems("20000").unwrap(), vec![20_000]);
         assert_eq!(parse_stems("1.5k,2G").unwrap(), vec![1_500, 2_000_000_000]);
         assert_eq!(parse_stems("1.1M,0.5k").unwrap(), vec![500, 1_100_000]);
+        assert_eq!(
+            parse_stems("1.2500M,.5k,7.,0100").unwrap(),
+            vec![7, 100, 500, 1_250_000]
+        );
+        assert_eq!(parse_stems("1099.5G").unwrap(), vec![1_099_500_000_000]);
         for (bad, says) in [
             ("1.5", "not a whole number of stems"),
             ("0.0001k", "not a whole number of stems"),
             ("1000000.5", "not a whole number of stems"),
             ("1.0000005M", "not a whole number of stems"),
+            ("1000000000.5", "not a whole number of stems"),
+            ("1.0000000005G", "not a whole number of stems"),
+            ("1000000.0005", "not a whole number of stems"),
+            ("0.000", "is zero"),
+            ("2000G", "too large"),
             ("0", "is zero"),
             ("0k", "is zero"),
         ] {

@@ -362,8 +362,8 @@ impl LogStore {
                 error: std::io::Error::new(
                     std::io::ErrorKind::StorageFull,
                     format!(
-                        "compacting it needs about {} MB free for the copies of its live \
-                         records (written before any segment is removed); {} MB are free",
+                        "compacting it needs about {} MiB free for the copies of its live \
+                         records (written before any segment is removed); {} MiB are free",
                         need.div_ceil(1 << 20),
                         free.unwrap_or(0) >> 20
                     ),
@@ -1483,10 +1483,10 @@ mod tests {
         let text = e.to_string();
         assert!(
             text.contains(&format!(
-                "{}: compacting it needs about {} MB free",
+                "{}: compacting it needs about {} MiB free",
                 segment_name(sealed[at]),
                 least.div_ceil(1 << 20)
-            )) && text.contains("MB are free"),
+            )) && text.contains("MiB are free"),
             "{text}"
         );
         let c = trie.store_mut().compact_to(0.0).unwrap();

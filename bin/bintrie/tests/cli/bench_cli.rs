@@ -504,6 +504,22 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
                 .success()
         );
     };
+    // A second bench into the same --out (with its own --db-dir) would replace this one's
+    // results when it ends: refused while this one runs.
+    let second = small_study("2k", "2")
+        .arg("--out")
+        .arg(&out)
+        .arg("--db-dir")
+        .arg(dir.path().join("other-dbs"))
+        .output()
+        .unwrap();
+    let second_err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{second_err}");
+    assert!(
+        second_err.contains("another `bintrie bench` is using")
+            && second_err.contains("another --out"),
+        "{second_err}"
+    );
     // A hang-up the study was started ignoring does not stop it.
     kill("-HUP");
     std::thread::sleep(std::time::Duration::from_millis(1500));

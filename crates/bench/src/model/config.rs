@@ -306,36 +306,41 @@ fn list_parts<'a>(s: &'a str, what: &str) -> anyhow::Result<Vec<&'a str>> {
 pub fn parse_stems(s: &str) -> anyhow::Result<Vec<u64>> {
     let mut out = Vec::new();
     for part in list_parts(s, "state size")? {
-        let (digits, scale) = match part.char_indices().last() {
-            Some((i, 'k' | 'K')) => (&part[..i], 1e3),
-            Some((i, 'm' | 'M')) => (&part[..i], 1e6),
-            Some((i, 'g' | 'G')) => (&part[..i], 1e9),
-            _ => (part, 1.0),
+        let (digits, zeros) = match part.char_indices().last() {
+            Some((i, 'k' | 'K')) => (&part[..i], 3),
+            Some((i, 'm' | 'M')) => (&part[..i], 6),
+            Some((i, 'g' | 'G')) => (&part[..i], 9),
+            _ => (part, 0),
         };
+        // Exact decimal arithmetic: `1.5k` is 1500, `1000000.5` is no whole number of stems.
+        let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
         ensure!(
-            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.'),
+            !(whole.is_empty() && frac.is_empty())
+                && whole
+                    .bytes()
+                    .chain(frac.bytes())
+                    .all(|b| b.is_ascii_digit()),
             "bad state size `{part}` (expected e.g. 20000, 500k or 16M)"
         );
-        let n: f64 = digits
-            .parse()
-            .with_context(|| format!("bad state size `{part}`"))?;
-        let exact = n * scale;
-        let stems = exact.round();
+        let (kept, dropped) = frac.split_at(frac.len().min(zeros));
         ensure!(
-            stems.is_finite() && stems <= (1u64 << 40) as f64,
-            "state size `{part}` is too large"
-        );
-        // Within the product's rounding error of a whole number (1.1M is 1100000.0000000002;
-        // 1000000.5 is not).
-        ensure!(
-            (exact - stems).abs() <= 1e-9 * exact.max(1.0),
+            dropped.bytes().all(|b| b == b'0'),
             "state size `{part}` is not a whole number of stems"
         );
+        let text = format!("{whole}{kept:0<zeros$}");
+        let digits = text.trim_start_matches('0');
+        let stems: u64 = if digits.is_empty() {
+            0
+        } else {
+            ensure!(digits.len() <= 13, "state size `{part}` is too large");
+            digits.parse().expect("at most 13 ASCII digits")
+        };
+        ensure!(stems <= 1 << 40, "state size `{part}` is too large");
         ensure!(
-            stems >= 1.0,
+            stems >= 1,
             "state size `{part}` is zero: a state needs stems"
         );
-        out.push(stems as u64);
+        out.push(stems);
     }
     out.sort_unstable();
     out.dedup();

@@ -280,8 +280,9 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     }
 }
 
-/// Removes its directory, when empty, on drop.
-struct RemoveIfEmpty(Option<PathBuf>);
+/// Removes its directory, when empty, on drop (nothing with `None`): a directory made for a
+/// run that ended with nothing in it.
+pub struct RemoveIfEmpty(pub Option<PathBuf>);
 
 impl Drop for RemoveIfEmpty {
     fn drop(&mut self) {
@@ -294,7 +295,10 @@ impl Drop for RemoveIfEmpty {
 /// The error of a study that stopped part-way, with the blocks it measured kept
 /// ([`keep_measurements`] at [`StudyOptions::partial_out`]) when there are any.
 fn save_partial(opts: &StudyOptions, mut results: Results, e: anyhow::Error) -> anyhow::Error {
-    let (Some(path), false) = (&opts.partial_out, results.runs.is_empty()) else {
+    if results.runs.is_empty() {
+        return e.context("no block was measured");
+    }
+    let Some(path) = &opts.partial_out else {
         return e;
     };
     // Rows of a configuration cut short mid-run are kept: a partial run's blocks were measured
@@ -308,7 +312,10 @@ fn save_partial(opts: &StudyOptions, mut results: Results, e: anyhow::Error) -> 
 /// neither took them. What a study that fails after measuring, or whose report cannot be
 /// written, returns: its measurements are never lost with it.
 pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> anyhow::Error {
-    let n = results.runs.len();
+    let (n, are) = match results.runs.len() {
+        1 => ("1 block".to_string(), "is"),
+        n => (format!("{n} blocks"), "are"),
+    };
     let spare = std::env::temp_dir().join(format!(
         "bintrie-results-{}-{}.json",
         results.started.replace(':', "-"),
@@ -329,12 +336,12 @@ pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> an
     });
     match saved {
         Ok(at) => e.context(format!(
-            "the {n} blocks measured are saved in {} (`bintrie bench --from-results {} --out \
-             DIR` renders their report)",
+            "the {n} measured {are} saved in {} (`bintrie bench --from-results {} --out DIR` \
+             renders their report)",
             at.display(),
             at.display()
         )),
-        Err(why) => e.context(format!("the {n} blocks measured could not be saved: {why}")),
+        Err(why) => e.context(format!("the {n} measured could not be saved: {why}")),
     }
 }
 
@@ -346,6 +353,12 @@ pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> an
 /// the filesystem has no `flock` (some network filesystems), the study runs unlocked, with a
 /// warning.
 pub fn lock_db_dir(dir: &Path) -> Result<std::fs::File> {
+    lock_dir(dir, "--db-dir")
+}
+
+/// [`lock_db_dir`] for any directory one `bench` at a time may use, `option` naming it in the
+/// error (`--db-dir`, `--out`).
+pub fn lock_dir(dir: &Path, option: &str) -> Result<std::fs::File> {
     let handle = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     match rustix::fs::flock(
         &handle,
@@ -354,11 +367,11 @@ pub fn lock_db_dir(dir: &Path) -> Result<std::fs::File> {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => bail!(
             "another `bintrie bench` is using {}: wait for it to end, or give this one another \
-             --db-dir",
+             {option}",
             dir.display()
         ),
         Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot lock the database directory: running unlocked (one study at a time there)");
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot lock the {option} directory: running unlocked (one bench at a time there)");
         }
     }
     Ok(handle)
