@@ -58,9 +58,16 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<()> {
     let view = View::new(results);
     let charts = charts::write_charts(&view, out).context("writing the SVG charts")?;
     let blocks = document(&view, &charts);
-    fs::write(out.join(MARKDOWN_FILE), doc::to_markdown(&blocks)).context("writing report.md")?;
+    // Each file whole or not at all (a full disk left torn ones beside a whole results.json).
+    crate::runner::write_replacing(
+        &out.join(MARKDOWN_FILE),
+        doc::to_markdown(&blocks).as_bytes(),
+    )?;
     let title = title(&results.config);
-    fs::write(out.join(HTML_FILE), doc::to_html(&title, &blocks)).context("writing index.html")?;
+    crate::runner::write_replacing(
+        &out.join(HTML_FILE),
+        doc::to_html(&title, &blocks).as_bytes(),
+    )?;
     Ok(())
 }
 

@@ -461,7 +461,8 @@ fn line_chart(
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
     let mut chart = axes(
         &root,
         title,
@@ -485,7 +486,10 @@ fn line_chart(
         });
         chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
     }
-    finish(&root, &mut chart)
+    finish(&root, &mut chart)?;
+    drop(chart);
+    drop(root);
+    crate::runner::write_replacing(path, svg.as_bytes())
 }
 
 /// Draws `bars` (group depth, the [`STAGES`] medians) as stacked bars into `path`.
@@ -495,7 +499,8 @@ fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 5])]) -> anyhow
         .iter()
         .map(|(_, parts)| parts.iter().sum::<f64>())
         .fold(0.0f64, f64::max);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
     let mut chart = axes(
         &root,
         title,
@@ -527,5 +532,8 @@ fn breakdown_chart(path: &Path, title: &str, bars: &[(f64, [f64; 5])]) -> anyhow
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    finish(&root, &mut chart)
+    finish(&root, &mut chart)?;
+    drop(chart);
+    drop(root);
+    crate::runner::write_replacing(path, svg.as_bytes())
 }

@@ -504,6 +504,16 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
 /// record would refuse a database that is whole; a torn `results.json` would lose the study).
 /// A failed write removes its temporary file.
 pub fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let mut bytes =
+        serde_json::to_vec_pretty(value).with_context(|| format!("writing {}", path.display()))?;
+    bytes.push(b'\n');
+    write_replacing(path, &bytes)
+}
+
+/// Writes `bytes` to `path` as [`write_json_replacing`] does: through a new temporary file
+/// beside it, synced, renamed over `path`, the directory synced; the old file or the new one,
+/// never a torn one, and nothing half-written left beside it (mode 0644).
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -519,11 +529,7 @@ pub fn write_json_replacing(path: &Path, value: &impl serde::Serialize) -> Resul
             .suffix(".tmp")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .tempfile_in(dir)?;
-        let mut out = std::io::BufWriter::new(tmp.as_file());
-        serde_json::to_writer_pretty(&mut out, value)?;
-        std::io::Write::write_all(&mut out, b"\n")?;
-        std::io::Write::flush(&mut out)?;
-        drop(out);
+        std::io::Write::write_all(&mut tmp.as_file(), bytes)?;
         tmp.as_file().sync_all()?;
         tmp.persist(path).map_err(|e| e.error)?;
         std::fs::File::open(dir)?.sync_all()
