@@ -422,14 +422,27 @@ fn info_log(args: &InfoArgs) -> Result<()> {
             "live_bytes": i.live_bytes,
             "garbage_bytes": i.garbage_bytes(),
             "index_bytes": i.index_bytes,
+            "pending_drops": store.pending_drops(),
         });
         writeln!(out, "{j}")
     } else {
+        // Files an interrupted compaction dropped, still in the directory: not the log's.
+        let pending = match store.pending_drops() {
+            [] => String::new(),
+            p => format!(
+                "\npending      {} left by an interrupted compaction, not part of the log (the \
+                 next writer removes them)",
+                p.iter()
+                    .map(|n| bintrie_logstore::segment_name(*n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         writeln!(
             out,
             "layout       log\nroot         {}\nblock        {}\ngroup depth  {}\n\
              nodes        {}\nstems        {}\ncode entries {}\nsegments     {}\n\
-             log size     {} bytes ({} live, {} superseded)\nindex memory {} bytes",
+             log size     {} bytes ({} live, {} superseded)\nindex memory {} bytes{pending}",
             hex0x(meta.root),
             meta.block,
             meta.group_depth,

@@ -980,11 +980,13 @@ struct Inner {
     recent_hits: AtomicU64,
     /// The depth down to which blobs stay in memory ([`LogOptions::pinned_bytes`]).
     pin_depth: Option<usize>,
-    /// Segments an interrupted compaction had dropped that this open removed (by number).
-    finished_at_open: Vec<u32>,
+    /// Segments an interrupted compaction had dropped that were still in the directory at
+    /// this open (by number): removed by it when writing, left to the next writer otherwise.
+    interrupted_drops: Vec<u32>,
     reads: AtomicU64,
     read_bytes: AtomicU64,
-    /// The directory's writer lock, held while this handle lives (writers only).
+    /// The directory's writer lock, held while this handle lives (writers only: `None` marks
+    /// a read-only handle).
     _lock: Option<File>,
 }
 
@@ -1427,28 +1429,30 @@ impl LogStore {
         let pin_depth = (!fresh && options.pinned_bytes > 0)
             .then(|| pin_depth(&index, meta.group_depth, options.pinned_bytes))
             .flatten();
-        let mut finished_at_open = Vec::new();
-        if writing {
-            // Segments a compaction removed in the log but not yet from the directory (a crash
-            // between the two): removed now, the oldest first, as the compaction does.
-            let leftover: Vec<(u32, PathBuf)> = files
-                .iter()
-                .filter(|(n, _)| index.dropped.contains(n))
-                .cloned()
-                .collect();
-            for (n, path) in &leftover {
-                finished_at_open.push(*n);
-                let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+        // Segments a compaction removed in the log but not yet from the directory (a crash
+        // between the two): a writer removes them now, the oldest first, as the compaction
+        // does; a reader leaves them to the next writer. Either way they are not part of the
+        // log (nothing in the index points into them): not opened, not counted.
+        let mut interrupted_drops = Vec::new();
+        let leftover: Vec<(u32, PathBuf)> = files
+            .iter()
+            .filter(|(n, _)| index.dropped.contains(n))
+            .cloned()
+            .collect();
+        for (n, path) in &leftover {
+            interrupted_drops.push(*n);
+            let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+            if writing {
                 std::fs::remove_file(path).map_err(io_err(path))?;
                 sync_dir(&dir)?;
-                index.log_bytes = index.log_bytes.saturating_sub(len);
-                if let Some(b) = index.seg_live.get_mut(*n as usize) {
-                    *b = 0;
-                }
                 tracing::info!(segment = %path.display(), "removed a segment an interrupted compaction had dropped");
             }
-            files.retain(|(n, _)| !index.dropped.contains(n));
+            index.log_bytes = index.log_bytes.saturating_sub(len);
+            if let Some(b) = index.seg_live.get_mut(*n as usize) {
+                *b = 0;
+            }
         }
+        files.retain(|(n, _)| !index.dropped.contains(n));
         // Read handles by segment number - 1, `None` where a compaction removed one.
         let last = files.last().map_or(0, |(n, _)| *n as usize);
         let mut segments: Vec<Option<Arc<File>>> = vec![None; last];
@@ -1492,7 +1496,7 @@ impl LogStore {
                 recent: Mutex::new(Recent::default()),
                 recent_hits: AtomicU64::new(0),
                 pin_depth,
-                finished_at_open,
+                interrupted_drops,
                 reads: AtomicU64::new(0),
                 read_bytes: AtomicU64::new(0),
                 _lock: lock,
@@ -1581,9 +1585,25 @@ impl LogStore {
 
     /// The segments (by number, oldest first) that a compaction interrupted by a crash had
     /// dropped and that this handle's open removed, finishing it; empty for a read-only
-    /// handle, which removes nothing.
+    /// handle, which removes nothing (see [`LogStore::pending_drops`]).
     pub fn finished_at_open(&self) -> &[u32] {
-        &self.inner.finished_at_open
+        if self.inner._lock.is_none() {
+            &[]
+        } else {
+            &self.inner.interrupted_drops
+        }
+    }
+
+    /// For a read-only handle, the segments (by number, oldest first) that a compaction
+    /// interrupted by a crash had dropped and that are still in the directory: no longer part
+    /// of the log (neither read nor counted in [`LogStore::info`]), removed by the next
+    /// writer's open. Empty for a writer, whose open removed them.
+    pub fn pending_drops(&self) -> &[u32] {
+        if self.inner._lock.is_none() {
+            &self.inner.interrupted_drops
+        } else {
+            &[]
+        }
     }
 
     /// Sizes of the log and its index.

@@ -535,6 +535,24 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
     let name = format!("log.{newest:06}");
     let restore = || std::fs::copy(saved.join(&name), l.join(&name)).unwrap();
     restore();
+    // A reader leaves it to the next writer, and says so; it is not counted as the log's.
+    let pending = info(d);
+    assert_eq!(
+        pending["pending_drops"],
+        serde_json::json!([newest]),
+        "{pending}"
+    );
+    assert_eq!(
+        (&pending["segments"], &pending["log_bytes"]),
+        (&after["segments"], &after["log_bytes"])
+    );
+    let text = run_ok(bin().args(["info", "--db", d]));
+    assert!(
+        text.contains(&format!(
+            "pending      {name} left by an interrupted compaction"
+        )),
+        "{text}"
+    );
     let out = run_ok(bin().args(["compact", "--db", d, "--json", "--min-garbage", "1"]));
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(j["finished_at_open"], serde_json::json!([newest]), "{j}");
