@@ -403,6 +403,14 @@ fn import_log(
     import_blocks(&mut trie, first, lines, batch_size)
 }
 
+/// The file names of log segments `ns`, comma-separated.
+fn segment_names(ns: &[u32]) -> String {
+    ns.iter()
+        .map(|n| bintrie_logstore::segment_name(*n))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `info` on a log: its block, root and sizes.
 fn info_log(args: &InfoArgs) -> Result<()> {
     let store = open_log(&args.db, None)?;
@@ -422,20 +430,17 @@ fn info_log(args: &InfoArgs) -> Result<()> {
             "live_bytes": i.live_bytes,
             "garbage_bytes": i.garbage_bytes(),
             "index_bytes": i.index_bytes,
-            "pending_drops": store.pending_drops(),
+            "pending_drops": store.interrupted_drops(),
         });
         writeln!(out, "{j}")
     } else {
         // Files an interrupted compaction dropped, still in the directory: not the log's.
-        let pending = match store.pending_drops() {
+        let pending = match store.interrupted_drops() {
             [] => String::new(),
             p => format!(
                 "\npending      {} left by an interrupted compaction, not part of the log (the \
                  next writer removes them)",
-                p.iter()
-                    .map(|n| bintrie_logstore::segment_name(*n))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                segment_names(p)
             ),
         };
         writeln!(
@@ -514,7 +519,7 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
             "root": hex0x(meta.root),
             "block": meta.block,
             "min_garbage": args.min_garbage,
-            "finished_at_open": store.finished_at_open(),
+            "finished_at_open": store.interrupted_drops(),
             "dropped": done.dropped,
             "dropped_bytes": done.dropped_bytes,
             "copied_records": done.copied_records,
@@ -533,22 +538,16 @@ pub(crate) fn cmd_compact(args: CompactArgs) -> Result<()> {
     } else {
         // The open finished a compaction a crash interrupted: said, or its files vanish
         // unexplained while this one may report nothing dropped.
-        let finished = store.finished_at_open();
-        let finished = if finished.is_empty() {
-            String::new()
-        } else {
-            format!(
+        let finished = match store.interrupted_drops() {
+            [] => String::new(),
+            f => format!(
                 "finished     an interrupted compaction: removed {} it had dropped ({})\n",
-                match finished.len() {
+                match f.len() {
                     1 => "1 segment".to_string(),
                     n => format!("{n} segments"),
                 },
-                finished
-                    .iter()
-                    .map(|n| bintrie_logstore::segment_name(*n))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+                segment_names(f)
+            ),
         };
         writeln!(
             out,

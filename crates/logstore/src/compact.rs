@@ -1685,7 +1685,7 @@ mod tests {
             let store = LogStore::open(image, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(store.stored_meta(), start.meta, "{what}");
             assert_same(&contents(&store), &expected, what);
-            let finished = store.finished_at_open().to_vec();
+            let finished = store.interrupted_drops().to_vec();
             let mut trie = Trie::open(store, 4, root).unwrap();
             assert_eq!(trie.verify().unwrap(), root, "{what}");
             finished

@@ -985,8 +985,7 @@ struct Inner {
     interrupted_drops: Vec<u32>,
     reads: AtomicU64,
     read_bytes: AtomicU64,
-    /// The directory's writer lock, held while this handle lives (writers only: `None` marks
-    /// a read-only handle).
+    /// The directory's writer lock, held while this handle lives (writers only).
     _lock: Option<File>,
 }
 
@@ -1584,26 +1583,12 @@ impl LogStore {
     }
 
     /// The segments (by number, oldest first) that a compaction interrupted by a crash had
-    /// dropped and that this handle's open removed, finishing it; empty for a read-only
-    /// handle, which removes nothing (see [`LogStore::pending_drops`]).
-    pub fn finished_at_open(&self) -> &[u32] {
-        if self.inner._lock.is_none() {
-            &[]
-        } else {
-            &self.inner.interrupted_drops
-        }
-    }
-
-    /// For a read-only handle, the segments (by number, oldest first) that a compaction
-    /// interrupted by a crash had dropped and that are still in the directory: no longer part
-    /// of the log (neither read nor counted in [`LogStore::info`]), removed by the next
-    /// writer's open. Empty for a writer, whose open removed them.
-    pub fn pending_drops(&self) -> &[u32] {
-        if self.inner._lock.is_none() {
-            &self.inner.interrupted_drops
-        } else {
-            &[]
-        }
+    /// dropped and that were still in the directory at this handle's open: a writer's open
+    /// removed them, finishing that compaction; a read-only one leaves them to the next writer.
+    /// Either way they are no longer part of the log (neither read nor counted in
+    /// [`LogStore::info`]).
+    pub fn interrupted_drops(&self) -> &[u32] {
+        &self.inner.interrupted_drops
     }
 
     /// Sizes of the log and its index.
