@@ -59,23 +59,28 @@ pub(crate) fn get_bounded<K: libmdbx::TransactionKind>(
     name: &str,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let got = if name == T_CODE {
+    let got = if most_for(name) == MAX_CODE_BYTES {
         txn.get::<Bounded<MAX_CODE_BYTES>>(table, key)
             .map(|v| v.map(|b| b.0))
     } else {
         txn.get::<Bounded<MAX_BLOB_BYTES>>(table, key)
             .map(|v| v.map(|b| b.0))
     };
-    match got {
-        Ok(v) => Ok(v),
-        Err(libmdbx::Error::DecodeError(e)) => match e.downcast_ref::<TooLong>() {
-            Some(TooLong(len)) => {
-                check_lengths(name, key.len(), Some(key), *len)?;
-                Err(StoreError::Corrupt(format!("table {name}: {e}")))
-            }
-            None => Err(map_err(libmdbx::Error::DecodeError(e))),
+    got.map_err(|e| match e {
+        libmdbx::Error::DecodeError(e) => match e.downcast_ref::<TooLong>() {
+            Some(TooLong(len)) => length_error(name, key.len(), Some(key), *len),
+            None => map_err(libmdbx::Error::DecodeError(e)),
         },
-        Err(e) => Err(map_err(e)),
+        e => map_err(e),
+    })
+}
+
+/// The most bytes a value of `table` may hold.
+fn most_for(table: &str) -> usize {
+    if table == T_CODE {
+        MAX_CODE_BYTES
+    } else {
+        MAX_BLOB_BYTES
     }
 }
 
@@ -90,21 +95,22 @@ pub(crate) fn check_lengths(
     key: Option<&[u8]>,
     value_len: usize,
 ) -> Result<(), StoreError> {
-    let most = if table == T_CODE {
-        MAX_CODE_BYTES
-    } else {
-        MAX_BLOB_BYTES
-    };
-    if key_len <= MAX_KEY_BYTES && value_len <= most {
+    if key_len <= MAX_KEY_BYTES && value_len <= most_for(table) {
         return Ok(());
     }
-    Err(StoreError::Corrupt(format!(
+    Err(length_error(table, key_len, key, value_len))
+}
+
+/// [`check_lengths`]'s error for lengths it refuses.
+fn length_error(table: &str, key_len: usize, key: Option<&[u8]>, value_len: usize) -> StoreError {
+    let most = most_for(table);
+    StoreError::Corrupt(format!(
         "table {table}: an entry{} of a {key_len}-byte key (at most {MAX_KEY_BYTES}) and a \
          {value_len}-byte value (at most {most}): its stored lengths are damaged",
         key.filter(|_| key_len <= MAX_KEY_BYTES)
             .map(|k| format!(" at {}", crate::hex(k)))
             .unwrap_or_default()
-    )))
+    ))
 }
 
 /// Which way a stem is found. Named `trie` and `flat` on command lines and in results files
