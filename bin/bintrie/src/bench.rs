@@ -3,8 +3,8 @@
 use anyhow::{Context, Result, bail};
 use bintrie_bench::device::{ProbeOptions, QD_REFERENCE, probe_disk};
 use bintrie_bench::model::{
-    Durability, Layout, Metric, ReadPath, Results, Scale, StudyConfig, Workload, dedup_in_order,
-    parse_group_depths, parse_stems,
+    Durability, Layout, Metric, ReadPath, Results, Scale, StudyConfig, Workload,
+    parse_group_depths, parse_stems, unique,
 };
 use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
@@ -191,9 +191,6 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     // leaves no empty directory behind.
     let _made = bintrie_bench::runner::RemoveIfEmpty(made_out.then(|| out.clone()));
     let results_file = out.join(bintrie_bench::report::RESULTS_FILE);
-    // Another report there (its results.json, or the .gz docs/study keeps) would be replaced,
-    // its charts mixed with these: refused, unless it is the one being re-rendered (that file,
-    // or a copy of the same invocation).
     // One bench at a time per --out (its --db-dir is locked by the study): a second one would
     // replace this one's results when it ends. (The same directory as --db-dir is locked once.)
     let same_dir = args
@@ -205,6 +202,8 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     } else {
         Some(bintrie_bench::runner::lock_dir(&out, "--out")?)
     };
+    // Another report there (its results.json, or the .gz docs/study keeps) would be replaced,
+    // its charts mixed with these: refused, unless it is a copy of the same invocation.
     let there = Results::file_at(&out);
     if there.exists() {
         anyhow::ensure!(
@@ -265,21 +264,11 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 probe_disk: !args.no_disk_probe,
                 memory_budget: usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX),
                 command: std::env::args().collect::<Vec<_>>().join(" "),
-                partial_out: Some(results_file.clone()),
+                partial_out: Some(out.clone()),
                 remove_empty_db_dir: args.db_dir.is_none(),
                 ..StudyOptions::new(*config, db_dir)
             });
-            match done {
-                Ok(results) => results,
-                Err(e) => {
-                    // A study stopped part-way kept its blocks in --out: their report too.
-                    if let Ok(mut partial) = Results::read(&results_file) {
-                        stats::analyze(&mut partial);
-                        let _ = report::write_report(&partial, &out);
-                    }
-                    return Err(e);
-                }
-            }
+            done?
         }
     };
     stats::analyze(&mut results);
@@ -363,11 +352,6 @@ fn same_invocation(results: &Results, path: &std::path::Path) -> bool {
 fn study_config(args: &BenchArgs) -> StudyConfig {
     let scale = args.scale;
     let sizes = args.stems.clone().unwrap_or_else(|| vec![scale.stems()]);
-    fn unique<T: Clone + PartialEq>(v: &[T]) -> Vec<T> {
-        let mut v = v.to_vec();
-        dedup_in_order(&mut v);
-        v
-    }
     StudyConfig {
         stems: *sizes.last().expect("parse_stems returns at least one size"),
         state_sizes: if sizes.len() > 1 { sizes } else { Vec::new() },
@@ -601,9 +585,7 @@ pub(crate) fn cmd_compare(args: CompareArgs) -> Result<()> {
             }
         }
     }
-    let mut metrics = args.metrics.clone();
-    dedup_in_order(&mut metrics);
-    let rows = bintrie_bench::ab::compare_sides(&before, &after, &metrics);
+    let rows = bintrie_bench::ab::compare_sides(&before, &after, &unique(&args.metrics));
     anyhow::ensure!(
         !rows.is_empty(),
         "the two sides share no configuration with a kept block and one of the metrics asked for"

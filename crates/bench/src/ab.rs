@@ -153,9 +153,7 @@ pub fn settings_differences(before: &[Results], after: &[Results]) -> Vec<String
         ("incomplete (stopped part-way)", |r| {
             (if r.incomplete.is_some() { "yes" } else { "no" }).to_string()
         }),
-        ("durability", |r| {
-            format!("{:?}", r.config.durability).to_lowercase()
-        }),
+        ("durability", |r| r.config.durability.name().to_string()),
         ("blocks_per_run", |r| r.config.blocks_per_run.to_string()),
         ("buffer_blocks", |r| r.config.buffer_blocks.to_string()),
         ("holders", |r| r.config.holders.to_string()),
@@ -185,7 +183,7 @@ pub fn settings_differences(before: &[Results], after: &[Results]) -> Vec<String
                 .unwrap_or_else(|| "unknown".into())
         }),
     ];
-    let values = |side: &[Results], f: fn(&Results) -> String| {
+    let seen = |side: &[Results], f: fn(&Results) -> String| {
         side.iter()
             .map(f)
             .collect::<std::collections::BTreeSet<String>>()
@@ -193,7 +191,7 @@ pub fn settings_differences(before: &[Results], after: &[Results]) -> Vec<String
     SETTINGS
         .iter()
         .filter_map(|(name, f)| {
-            let (b, a) = (values(before, *f), values(after, *f));
+            let (b, a) = (seen(before, *f), seen(after, *f));
             (b.len() > 1 || a.len() > 1 || b != a).then(|| {
                 let list = |v: &std::collections::BTreeSet<String>| {
                     v.iter().cloned().collect::<Vec<_>>().join(", ")

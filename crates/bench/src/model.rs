@@ -58,8 +58,8 @@ impl Layout {
 
 mod config;
 pub use config::{
-    BLOCK_GAS_LIMIT, MAX_HOLDERS, Scale, StudyConfig, TX_GAS_LIMIT, dedup_in_order,
-    parse_group_depths, parse_stems,
+    BLOCK_GAS_LIMIT, MAX_HOLDERS, Scale, StudyConfig, TX_GAS_LIMIT, parse_group_depths,
+    parse_stems, unique,
 };
 
 /// Version of the `results.json` schema; bump on any incompatible change.
@@ -691,7 +691,7 @@ impl Results {
         );
         let text = if raw.starts_with(&[0x1f, 0x8b]) {
             let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&raw[..])
+            flate2::read::MultiGzDecoder::new(&raw[..])
                 .take(max_bytes + 1)
                 .read_to_end(&mut out)
                 .with_context(|| format!("{}: decompressing gzip", path.display()))?;
@@ -944,6 +944,11 @@ mod tests {
         std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
         let err = format!("{:#}", Results::read(&cut).unwrap_err());
         assert!(err.contains("cut.json.gz"), "{err}");
+        // Bytes after the last gzip member are refused, not silently dropped.
+        let tail = dir.path().join("tail.json.gz");
+        std::fs::write(&tail, [&bytes[..], b"junk"].concat()).unwrap();
+        let err = format!("{:#}", Results::read(&tail).unwrap_err());
+        assert!(err.contains("tail.json.gz: decompressing gzip"), "{err}");
         // Past the cap, the read stops: a bomb is refused by its decompressed size.
         let gz_file = study.join("results.json.gz");
         let whole = std::io::Read::bytes(flate2::read::GzDecoder::new(&bytes[..])).count() as u64;

@@ -270,17 +270,16 @@ impl StudyConfig {
 /// while each database is built, about 130 bytes each (6.5 GB at this bound).
 pub const MAX_HOLDERS: u64 = 50_000_000;
 
-/// Removes the later repeats of any value in `v`, keeping the first of each where it is: a
-/// list option given a value twice measures it once.
-pub fn dedup_in_order<T: PartialEq>(v: &mut Vec<T>) {
-    let mut i = 0;
-    while i < v.len() {
-        if v[..i].contains(&v[i]) {
-            v.remove(i);
-        } else {
-            i += 1;
+/// `v` without the later repeats of any value, the first of each where it was: a list option
+/// given a value twice measures it once.
+pub fn unique<T: Clone + PartialEq>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(v.len());
+    for x in v {
+        if !out.contains(x) {
+            out.push(x.clone());
         }
     }
+    out
 }
 
 /// The trimmed parts of a comma-separated list; an error when one is empty, unless the whole

@@ -86,9 +86,9 @@ pub struct StudyOptions {
     pub probe_disk: bool,
     /// The command line, for the report.
     pub command: String,
-    /// Where the blocks measured so far are saved when the study fails or is stopped part-way
-    /// ([`Results::incomplete`] says why), so that hours of measuring are not lost with it;
-    /// `None`: nowhere.
+    /// The report directory where the blocks measured so far go, with their report, when the
+    /// study fails or is stopped part-way ([`Results::incomplete`] says why), so that hours of
+    /// measuring are not lost with it; `None`: nowhere.
     pub partial_out: Option<PathBuf>,
     /// Remove `db_dir` at the end when it is empty (a directory the caller made for the
     /// study: `bench`'s default `OUT/databases`). Only a study that held its lock does.
@@ -292,19 +292,37 @@ impl Drop for RemoveIfEmpty {
     }
 }
 
-/// The error of a study that stopped part-way, with the blocks it measured kept
-/// ([`keep_measurements`] at [`StudyOptions::partial_out`]) when there are any.
+/// The error of a study that stopped part-way, with the blocks it measured and their report
+/// written to [`StudyOptions::partial_out`] when there are any, or kept elsewhere
+/// ([`keep_measurements`]) when that fails.
 fn save_partial(opts: &StudyOptions, mut results: Results, e: anyhow::Error) -> anyhow::Error {
     if results.runs.is_empty() {
         return e.context("no block was measured");
     }
-    let Some(path) = &opts.partial_out else {
+    let Some(dir) = &opts.partial_out else {
         return e;
     };
     // Rows of a configuration cut short mid-run are kept: a partial run's blocks were measured
     // like any other, and the statistics count kept rows only.
     crate::stats::analyze(&mut results);
-    keep_measurements(e, path, &results)
+    let path = dir.join(crate::report::RESULTS_FILE);
+    match crate::report::write_report(&results, dir) {
+        Ok(()) => e.context(format!(
+            "{} measured {} saved in {}, with their report",
+            blocks(results.runs.len()),
+            if results.runs.len() == 1 { "is" } else { "are" },
+            path.display()
+        )),
+        Err(w) => keep_measurements(e.context(format!("{w:#}")), &path, &results),
+    }
+}
+
+/// `n` blocks, in words: `1 block`, `2 blocks`.
+fn blocks(n: usize) -> String {
+    match n {
+        1 => "1 block".to_string(),
+        n => format!("{n} blocks"),
+    }
 }
 
 /// `e`, saying where `results` are kept: written to `path` ([`write_json_replacing`]) or, when
@@ -312,10 +330,8 @@ fn save_partial(opts: &StudyOptions, mut results: Results, e: anyhow::Error) -> 
 /// neither took them. What a study that fails after measuring, or whose report cannot be
 /// written, returns: its measurements are never lost with it.
 pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> anyhow::Error {
-    let (n, are) = match results.runs.len() {
-        1 => ("1 block".to_string(), "is"),
-        n => (format!("{n} blocks"), "are"),
-    };
+    let n = blocks(results.runs.len());
+    let are = if results.runs.len() == 1 { "is" } else { "are" };
     let spare = std::env::temp_dir().join(format!(
         "bintrie-results-{}-{}.json",
         results.started.replace(':', "-"),
@@ -336,12 +352,12 @@ pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> an
     });
     match saved {
         Ok(at) => e.context(format!(
-            "the {n} measured {are} saved in {} (`bintrie bench --from-results {} --out DIR` \
+            "{n} measured {are} saved in {} (`bintrie bench --from-results {} --out DIR` \
              renders their report)",
             at.display(),
             at.display()
         )),
-        Err(why) => e.context(format!("the {n} measured could not be saved: {why}")),
+        Err(why) => e.context(format!("{n} measured could not be saved: {why}")),
     }
 }
 
@@ -546,7 +562,7 @@ fn is_record_name(name: &str) -> bool {
             || name
                 .strip_prefix(file)
                 .and_then(|rest| rest.strip_prefix('.'))
-                .is_some_and(|rest| rest.ends_with("tmp") && !rest.contains('/'))
+                .is_some_and(|rest| rest == "tmp" || rest.ends_with(".tmp"))
     })
 }
 
