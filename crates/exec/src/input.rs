@@ -32,7 +32,9 @@ pub fn read_file_at_most(path: &Path, cap: u64) -> Result<Vec<u8>> {
 pub fn gunzip_at_most<'a>(raw: &'a [u8], what: &str, cap: u64) -> Result<Cow<'a, [u8]>> {
     if raw.starts_with(&[0x1f, 0x8b]) {
         read_at_most(
-            flate2::read::GzDecoder::new(raw),
+            // Every member (a concatenation is one stream, as gzip -d reads it), and bytes
+            // after the last that are no member are an error, never silently dropped.
+            flate2::read::MultiGzDecoder::new(raw),
             &format!("{what} (decompressing gzip)"),
             cap,
         )
@@ -85,5 +87,27 @@ mod tests {
         );
         assert!(err.starts_with("reading /nonexistent/f: "), "{err}");
         assert_eq!(&*gunzip_at_most(b"plain", "x", 1).unwrap(), b"plain");
+    }
+
+    /// Concatenated gzip members are one stream, as `gzip -d` reads them; bytes after the last
+    /// member that are no member are an error, not silently dropped (a first member holding a
+    /// whole JSON value made a partial alloc pass).
+    #[test]
+    fn every_gzip_member_is_read_and_trailing_junk_refused() {
+        use std::io::Write as _;
+        let gz = |text: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text).unwrap();
+            e.finish().unwrap()
+        };
+        let two = [gz(b"{\"a\": "), gz(b"1}")].concat();
+        assert_eq!(&*gunzip_at_most(&two, "x", 100).unwrap(), b"{\"a\": 1}");
+        assert_eq!(
+            decode_json_at_most(&two, "x", 100).unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        let junk = [gz(b"{}"), b"junk".to_vec()].concat();
+        let err = format!("{:#}", decode_json_at_most(&junk, "x", 100).unwrap_err());
+        assert!(err.contains("x (decompressing gzip)"), "{err}");
     }
 }
