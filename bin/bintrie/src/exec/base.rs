@@ -275,16 +275,24 @@ fn build(args: &BaseArgs, dir: &Path, options: &StoreOptions, group_depth: u8) -
 
 fn read_marker(keep: &Path) -> Result<Base> {
     let path = keep.join(MARKER);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
+    match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "{} holds a database without {MARKER}: not a base made by `exec --base-db`, or one \
              whose build was interrupted; remove it to rebuild",
             keep.display()
         ),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    serde_json::from_str(&text).with_context(|| {
+        // A FIFO would block the read, a device never end it.
+        Ok(m) if !m.is_file() => bail!(
+            "{} is not a regular file: not a base description; remove {} to rebuild",
+            path.display(),
+            keep.display()
+        ),
+        Ok(_) => {}
+    }
+    // Bounded: a base description is a few hundred bytes.
+    let bytes = bintrie_exec::input::read_file_at_most(&path, 64 << 10)?;
+    serde_json::from_slice(&bytes).with_context(|| {
         format!(
             "{}: not a base description (damaged, or not written by `exec --base-db`): remove \
              {} to rebuild",
@@ -367,7 +375,7 @@ mod tests {
     #[test]
     fn a_torn_marker_says_to_rebuild() {
         let dir = tempfile::tempdir().unwrap();
-        for torn in ["", "{\"stems\": 20"] {
+        for torn in [&b""[..], b"{\"stems\": 20", b"\xff\xfe{"] {
             std::fs::write(dir.path().join(MARKER), torn).unwrap();
             let err = format!("{:#}", read_marker(dir.path()).unwrap_err());
             assert!(err.contains("not a base description"), "{err}");
@@ -376,5 +384,24 @@ mod tests {
         std::fs::remove_file(dir.path().join(MARKER)).unwrap();
         let err = format!("{:#}", read_marker(dir.path()).unwrap_err());
         assert!(err.contains("to rebuild"), "{err}");
+        // A FIFO or a device there is refused unread (the read would block, or never end).
+        for (make, what) in [("mkfifo", None), ("ln", Some("/dev/zero"))] {
+            let mut c = std::process::Command::new(make);
+            match what {
+                Some(target) => c.args(["-s", target]),
+                None => &mut c,
+            };
+            assert!(c.arg(dir.path().join(MARKER)).status().unwrap().success());
+            let err = format!("{:#}", read_marker(dir.path()).unwrap_err());
+            assert!(
+                err.contains("is not a regular file") && err.contains("to rebuild"),
+                "{err}"
+            );
+            std::fs::remove_file(dir.path().join(MARKER)).unwrap();
+        }
+        // Larger than any description: refused at the bound.
+        std::fs::write(dir.path().join(MARKER), vec![b' '; 100 << 10]).unwrap();
+        let err = format!("{:#}", read_marker(dir.path()).unwrap_err());
+        assert!(err.contains("larger than"), "{err}");
     }
 }
