@@ -129,7 +129,7 @@ pub fn import_pre_state_over<S: BlockState>(
         .collect();
     // One commit: a database must never hold the parent block with part of its pre-state.
     let mut changes = BlockChanges::from_accounts(full)?;
-    let with_code = changes.accounts_written;
+    let mut without_code = 0;
     for (a, p) in &fx.pre {
         let Some(hash) = p.code_hash_only else {
             continue;
@@ -151,8 +151,8 @@ pub fn import_pre_state_over<S: BlockState>(
         }
         changes.accounts_written += 1;
         changes.slots_written += p.state.storage.len();
+        without_code += 1;
     }
-    let without_code = changes.accounts_written - with_code;
     state.commit_block(changes, block)?;
     Ok(PreStateImport {
         accounts: fx.pre.len(),

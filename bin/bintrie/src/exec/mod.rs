@@ -160,7 +160,9 @@ fn block_error(e: anyhow::Error, fx: &fixture::Fixture, db: Option<&Path>) -> an
             "block {}: running and committing it ({} keeps its pre-state, block {})",
             fx.number(),
             db.display(),
-            fx.number().saturating_sub(1)
+            // The block the pre-state was imported as.
+            fx.parent()
+                .map_or_else(|_| "?".to_string(), |p| p.to_string())
         )),
         None => e.context(format!("block {}: running and committing it", fx.number())),
     };
