@@ -9,6 +9,7 @@
 //! the same stems (tested at every group depth).
 
 use crate::TrieError;
+use crate::hex;
 use bintrie_keys::Stem;
 use bintrie_node::{
     GroupBlob, GroupEntry, Hash32, MAX_DEPTH, MAX_GROUP_DEPTH, MIN_GROUP_DEPTH, Path, PathKey,
@@ -34,10 +35,6 @@ pub enum BuildError {
     /// A stem without any value (the tree never holds one).
     #[error("stem {} has no values", hex(.0))]
     EmptyStem(Stem),
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 impl<E: std::error::Error + 'static> From<BuildError> for TrieError<E> {

@@ -37,9 +37,9 @@ pub use witness::{PartialTree, WitnessBlobs, WitnessError, WitnessSize};
 
 use bintrie_node::{Hash32, Path};
 
-/// Lower-case hex of a hash, for error messages.
-fn hex32(h: &Hash32) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+/// Lower-case hex of bytes, for error messages (one for the whole crate).
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Why a trie operation failed. `E` is the store's error type.
@@ -100,8 +100,8 @@ pub enum TrieError<E: std::error::Error + 'static> {
     /// operation changes nothing (blobs verified before it may stay loaded).
     #[error(
         "node at path {path} hashes to {} but its parent holds {}",
-        hex32(.computed),
-        hex32(.claimed)
+        hex(.computed),
+        hex(.claimed)
     )]
     HashMismatch {
         /// Where the node sits.

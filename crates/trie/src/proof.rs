@@ -1,6 +1,7 @@
 //! Single-key proofs: the sibling hashes from the root to where a key's walk ends, enough to
 //! recompute the root with the key's value — or its absence.
 
+use crate::hex;
 use bintrie_keys::{Stem, TreeKey};
 use bintrie_node::{Hash32, MAX_DEPTH, TreeHasher, ZERO_HASH, fold_pair, stem_node_hash};
 
@@ -116,10 +117,6 @@ pub enum ProofError {
         /// The root it was checked against.
         root: Hash32,
     },
-}
-
-fn hex(h: &[u8]) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn bit(stem: &Stem, i: usize) -> u8 {

@@ -30,6 +30,7 @@
 //! hashes fold to zero, a stem is `H(stem ‖ 0x00 ‖ subtree root)`, an internal node
 //! `H(left ‖ right)`) and compares.
 
+use crate::hex;
 use bintrie_keys::{STEM_LEN, Stem, TreeKey};
 use bintrie_node::{
     Hash32, MAX_DEPTH, Path, Sha256Hasher, StemValues, TreeHasher, ZERO_HASH, deeper, fold_pair,
@@ -44,10 +45,6 @@ const TAG_STEM: u8 = 0x03;
 const TAG_VALUE: u8 = 0x04;
 /// Levels of a stem's leaf subtree.
 const LEAF_LEVELS: usize = 8;
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// Why a partial tree cannot answer, or cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -671,7 +671,7 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                                 "an internal node whose left child hashes as stem 0x{}'s own \
                                  node's left half: it may be that stem's node read as an \
                                  internal one",
-                                stem.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                                crate::hex(stem.as_slice())
                             ),
                         });
                     }
@@ -771,8 +771,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                 proof.value = s.values.get(key.sub_index).copied();
                 proof.stem_siblings = Some(s.values.leaf_siblings::<H>(key.sub_index));
             } else {
-                proof.subtree_root = Some(s.values.subtree_root::<H>().0);
-                // A stem holds at least one present value (nothing is ever removed).
+                // A stem holds at least one present value (nothing is ever removed). The subtree
+                // root is folded from that leaf and its siblings: 9 hashes, not a second pass
+                // over the 256 leaves.
                 proof.other_stem_leaf =
                     s.values
                         .iter()
@@ -782,6 +783,10 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                             value: *value,
                             siblings: s.values.leaf_siblings::<H>(index),
                         });
+                proof.subtree_root = Some(match &proof.other_stem_leaf {
+                    Some(leaf) => leaf.subtree_root::<H>(),
+                    None => s.values.subtree_root::<H>().0,
+                });
             }
         }
         proof.siblings = siblings;
