@@ -155,12 +155,24 @@ fn keys_outside_the_witness_are_reported_not_guessed() {
     );
     assert_eq!(w.root(), before);
     assert_eq!(w.get(&some[0]), Ok(e.get(&some[0].to_bytes()).copied()));
-    // The blob witness: a missing blob leaves its subtree hash-only.
+    // The blob witness: a missing stem blob leaves its stem hash-only; a missing group blob
+    // leaves the blobs below it unreached, which is refused.
     let stems: Vec<Stem> = some.iter().map(|k| k.stem).collect();
     t.commit().unwrap();
     let blobs = t.witness_blobs(&stems).unwrap();
-    let b = Partial::from_blobs(root, 4, blobs[..blobs.len() - 1].to_vec()).unwrap();
+    let is_stem = |blob: &[u8]| blob[0] == bintrie_node::STEM_TAG;
+    let stem_at = blobs.iter().position(|(_, b)| is_stem(b)).unwrap();
+    let mut without = blobs.clone();
+    without.remove(stem_at);
+    let b = Partial::from_blobs(root, 4, without).unwrap();
     assert!(some.iter().any(|k| b.get(k).is_err()));
+    let root_at = blobs.iter().position(|(k, _)| k.bit_len() == 0).unwrap();
+    let mut without = blobs.clone();
+    without.remove(root_at);
+    let err = Partial::from_blobs(root, 4, without)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nothing reaches from the root"), "{err}");
 }
 
 #[test]
@@ -289,4 +301,45 @@ fn a_left_child_that_could_be_a_stem_half_is_opened_for_writes() {
         "no tree whose root's left child is an internal node"
     );
     assert!(stem_left > 0, "no tree whose root's left child is a stem");
+}
+
+/// Blobs that do not fit together are refused, not ignored: every path key with a flipped
+/// bit (the blob is then unreached, collides with another, or meets a parent whose hash it does
+/// not have), and a blob given twice, even with the same bytes.
+#[test]
+fn a_blob_at_a_changed_path_or_given_twice_is_refused() {
+    let e = entries(7, 50);
+    let mut t = trie(4, &e);
+    t.commit().unwrap();
+    let root = t.root();
+    let keys = keys_of(&probes(&e)[..20]);
+    let stems: Vec<Stem> = keys.iter().map(|k| k.stem).collect();
+    let blobs = t.witness_blobs(&stems).unwrap();
+    Partial::from_blobs(root, 4, blobs.clone()).unwrap();
+    let mut changed = 0;
+    for n in 0..blobs.len() {
+        let key = blobs[n].0.as_bytes().to_vec();
+        for i in 0..key.len() {
+            for flip in [0x01, 0x80] {
+                let mut bytes = key.clone();
+                bytes[i] ^= flip;
+                let Some(moved) = bintrie_node::PathKey::from_bytes(&bytes) else {
+                    continue;
+                };
+                let mut bad = blobs.clone();
+                bad[n].0 = moved;
+                let err = Partial::from_blobs(root, 4, bad).err();
+                assert!(
+                    matches!(err, Some(WitnessError::Malformed(_))),
+                    "blob {n}, key byte {i} ^ {flip:#x}: {err:?}"
+                );
+                changed += 1;
+            }
+        }
+    }
+    assert!(changed > blobs.len(), "{changed} keys changed");
+    let mut twice = blobs.clone();
+    twice.push(blobs[blobs.len() / 2].clone());
+    let err = Partial::from_blobs(root, 4, twice).unwrap_err().to_string();
+    assert!(err.contains("two blobs at path"), "{err}");
 }

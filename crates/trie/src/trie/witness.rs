@@ -226,16 +226,17 @@ fn prune<H: TreeHasher>(node: &Node, keys: &[TreeKey], depth: usize) -> PNode {
 }
 
 /// Loads every node below `node` whose path is in `present` (the keys the store holds),
-/// verifying each against its parent's hash; the others stay unloaded.
+/// verifying each against its parent's hash, and takes its key out of `present` (what is left
+/// afterwards is what nothing reached); the others stay unloaded.
 fn load_present<S: NodeStore, H: TreeHasher>(
     ctx: &Ctx<'_, S>,
-    present: &std::collections::HashSet<PathKey>,
+    present: &mut std::collections::HashSet<PathKey>,
     node: &mut Node,
     path: Path,
 ) -> Result<(), TrieError<S::Error>> {
     if let Node::Hashed(h) = node {
         let h = *h;
-        if !present.contains(&path.to_key()) {
+        if !present.remove(&path.to_key()) {
             return Ok(());
         }
         *node = load::<S, H>(ctx, &path, h)?;
@@ -247,6 +248,12 @@ fn load_present<S: NodeStore, H: TreeHasher>(
         deeper(|| load_present::<S, H>(ctx, present, &mut n.right, rp))?;
     }
     Ok(())
+}
+
+/// A blob's path for a message: as the trie prints paths, or its key's bytes if they are not
+/// a path.
+fn shown(key: &PathKey) -> String {
+    Path::from_key(key.as_bytes()).map_or_else(|_| crate::hex(key.as_bytes()), |p| p.to_string())
 }
 
 /// The loaded part of a tree as a partial tree: unloaded nodes become hash-only subtrees,
@@ -274,8 +281,11 @@ impl<H: TreeHasher> PartialTree<H> {
     /// others is decoded and checked against the hash its parent holds (the root blob against
     /// `root`), exactly as a trie load checks it; subtrees whose blob is absent are hash-only.
     /// A blob that does not hash to what its parent holds, or is malformed, is refused
-    /// ([`WitnessError::Malformed`] naming the path); blobs nothing reaches are ignored. The
-    /// result needs no [`PartialTree::verify`]: it hashes to `root` by construction.
+    /// ([`WitnessError::Malformed`] naming the path), and so are blobs that do not fit
+    /// together: two at one path, or one that nothing reaches from the root through the others
+    /// (what a damaged path key makes of a good blob; an honest witness holds only the blobs
+    /// its walks crossed). The result needs no [`PartialTree::verify`]: it hashes to `root` by
+    /// construction.
     pub fn from_blobs(
         root: Hash32,
         group_depth: u8,
@@ -284,7 +294,12 @@ impl<H: TreeHasher> PartialTree<H> {
         let mut store = crate::MemoryStore::new();
         let mut present = std::collections::HashSet::new();
         for (key, blob) in blobs {
-            present.insert(key);
+            if !present.insert(key) {
+                return Err(WitnessError::Malformed(format!(
+                    "two blobs at path {}",
+                    shown(&key)
+                )));
+            }
             store.insert_raw(key, blob);
         }
         let bad = |e: TrieError<std::convert::Infallible>| WitnessError::Malformed(e.to_string());
@@ -292,7 +307,15 @@ impl<H: TreeHasher> PartialTree<H> {
             Trie::open(store, group_depth, root).map_err(bad)?;
         let vacated = Mutex::new(Vec::new());
         let mut node = std::mem::replace(&mut trie.root, Node::Empty);
-        load_present::<_, H>(&trie.ctx(&vacated), &present, &mut node, Path::ROOT).map_err(bad)?;
+        load_present::<_, H>(&trie.ctx(&vacated), &mut present, &mut node, Path::ROOT)
+            .map_err(bad)?;
+        if let Some(key) = present.iter().min() {
+            return Err(WitnessError::Malformed(format!(
+                "{} blob(s) that nothing reaches from the root, the first at path {}",
+                present.len(),
+                shown(key)
+            )));
+        }
         Ok(PartialTree::from_node(to_partial(&node)))
     }
 }
