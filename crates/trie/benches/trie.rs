@@ -25,6 +25,12 @@
 //!   present, half absent): the read path, which loads (and verifies) but never rehashes.
 //!   Per depth, the nodes loaded and the hash calls of one iteration of each are printed.
 //!
+//! - `resident/block/g4`, `resident/block/g5`: the block path with the whole tree in memory: on
+//!   the 1M-stem tree, committed (so clean), each iteration applies one block's writes (645
+//!   brand-new stems with one value each, as an `erc20_approve` block writes at study scale),
+//!   then prepares and ends the commit (rehash and serialization; the write itself is left
+//!   out). After the timings, the hash floor of 50 more blocks is printed: the update's own
+//!   work with no wait for a device, against its hashing.
 //! - `proof/prove` and `proof/verify`: on the 1M-stem tree (in memory, hashed), 1,000 single-key
 //!   proofs of one `incremental` batch's keys (half present, half absent): making them, and
 //!   checking them against the root (one core; the goal is ≥ 100,000 verified proofs
@@ -673,6 +679,81 @@ fn bench_reopen(c: &mut Criterion) {
     group.finish();
 }
 
+/// New stems per `resident/block` iteration (an `erc20_approve` block at study scale).
+const BLOCK_STEMS: usize = 645;
+
+/// Block `n` of `resident/block`: [`BLOCK_STEMS`] brand-new random stems, one value each.
+fn block_batch(n: u64) -> Vec<Entry> {
+    let mut rng = StdRng::seed_from_u64(SEED ^ 0xb10c ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut batch: Vec<Entry> = (0..BLOCK_STEMS)
+        .map(|_| {
+            let mut value: [u8; 32] = rng.random();
+            value[0] |= 1;
+            (TreeKey::from_bytes(rng.random()), value)
+        })
+        .collect();
+    batch.sort_unstable_by_key(|e| e.0);
+    batch
+}
+
+/// One block on a resident tree: the writes, the rehash and serialization, the commit's end
+/// (nothing written). Returns the blobs the commit would write.
+fn resident_block(trie: &mut Ours, batch: &[Entry]) -> usize {
+    trie.apply_sorted(batch).expect("memory store");
+    let set = trie.prepare_commit();
+    let blobs = set.len();
+    trie.commit_prepared(set, |_, _| Ok(()))
+        .expect("a writer that writes nothing");
+    blobs
+}
+
+fn bench_resident(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resident");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for g in [4u8, 5] {
+        let mut state: Option<Ours> = None;
+        let mut next = 0u64;
+        group.bench_function(format!("block/g{g}"), |b| {
+            let trie = state.get_or_insert_with(|| {
+                let mut trie = build_ours(g);
+                trie.commit().expect("memory store");
+                trie
+            });
+            b.iter_batched(
+                || {
+                    next += 1;
+                    block_batch(next)
+                },
+                |batch| resident_block(trie, &batch),
+                BatchSize::SmallInput,
+            )
+        });
+        if let Some(trie) = state.as_mut() {
+            const ROUNDS: u64 = 50;
+            trie.reset_stats();
+            let batches: Vec<Vec<Entry>> = (0..ROUNDS)
+                .map(|i| block_batch(FLOOR_BATCHES + i))
+                .collect();
+            let start = Instant::now();
+            let blobs: usize = batches.iter().map(|b| resident_block(trie, b)).sum();
+            let wall = start.elapsed();
+            eprintln!(
+                "[bench] resident/block/g{g}: {:.0} blobs per block",
+                blobs as f64 / ROUNDS as f64
+            );
+            print_floor(
+                &format!("resident/block/g{g} ({ROUNDS} blocks)"),
+                wall,
+                trie.stats().hashes,
+            );
+        }
+    }
+    group.finish();
+}
+
 fn bench_proof(c: &mut Criterion) {
     let mut group = c.benchmark_group("proof");
     group
@@ -712,6 +793,6 @@ criterion_group! {
     name = benches;
     // Plots take seconds per benchmark; `target/criterion/*/new/estimates.json` has the numbers.
     config = Criterion::default().without_plots();
-    targets = bench_trees, bench_commit, bench_reopen, bench_proof
+    targets = bench_trees, bench_commit, bench_reopen, bench_resident, bench_proof
 }
 criterion_main!(benches);
