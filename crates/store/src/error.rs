@@ -95,6 +95,16 @@ pub enum StoreError {
          for it to finish"
     )]
     Locked(PathBuf),
+    /// The database is already open in this process: MDBX opens one database once per
+    /// process (its lock on the files is per process). Clone the open [`crate::StateStore`]
+    /// (cheap: the clones share it) instead of opening it again. (MDBX says the same when
+    /// another program holds the database exclusively, which this project never does.)
+    #[error(
+        "{0} is already open in this process (MDBX opens a database once per process), or \
+         another program holds it exclusively: use the open handle, or a clone of it, instead \
+         of opening it again"
+    )]
+    OpenInProcess(PathBuf),
     /// A write was attempted through a store opened read-only.
     #[error("the database was opened read-only")]
     ReadOnly,

@@ -75,6 +75,10 @@ pub(crate) fn open_read_only(
             not_db(format!("MDBX cannot open it: {e}"))
         }
         libmdbx::Error::WannaRecovery => StoreError::NeedsRecovery(dir.to_path_buf()),
+        libmdbx::Error::Busy => StoreError::OpenInProcess(dir.to_path_buf()),
+        libmdbx::Error::Other(code) if code == libc::EAGAIN => {
+            StoreError::OpenInProcess(dir.to_path_buf())
+        }
         // Readers register in MDBX's reader table, in the lock file beside the data.
         libmdbx::Error::Access | libmdbx::Error::PermissionDenied => {
             StoreError::Io(std::io::Error::new(
@@ -299,6 +303,10 @@ impl StateStore {
                  (durable vs relaxed); use the same, or wait for it to finish"
                     .into(),
             ),
+            libmdbx::Error::Busy => StoreError::OpenInProcess(dir.clone()),
+            libmdbx::Error::Other(code) if code == libc::EAGAIN => {
+                StoreError::OpenInProcess(dir.clone())
+            }
             other => map_err(other),
         })?;
         let inner = Arc::new(Inner {

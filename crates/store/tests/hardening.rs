@@ -718,3 +718,31 @@ fn a_damaged_value_length_is_an_error_not_a_crash() {
     let e = StateStore::open_read_only(dir.path()).unwrap_err();
     assert!(e.to_string().contains("table meta"), "{e}");
 }
+
+/// A second open of a database this process holds open (for writing or reading, buffered or
+/// not) says so, instead of MDBX's "Resource temporarily unavailable"; the first handle goes
+/// on working.
+#[test]
+fn a_second_open_in_one_process_says_the_database_is_open_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(6);
+    let root = build(dir.path(), 4, &random_writes(&mut rng, 20), &[]);
+    let first = StateStore::open_read_only(dir.path()).unwrap();
+    let unbuffered = StoreOptions {
+        buffer: None,
+        ..opts(4)
+    };
+    for second in [
+        StateStore::open(dir.path(), &opts(4)),
+        StateStore::open(dir.path(), &unbuffered),
+        StateStore::open_read_only(dir.path()),
+    ] {
+        let err = second.unwrap_err();
+        assert!(matches!(err, StoreError::OpenInProcess(_)), "{err:?}");
+        assert!(
+            err.to_string().contains("already open in this process"),
+            "{err}"
+        );
+    }
+    assert_eq!(first.reader().unwrap().root().unwrap(), root);
+}
