@@ -127,7 +127,10 @@ mod mdbx {
     use std::sync::{Mutex, MutexGuard};
 
     /// The MDBX store as a [`StateBackend`]: snapshots are MDBX read transactions that find
-    /// stems by `read_path`.
+    /// stems by `read_path`, each of the block the store handle holds (its meta). Once another
+    /// writer has committed past it, a new snapshot is an error
+    /// ([`bintrie_store::StoreError::Moved`]), never a read of the newer block: one block's
+    /// prefetch workers (each with its own snapshot) and its own reads see one state.
     #[derive(Clone, Copy, Debug)]
     pub struct MdbxBackend<'s> {
         store: &'s StateStore,
@@ -177,10 +180,12 @@ mod mdbx {
     }
 
     impl<'s> MdbxSnapshot<'s> {
-        /// A new read transaction of `store`, finding stems by `read_path`.
+        /// A new read transaction of `store` at the block the handle holds
+        /// ([`StateStore::reader_at_meta`]: an error if the database has moved on since),
+        /// finding stems by `read_path`.
         pub fn new(store: &'s StateStore, read_path: ReadPath) -> Result<Self, StateError> {
             Ok(MdbxSnapshot {
-                reader: Mutex::new(store.reader()?),
+                reader: Mutex::new(store.reader_at_meta()?),
                 read_path,
             })
         }

@@ -51,6 +51,15 @@ pub enum StateError {
     /// BLOCKHASH asked for a block whose hash the caller did not supply.
     #[error("no hash supplied for block {0}")]
     MissingBlockHash(u64),
+    /// A commit as a block below the state's last committed one: every backend keeps block
+    /// numbers from going back (one may repeat). Nothing was applied.
+    #[error("block {block} is below the last committed block {last}")]
+    BlockOrder {
+        /// The block asked for.
+        block: u64,
+        /// The state's last committed block.
+        last: u64,
+    },
     /// An account cannot be encoded (e.g. a balance over 16 bytes).
     #[error("account {address}: {reason}")]
     Encode {
@@ -63,6 +72,17 @@ pub enum StateError {
 }
 
 impl DBErrorMarker for StateError {}
+
+impl StateError {
+    /// [`StateError::BlockOrder`] when `block` is below `last`, the state's last committed
+    /// block: the check every backend's `commit_block` makes before anything else.
+    pub(crate) fn check_order(block: u64, last: u64) -> Result<(), StateError> {
+        if block < last {
+            return Err(StateError::BlockOrder { block, last });
+        }
+        Ok(())
+    }
+}
 
 // By hand rather than `#[from]`: the message already includes the inner error, and a
 // `#[source]` would print it twice in an error chain.

@@ -200,13 +200,15 @@ impl LogState {
     }
 
     /// Applies a block's writes as one sorted batch, rehashes, and appends the blobs, code and
-    /// a commit record as block `block`. On an error nothing is committed and the trie drops
-    /// the block's changes (it restarts from the log's root).
+    /// a commit record as block `block` (not below the last committed block:
+    /// [`StateError::BlockOrder`]). On an error nothing is committed and the trie drops the
+    /// block's changes (it restarts from the log's root).
     pub fn commit_block(
         &mut self,
         changes: BlockChanges,
         block: u64,
     ) -> Result<CommitReport, StateError> {
+        StateError::check_order(block, self.store().meta().block)?;
         let code: Vec<([u8; 32], Vec<u8>)> =
             changes.code.into_iter().map(|(h, c)| (h.0, c)).collect();
         let done = update_and_commit(&mut self.trie, changes.writes, |store, set| {
@@ -376,10 +378,24 @@ mod tests {
             kept = kept.drop_trie().unwrap();
             cold = cold.drop_trie().unwrap();
         }
-        // A failed commit (an old block number) drops the upper levels with the block's
-        // changes; the next `drop_trie` loads them again, and the next block is as before.
+        // An old block number is refused before anything is applied: the upper levels stay.
         let last = 2 + all[150..].chunks(10).len() as u64;
         let err = kept.commit_block(changes(&all[..3]), 0).unwrap_err();
+        assert!(
+            matches!(err, StateError::BlockOrder { block: 0, .. }),
+            "{err}"
+        );
+        assert!(kept.trie.is_loaded());
+        // A commit that fails in the log (the same old block number, past that check) drops
+        // the upper levels with the block's changes; the next `drop_trie` loads them again,
+        // and the next block is as before.
+        let err = crate::commit::update_and_commit(
+            &mut kept.trie,
+            changes(&all[..3]).writes,
+            |store, set| store.write_block(set, 0, &[]),
+        )
+        .err()
+        .expect("below the last block");
         assert!(err.to_string().contains("block 0"), "{err}");
         assert!(!kept.trie.is_loaded());
         kept = kept.drop_trie().unwrap();

@@ -115,13 +115,15 @@ impl MemoryState {
 
     /// Applies `changes` (one sorted batch; for equal keys the later write wins) to the tree and
     /// the flat maps, commits the tree into its store, and makes this block `block`. An error
-    /// (a node the tree cannot load: never for a state built by these methods) leaves the flat
-    /// maps and the root as they were.
+    /// (a node the tree cannot load: never for a state built by these methods;
+    /// [`StateError::BlockOrder`] for a block below the last) leaves the flat maps and the root
+    /// as they were.
     pub fn commit_block(
         &mut self,
         changes: BlockChanges,
         block: u64,
     ) -> Result<CommitReport, StateError> {
+        StateError::check_order(block, self.block)?;
         self.trie.reset_stats();
         let t = Instant::now();
         let mut batch = changes.writes;

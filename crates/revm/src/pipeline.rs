@@ -294,7 +294,9 @@ pub trait BlockState {
     /// Applies `changes` (one sorted batch; for equal keys the later write wins), rehashes and
     /// commits them as block `block`. On an error nothing is committed, and the state's
     /// in-memory tree is back at the last committed root (the failed block's changes never
-    /// reach a later block).
+    /// reach a later block). `block` may repeat the last committed block (a pre-state imported
+    /// in parts) but not go below it: [`StateError::BlockOrder`], before anything is applied,
+    /// on every backend.
     fn commit_block(
         &mut self,
         changes: BlockChanges,

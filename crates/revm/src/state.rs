@@ -90,8 +90,9 @@ impl BinTrieState {
     }
 
     /// Applies a block's writes as one sorted batch, rehashes, and commits nodes, flat stems,
-    /// code and meta in one MDBX transaction as block `block`. On an error nothing is
-    /// committed and the trie drops the block's changes (it restarts from the stored root).
+    /// code and meta in one MDBX transaction as block `block` (not below the last committed
+    /// block: [`StateError::BlockOrder`]). On an error nothing is committed and the trie drops
+    /// the block's changes (it restarts from the stored root).
     pub fn commit_block(
         &mut self,
         changes: BlockChanges,
@@ -122,6 +123,7 @@ impl BinTrieState {
         block: u64,
     ) -> Result<CommitReport, StateError> {
         let meta = self.store().meta();
+        StateError::check_order(block, meta.block)?;
         let empty = meta.block == 0 && meta.root == [0; 32];
         let done = update_and_commit(&mut self.trie, writes, |store, set| {
             if empty {

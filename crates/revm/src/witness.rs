@@ -496,6 +496,7 @@ impl BlockState for StatelessState {
         changes: BlockChanges,
         block: u64,
     ) -> Result<CommitReport, StateError> {
+        StateError::check_order(block, self.block)?;
         let t = Instant::now();
         self.tree
             .update(&changes.writes)

@@ -507,13 +507,73 @@ fn memory_snapshots_are_isolated_and_shareable() {
     );
 }
 
+/// Commits 5, 3 (refused: below 5, nothing applied), 5 again and 6 on `state`; returns the
+/// roots after each accepted commit.
+fn commits_in_order<S: BlockState>(state: &mut S) -> Vec<alloy_primitives::B256> {
+    let changes = |n: u64| {
+        let acct = AccountState {
+            balance: U256::from(n),
+            ..Default::default()
+        };
+        BlockChanges::from_accounts([(&BOB, &acct)]).unwrap()
+    };
+    let mut roots = vec![state.commit_block(changes(5), 5).unwrap().root];
+    let err = state.commit_block(changes(3), 3).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            bintrie_revm::StateError::BlockOrder { block: 3, last: 5 }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "block 3 is below the last committed block 5"
+    );
+    assert_eq!(
+        (state.block(), state.root()),
+        (5, roots[0]),
+        "nothing applied"
+    );
+    roots.push(state.commit_block(changes(55), 5).unwrap().root);
+    roots.push(state.commit_block(changes(6), 6).unwrap().root);
+    assert_eq!(state.block(), 6);
+    roots
+}
+
+/// Every backend takes block numbers the same way: one may repeat, none may go below the last
+/// (the log refused that first; memory and MDBX took it, and their roots then differed from
+/// the log's for the same calls).
+#[test]
+fn every_backend_refuses_a_block_below_the_last_and_gives_the_same_roots() {
+    let memory = commits_in_order(&mut memory_state());
+    assert_eq!(memory.len(), 3);
+    #[cfg(feature = "mdbx")]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mdbx = commits_in_order(&mut mdbx::open(dir.path()));
+        assert_eq!(mdbx, memory);
+    }
+    #[cfg(feature = "logstore")]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log =
+            bintrie_revm::LogState::open(dir.path(), &bintrie_logstore::LogOptions::default())
+                .unwrap();
+        let pre = pre_state();
+        let changes = BlockChanges::from_accounts(pre.iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(changes, 0).unwrap();
+        assert_eq!(commits_in_order(&mut log), memory);
+    }
+}
+
 #[cfg(feature = "mdbx")]
 mod mdbx {
     use super::*;
     use bintrie_revm::BinTrieState;
     use bintrie_store::{Durability, ReadPath, StoreOptions};
 
-    fn open(dir: &std::path::Path) -> BinTrieState {
+    pub(super) fn open(dir: &std::path::Path) -> BinTrieState {
         let mut state = BinTrieState::open(
             dir,
             &StoreOptions {
@@ -576,6 +636,51 @@ mod mdbx {
             let committed = TrieDb::new(state.store(), read_path).unwrap();
             check_block1(&committed, &results);
         }
+    }
+
+    /// One block's reads never mix two blocks: a `BlockDb` opened over a store handle before
+    /// another writer committed fails its prefetch (whose workers open snapshots of their own)
+    /// instead of caching the newer block's values beside the older block's, and a `BlockDb`
+    /// over a handle another writer moved past is refused at once, as is a `TrieDb`.
+    #[test]
+    fn an_mdbx_block_db_never_reads_past_the_block_its_handle_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        let stale = state.store().clone();
+        let mut early = bintrie_revm::BlockDb::new(&stale, BlockDbOptions::default()).unwrap();
+        let before = early.basic(STORE).unwrap().map(|a| a.balance);
+        assert_eq!(before, Some(U256::from(1)));
+
+        let moved = AccountState {
+            balance: U256::from(999),
+            storage: vec![(U256::from(1), U256::from(2))],
+            ..pre_state()[2].1.clone()
+        };
+        state.import_accounts([(&STORE, &moved)], 1).unwrap();
+
+        let mut list = bintrie_revm::PrefetchList::new();
+        list.slot(STORE, U256::from(1)).account(BOB);
+        let err = early.prefetch(&list, 2).unwrap_err().to_string();
+        assert!(err.contains("moved on under this handle"), "{err}");
+        // What it had read stays the block it started on.
+        assert_eq!(early.storage(STORE, U256::from(1)).unwrap(), U256::from(7));
+
+        let err = bintrie_revm::BlockDb::new(&stale, BlockDbOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("it is at block 1") && err.contains("reads block 0"),
+            "{err}"
+        );
+        assert!(TrieDb::new(&stale, ReadPath::Flat).is_err());
+        // The writer's own handle reads its block.
+        let mut db = state.block_db(BlockDbOptions::default()).unwrap();
+        db.prefetch(&list, 2).unwrap();
+        assert_eq!(db.storage(STORE, U256::from(1)).unwrap(), U256::from(2));
+        assert_eq!(
+            db.basic(STORE).unwrap().map(|a| a.balance),
+            Some(U256::from(999))
+        );
     }
 
     /// The witness of an MDBX state (blobs read back from the store) runs stateless to the

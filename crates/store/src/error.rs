@@ -87,6 +87,24 @@ pub enum StoreError {
         /// Its root, hex.
         expected_root: String,
     },
+    /// A reader that must read the block this handle holds ([`crate::StateStore::reader_at_meta`])
+    /// found the database at another root: another writer committed since the handle read its
+    /// meta, and reading on would mix two blocks. Nothing was read.
+    #[error(
+        "the database moved on under this handle: it is at block {stored_block} (root \
+         {stored_root}), this handle reads block {expected_block} (root {expected_root}); is \
+         another process writing to it? Open the database again to read its newer block"
+    )]
+    Moved {
+        /// The block the database holds now.
+        stored_block: u64,
+        /// Its root, hex.
+        stored_root: String,
+        /// The block this handle holds.
+        expected_block: u64,
+        /// Its root, hex.
+        expected_root: String,
+    },
     /// Another writer holds the database, and one of the two buffers its writes (a buffered
     /// writer must be the only writer). Nothing was written.
     #[error(
@@ -95,6 +113,15 @@ pub enum StoreError {
          for it to finish"
     )]
     Locked(PathBuf),
+    /// A block written below the last committed one: block numbers never go back (one may
+    /// repeat). Nothing was written.
+    #[error("block {block} is below the last committed block {last}")]
+    BlockOrder {
+        /// The block asked for.
+        block: u64,
+        /// The last committed block.
+        last: u64,
+    },
     /// The database is already open in this process: MDBX opens one database once per
     /// process (its lock on the files is per process). Clone the open [`crate::StateStore`]
     /// (cheap: the clones share it) instead of opening it again. (MDBX says the same when

@@ -154,6 +154,26 @@ impl StateStore {
         Reader::new(self)
     }
 
+    /// A read transaction of the tree this handle holds (the root of [`StateStore::meta`]):
+    /// [`StoreError::Moved`] if another writer has committed another root since this handle
+    /// read its meta (a reader's handle, or a writer's that another process moved past). The
+    /// readers of one block (its prefetch workers each take their own) take their
+    /// transactions here, so that none of them answers from a newer block than the others.
+    /// Costs one lookup more than [`StateStore::reader`].
+    pub fn reader_at_meta(&self) -> Result<Reader<'_>, StoreError> {
+        let reader = self.reader()?;
+        let root = reader.root_or_empty()?;
+        if root == self.meta.root {
+            return Ok(reader);
+        }
+        Err(StoreError::Moved {
+            stored_block: reader.block_or_zero()?,
+            stored_root: hex(root),
+            expected_block: self.meta.block,
+            expected_root: hex(self.meta.root),
+        })
+    }
+
     /// Calls `f(key, blob)` for every stored node in key order, in one read transaction.
     pub fn for_each_node(&self, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
         self.reader()?.for_each(T_NODES, |k, v| {

@@ -260,6 +260,24 @@ impl<'db> Reader<'db> {
         Ok(u64::from_be_bytes(arr))
     }
 
+    /// The root this snapshot holds, the empty tree's for a database nothing was committed to.
+    pub(crate) fn root_or_empty(&self) -> Result<[u8; 32], StoreError> {
+        match get_bounded(&self.txn, &self.meta_t, T_META, b"root")? {
+            None => Ok(ZERO_HASH),
+            Some(v) => v
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into())),
+        }
+    }
+
+    /// The block number this snapshot holds, 0 for a database nothing was committed to.
+    pub(crate) fn block_or_zero(&self) -> Result<u64, StoreError> {
+        match get_bounded(&self.txn, &self.meta_t, T_META, b"block")? {
+            None => Ok(0),
+            Some(_) => self.block(),
+        }
+    }
+
     /// Number of entries in (nodes, stems, code) in this snapshot.
     pub fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         let n = |t: &Table<'db>| -> Result<u64, StoreError> {

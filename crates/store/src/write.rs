@@ -6,7 +6,8 @@ use crate::*;
 impl StateStore {
     /// Commits one block: the commit's blobs and removals, the flat stem table for every stem
     /// blob in it, `code` (hash -> bytecode), and the meta (root, `block`). Either all of it
-    /// becomes visible or none; readers opened after it returns see it.
+    /// becomes visible or none; readers opened after it returns see it. `block` may repeat the
+    /// last committed block but not go below it ([`StoreError::BlockOrder`], nothing written).
     ///
     /// Without a write buffer this is one MDBX transaction. With one
     /// ([`StoreOptions::buffer`]) the block is appended to the journal (fdatasync'd when
@@ -18,6 +19,12 @@ impl StateStore {
         block: u64,
         code: &[(Hash32, Vec<u8>)],
     ) -> Result<(), StoreError> {
+        if block < self.meta.block {
+            return Err(StoreError::BlockOrder {
+                block,
+                last: self.meta.block,
+            });
+        }
         if let Some(options) = self.inner.options.buffer {
             return self.buffer_block(options, commit, block, code);
         }

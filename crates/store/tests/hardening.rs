@@ -212,6 +212,46 @@ fn a_second_writer_handle_cannot_commit_over_a_newer_block() {
 /// A blob preloaded by the trie prefetcher and left unused must never be served after a commit
 /// rewrote its path: the trie had the path loaded already, so the update did not take the
 /// preloaded copy, and the commit wrote a new blob there.
+/// Block numbers never go back, buffered or not: a block below the last is refused with
+/// nothing written (the journal and the meta stay at the last block); the same number again
+/// is taken. A reader's transaction pinned to a handle's meta is refused once another handle
+/// committed past it.
+#[test]
+fn a_block_below_the_last_is_refused_and_a_pinned_reader_never_reads_past_its_handle() {
+    for buffer in [None, Some(BufferOptions::default())] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        build(dir.path(), 4, &random_writes(&mut rng, 50), &[]);
+        let options = StoreOptions { buffer, ..opts(4) };
+        let store = StateStore::open(dir.path(), &options).unwrap();
+        let stale = store.clone();
+        let root = store.meta().root;
+        let mut trie: Trie<StateStore> = Trie::open(store, 4, root).unwrap();
+        trie.update(random_writes(&mut rng, 10)).unwrap();
+        let err = trie
+            .commit_with(|s, set| s.write_block(set, 0, &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("block 0 is below the last committed block 1"),
+            "{err}"
+        );
+        assert_eq!(trie.store().meta().block, 1, "{buffer:?}");
+        assert!(stale.reader_at_meta().is_ok(), "nothing was written");
+        trie.commit_with(|s, set| s.write_block(set, 1, &[]))
+            .unwrap();
+        let after = trie.store().meta();
+        assert_ne!(after.root, root);
+        let err = stale.reader_at_meta().err().expect("moved on").to_string();
+        assert!(err.contains("moved on under this handle"), "{err}");
+        assert_eq!(
+            trie.store().reader_at_meta().unwrap().root().unwrap(),
+            after.root
+        );
+        trie.store_mut().flush().unwrap();
+    }
+}
+
 #[test]
 fn a_preloaded_blob_never_outlives_the_root_it_was_read_at() {
     use std::sync::atomic::AtomicBool;
