@@ -557,7 +557,9 @@ impl<B: StateBackend> BlockDb<B> {
     /// nonce or code changed writes BASIC_DATA and CODE_HASH; new code writes all its chunks; a
     /// deleted account zeroes BASIC_DATA and CODE_HASH only; a slot writes its value when it
     /// differs from the block-start value (a cleared slot writes a present zero leaf; zero over
-    /// zero writes nothing).
+    /// zero writes nothing). A deleted account's storage leaves stay: before Cancun, an address
+    /// self-destructed with storage and created again in a later block reads its old slots
+    /// (within the block, its storage reads as zero).
     pub fn into_changes(self) -> Result<BlockChanges, StateError> {
         if let Some(e) = self.commit_error {
             return Err(e);
