@@ -144,18 +144,27 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
 }
 
 /// Whether `error` says another writer holds the database (locked) or committed to it under
-/// this one (a conflict), in either layout.
+/// this one (a conflict, or a read that found it moved on), in either layout, directly or
+/// inside a state's error.
 fn another_writer(error: &anyhow::Error) -> bool {
+    use bintrie_store::StoreError;
+    let store = |e: &StoreError| {
+        matches!(
+            e,
+            StoreError::Conflict { .. } | StoreError::Locked(_) | StoreError::Moved { .. }
+        )
+    };
     error.chain().any(|c| {
         matches!(
             c.downcast_ref::<bintrie_logstore::LogError>(),
             Some(
                 bintrie_logstore::LogError::Locked(_) | bintrie_logstore::LogError::Conflict { .. }
             )
-        ) || matches!(
-            c.downcast_ref::<bintrie_store::StoreError>(),
-            Some(bintrie_store::StoreError::Conflict { .. } | bintrie_store::StoreError::Locked(_))
-        )
+        ) || c.downcast_ref::<StoreError>().is_some_and(store)
+            || matches!(
+                c.downcast_ref::<bintrie_revm::StateError>(),
+                Some(bintrie_revm::StateError::Store(e)) if store(e)
+            )
     })
 }
 

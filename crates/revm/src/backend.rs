@@ -87,7 +87,9 @@ pub trait StateSnapshot: Send + Sync {
 
 /// A source of [`StateSnapshot`]s: the state as of the last committed block.
 ///
-/// Contract: every snapshot opened between two commits sees the same state. The parallel
+/// Contract: every snapshot opened between two commits sees the same state; a backend whose
+/// store another writer has moved past refuses a new snapshot rather than open one of the newer
+/// block (MDBX: [`bintrie_store::StoreError::Moved`]; the log's snapshots fail their reads). The parallel
 /// prefetch of [`crate::BlockDb`] opens one snapshot per worker thread, hence `Sync`.
 pub trait StateBackend: Sync {
     /// The snapshot type.

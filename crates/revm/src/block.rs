@@ -181,8 +181,10 @@ impl<B: StateBackend> std::fmt::Debug for BlockDb<B> {
 
 #[cfg(feature = "mdbx")]
 impl<'s> BlockDb<crate::MdbxBackend<'s>> {
-    /// A block view over a new read transaction of the MDBX `store`, finding stems by
-    /// `options.read_path`.
+    /// A block view over a new read transaction of the MDBX `store` at the block the handle
+    /// holds, finding stems by `options.read_path`. The prefetch workers' transactions are at
+    /// the same block: once another writer has committed past it, opening one is an error
+    /// ([`bintrie_store::StoreError::Moved`]), never a read of the newer block.
     pub fn new(
         store: &'s bintrie_store::StateStore,
         options: BlockDbOptions,
@@ -558,8 +560,8 @@ impl<B: StateBackend> BlockDb<B> {
     /// deleted account zeroes BASIC_DATA and CODE_HASH only; a slot writes its value when it
     /// differs from the block-start value (a cleared slot writes a present zero leaf; zero over
     /// zero writes nothing). A deleted account's storage leaves stay: before Cancun, an address
-    /// self-destructed with storage and created again in a later block reads its old slots
-    /// (within the block, its storage reads as zero).
+    /// self-destructed with storage and created again reads its old slots from the next block
+    /// on (within the block, after the self-destruct's transaction, its storage reads as zero).
     pub fn into_changes(self) -> Result<BlockChanges, StateError> {
         if let Some(e) = self.commit_error {
             return Err(e);

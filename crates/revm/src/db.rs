@@ -89,8 +89,9 @@ impl<S> std::fmt::Debug for TrieDb<S> {
 
 #[cfg(feature = "mdbx")]
 impl<'s> TrieDb<crate::MdbxSnapshot<'s>> {
-    /// A database over a new read transaction of the MDBX `store`, finding stems by
-    /// `read_path`.
+    /// A database over a new read transaction of the MDBX `store` at the block the handle holds
+    /// (an error, [`bintrie_store::StoreError::Moved`], once another writer committed past it),
+    /// finding stems by `read_path`.
     pub fn new(
         store: &'s bintrie_store::StateStore,
         read_path: bintrie_store::ReadPath,

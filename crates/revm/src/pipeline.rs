@@ -332,6 +332,8 @@ pub trait BlockState {
     where
         Self: Sized,
     {
+        // Before any work: the commit would refuse it after execution.
+        StateError::check_order(plan.number, self.block())?;
         let t_total = Instant::now();
         let mut write_stems = plan.write_stems.clone();
         write_stems.sort_unstable();

@@ -567,6 +567,63 @@ fn every_backend_refuses_a_block_below_the_last_and_gives_the_same_roots() {
     }
 }
 
+/// A stateless state built from block 5's witness holds block 4 (the witness's pre-state):
+/// block 3 is refused, by its commit and by the pipeline before the block runs; block 5 is
+/// taken. A pipeline run below a state's last block is refused before it executes.
+#[test]
+fn a_stateless_state_and_the_pipeline_refuse_a_block_below_the_last() {
+    let mut state = memory_state();
+    state.commit_block(BlockChanges::default(), 4).unwrap();
+    let plan = |number| BlockPlan {
+        number,
+        ..Default::default()
+    };
+    let options = PipelineOptions::default().with_witness(true);
+    let mut executed = false;
+    let err = state
+        .run_block(&plan(3), &options, |_| {
+            executed = true;
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap_err();
+    assert!(!executed, "refused before it ran");
+    assert!(
+        matches!(
+            err,
+            PipelineError::State(bintrie_revm::StateError::BlockOrder { block: 3, last: 4 })
+        ),
+        "{err}"
+    );
+    let ran = state
+        .run_block(&plan(5), &options, |db| {
+            Ok::<_, std::convert::Infallible>(run(db, &block1()))
+        })
+        .unwrap();
+    let witness = ran.witness.unwrap().multiproof;
+    assert_eq!(witness.block, 5);
+    let mut stateless = StatelessState::from_witness(witness).unwrap();
+    assert_eq!(stateless.block(), 4);
+    let err = stateless
+        .commit_block(BlockChanges::default(), 3)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            bintrie_revm::StateError::BlockOrder { block: 3, last: 4 }
+        ),
+        "{err}"
+    );
+    let err = stateless
+        .run_block(&plan(3), &PipelineOptions::default(), |_| {
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, PipelineError::State(_)), "{err}");
+    assert_eq!(stateless.block(), 4);
+    stateless.commit_block(BlockChanges::default(), 5).unwrap();
+    assert_eq!(stateless.block(), 5);
+}
+
 #[cfg(feature = "mdbx")]
 mod mdbx {
     use super::*;

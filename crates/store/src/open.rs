@@ -303,6 +303,8 @@ impl StateStore {
                  (durable vs relaxed); use the same, or wait for it to finish"
                     .into(),
             ),
+            // For a database open in this process, the validating read-only open above meets
+            // it first; these are a defence for an open that skipped it (no data file then).
             libmdbx::Error::Busy => StoreError::OpenInProcess(dir.clone()),
             libmdbx::Error::Other(code) if code == libc::EAGAIN => {
                 StoreError::OpenInProcess(dir.clone())
