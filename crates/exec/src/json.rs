@@ -118,56 +118,97 @@ impl<K: Ord> Spellings<K> {
     }
 }
 
+/// The most JSON values (numbers, strings, arrays, objects, ... and object keys) one input
+/// may hold: far above any test file or fixture (the largest here holds under 100,000), and a
+/// bound on what a small input can make a parse allocate (each value is a node of about 80
+/// bytes: two bytes of text, `0,`, were 40 bytes of memory, so a 250 MB array of zeros took
+/// 6.6 GB).
+pub const MAX_JSON_VALUES: u64 = 1 << 24;
+
 /// Parses JSON text like `serde_json::from_str`, except that an object giving one key twice is
 /// an error naming the key (and, through serde_json, the line and column), at any depth: a
 /// plain parse keeps the last value silently, so a genesis that lists one address twice would
-/// lose an account without a word.
+/// lose an account without a word. Text holding more than [`MAX_JSON_VALUES`] values is refused
+/// when it passes that count, before the memory they would take.
 pub fn parse_unique_keys(text: &str) -> serde_json::Result<Value> {
+    parse_at_most(text, MAX_JSON_VALUES)
+}
+
+/// [`parse_unique_keys`] with at most `most` values.
+fn parse_at_most(text: &str, most: u64) -> serde_json::Result<Value> {
     use serde::de::DeserializeSeed;
+    let left = std::cell::Cell::new(most);
     let mut de = serde_json::Deserializer::from_str(text);
-    let v = UniqueKeys.deserialize(&mut de)?;
+    let v = UniqueKeys { left: &left }.deserialize(&mut de)?;
     de.end()?;
     Ok(v)
 }
 
-/// The seed and visitor of [`parse_unique_keys`]: builds a [`Value`], refusing repeated keys.
+/// The seed and visitor of [`parse_unique_keys`]: builds a [`Value`], refusing repeated keys
+/// and more values than `left` allows.
 #[derive(Clone, Copy)]
-struct UniqueKeys;
+struct UniqueKeys<'a> {
+    /// The values the input may still hold.
+    left: &'a std::cell::Cell<u64>,
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+impl UniqueKeys<'_> {
+    /// Counts one value: an error once the input holds more than [`MAX_JSON_VALUES`].
+    fn spend<E: serde::de::Error>(self) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(
+                "more JSON values than any input this reads holds (at most 16,777,216)",
+            )),
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys<'_> {
     type Value = Value;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+impl<'de> serde::de::Visitor<'de> for UniqueKeys<'_> {
     type Value = Value;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+    fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::Bool(b))
     }
-    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::from(n))
     }
-    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::from(n))
     }
-    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::from(n))
     }
-    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::String(s.to_owned()))
     }
-    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::String(s))
     }
-    fn visit_unit<E>(self) -> Result<Value, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        self.spend()?;
         Ok(Value::Null)
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.spend()?;
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(self)? {
             out.push(v);
@@ -175,8 +216,10 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
         Ok(Value::Array(out))
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.spend()?;
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            self.spend()?;
             let v = map.next_value_seed(self)?;
             match out.entry(key) {
                 serde_json::map::Entry::Vacant(e) => {
@@ -197,6 +240,22 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every value counts, object keys included, at any depth; one over the bound is refused
+    /// (with the line and column), the bound itself parses.
+    #[test]
+    fn parse_refuses_more_values_than_its_bound() {
+        // 1 object + 2 keys + 1 array + 3 numbers + 1 string = 8.
+        let text = r#"{"a": [1, 2, 3], "b": "x"}"#;
+        assert_eq!(parse_at_most(text, 8).unwrap()["a"][2], 3);
+        let err = parse_at_most(text, 7).unwrap_err().to_string();
+        assert!(err.contains("more JSON values than any input"), "{err}");
+        assert!(err.contains("line 1"), "{err}");
+        let zeros = format!("[{}0]", "0,".repeat(99));
+        assert!(parse_at_most(&zeros, 101).is_ok());
+        assert!(parse_at_most(&zeros, 100).is_err());
+        assert_eq!(MAX_JSON_VALUES, 16_777_216, "the message names it");
+    }
     use crate::testing::{arb_hexish, arb_json};
     use proptest::prelude::*;
 

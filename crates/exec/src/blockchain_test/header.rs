@@ -31,7 +31,8 @@ pub(crate) fn check_block(
             h.parent_hash
         ));
     }
-    if h.number != parent.number + 1 {
+    // Checked: a parent at u64::MAX has no next number (wrapped, block 0 followed it).
+    if parent.number.checked_add(1) != Some(h.number) {
         return Err(format!(
             "block number {} does not follow its parent's {}",
             h.number, parent.number
@@ -138,4 +139,35 @@ pub(crate) fn check_block(
         return Err("requests hash present before Prague or missing after it".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parent at the highest block number has no next one: block 0 (what `+ 1` wrapped to)
+    /// is refused, as any number that is not the parent's plus one.
+    #[test]
+    fn the_block_after_the_highest_number_is_refused() {
+        let chain = ChainSpec::mainnet();
+        let parent = Header {
+            number: u64::MAX,
+            ..Default::default()
+        };
+        for number in [0, 1, u64::MAX] {
+            let block = Block::<TxEnvelope> {
+                header: Header {
+                    number,
+                    parent_hash: parent.hash_slow(),
+                    ..Default::default()
+                },
+                body: Default::default(),
+            };
+            let err = check_block(&chain, &parent, &block).unwrap_err();
+            assert!(
+                err.contains("does not follow its parent's"),
+                "{number}: {err}"
+            );
+        }
+    }
 }

@@ -13,7 +13,10 @@
 //! `lastblockhash`, and every account of `postState` is read back through [`TrieDb`](bintrie_revm::TrieDb): balance,
 //! nonce, code and every slot; a slot that `pre` or a block set but `postState` does not list
 //! must read as zero, and an account that `pre` or a block touched but `postState` does not
-//! list must read as absent.
+//! list must read as absent: its header empty. Its storage is not checked: in the binary trie
+//! a deleted account's slots stay (SPEC §4), so an account deleted with storage and an empty
+//! account that still holds storage read alike, and a `postState` that leaves out the latter
+//! is not caught.
 //!
 //! The headers' `stateRoot`s are Merkle-Patricia roots: not comparable with a binary-trie root,
 //! so not checked (a block whose only fault is its state root cannot be told from a valid one:

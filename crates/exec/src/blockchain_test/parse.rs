@@ -86,11 +86,10 @@ const MAX_FILE_BYTES: u64 = 512 << 20;
 /// file order. Errors name the file and what is wrong with it; a test that does not parse is
 /// returned as an error in its place, so the file's other tests still run.
 pub fn load_file(path: &Path) -> Result<Vec<(String, Result<BlockchainTest>)>> {
-    // Bounded reads: neither a huge file nor a gzip bomb is read whole.
-    let raw = crate::input::read_file_at_most(path, MAX_FILE_BYTES)?;
-    let text = crate::input::gunzip_at_most(&raw, &path.display().to_string(), MAX_FILE_BYTES)?;
-    let json: Value =
-        serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    // Bounded reads: neither a huge file nor a gzip bomb is read whole, nor parsed into more
+    // values than any test file holds; a key given twice in an object (a test, an account, a
+    // slot) is refused, not overridden by the last.
+    let json = crate::input::read_json_at_most(path, MAX_FILE_BYTES)?;
     let obj = json
         .as_object()
         .ok_or_else(|| anyhow!("{}: not an object of test name -> test", path.display()))?;
@@ -131,7 +130,13 @@ pub fn parse_test(name: &str, t: &Value) -> Result<BlockchainTest> {
         .collect::<Result<_>>()?;
     let post = match (t.get("postState"), t.get("postStateHash")) {
         (Some(p), _) => Some(accounts(p, "postState")?),
-        (None, Some(_)) => None,
+        (None, Some(h)) => {
+            // A hash, or the test states no result (`null` or `[]` passed as one).
+            h.as_str()
+                .and_then(|h| h.parse::<alloy_primitives::B256>().ok())
+                .ok_or_else(|| anyhow!("`postStateHash` is not a 32-byte hash in hex"))?;
+            None
+        }
         // Without either the test states no result: it would pass on any state.
         (None, None) => bail!("neither `postState` nor `postStateHash` is given"),
     };

@@ -166,6 +166,17 @@ fn malformed_tests_are_errors_not_panics() {
     t.as_object_mut().unwrap().remove("postState");
     let e = format!("{:#}", parse_test("t", &t).unwrap_err());
     assert!(e.contains("neither `postState` nor `postStateHash`"), "{e}");
+    // `null`, `[]` or a string that is no hash states no result either.
+    for bad in [
+        Value::Null,
+        Value::Array(vec![]),
+        Value::from("garbage"),
+        Value::from("0x11"),
+    ] {
+        t["postStateHash"] = bad;
+        let e = format!("{:#}", parse_test("t", &t).unwrap_err());
+        assert!(e.contains("`postStateHash` is not a 32-byte hash"), "{e}");
+    }
     t["postStateHash"] = Value::from(format!("0x{}", "11".repeat(32)));
     assert!(parse_test("t", &t).unwrap().post.is_none());
     let mut t = good;
@@ -238,6 +249,52 @@ fn a_walk_takes_each_file_once_through_links_and_only_regular_files() {
     let again = dir.path().join("l/d/../d/t.json");
     assert_eq!(test_files(&[t.clone(), again.clone()]).unwrap().len(), 1);
     assert_eq!(test_files(&[t, dir.path().join("l")]).unwrap().len(), 2);
+}
+
+/// A key given twice in a test file (a test's name, an account, a slot) is refused: a plain
+/// parse kept the last, so a failing test listed before a passing one of the same name was
+/// never run, and a wrong post value before the right one was never compared.
+#[test]
+fn a_key_given_twice_in_a_test_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tests_dir().join("BlockchainTests").join(VALID);
+    let text = String::from_utf8(
+        crate::input::gunzip_at_most(&std::fs::read(&path).unwrap(), "t", 1 << 30)
+            .unwrap()
+            .into_owned(),
+    )
+    .unwrap();
+    let body = text
+        .trim()
+        .strip_prefix('{')
+        .unwrap()
+        .strip_suffix('}')
+        .unwrap();
+    let twice = dir.path().join("twice.json");
+    std::fs::write(&twice, format!("{{{body}, {body}}}")).unwrap();
+    let e = format!("{:#}", load_file(&twice).unwrap_err());
+    assert!(e.contains("is given twice in one object"), "{e}");
+    // An address given twice under one spelling in postState.
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let (name, test) = json.as_object().unwrap().iter().next().unwrap();
+    let (address, account) = test["postState"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let one = serde_json::to_string(test).unwrap();
+    let entry = format!("{}:{}", serde_json::to_string(address).unwrap(), account);
+    let doubled = one.replacen(&entry, &format!("{entry},{entry}"), 1);
+    assert_ne!(doubled, one, "the entry was found");
+    let path = dir.path().join("address.json");
+    std::fs::write(
+        &path,
+        format!("{{{}: {doubled}}}", serde_json::to_string(name).unwrap()),
+    )
+    .unwrap();
+    let e = format!("{:#}", load_file(&path).unwrap_err());
+    assert!(e.contains("is given twice in one object"), "{e}");
 }
 
 #[test]
