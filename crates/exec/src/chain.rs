@@ -131,7 +131,10 @@ impl ChainSpec {
             (F::Cancun, "cancunTime"),
             (F::Prague, "pragueTime"),
             (F::Osaka, "osakaTime"),
+            (F::Bpo1, "bpo1Time"),
+            (F::Bpo2, "bpo2Time"),
         ];
+        check_blob_schedule(obj)?;
         if chain_id == 1
             && blocks
                 .iter()
@@ -178,6 +181,16 @@ impl ChainSpec {
                 forks.push((fork, ForkCondition::Timestamp(t)));
             }
         }
+        // The forks by time all come after the Merge, which only the TTD marks here: without
+        // it the block would run as before the Merge, and fail for that, not for the config.
+        if !obj.contains_key("terminalTotalDifficulty")
+            && let Some((_, field)) = times.iter().find(|(_, f)| obj.contains_key(*f))
+        {
+            bail!(
+                "chainConfig: `{field}` is given without `terminalTotalDifficulty`: the forks by \
+                 time come after the Merge, which needs it"
+            );
+        }
         let deposit_contract = match obj.get("depositContractAddress") {
             Some(v) => Some(
                 v.as_str()
@@ -217,6 +230,61 @@ impl ChainSpec {
             None
         }
     }
+}
+
+/// Refuses a geth `blobSchedule` whose parameters are not the ones this executor applies for
+/// the fork (Cancun's, Prague's, Osaka's, BPO1's, BPO2's, [`ChainSpec::blob_params`]), or that
+/// names another fork: a chain with other blob parameters would be checked against the wrong
+/// ones, its blocks' blob counts and fees judged by mainnet's.
+fn check_blob_schedule(config: &serde_json::Map<String, Value>) -> Result<()> {
+    let Some(schedule) = config.get("blobSchedule") else {
+        return Ok(());
+    };
+    let schedule = schedule
+        .as_object()
+        .ok_or_else(|| anyhow!("chainConfig.blobSchedule: expected an object"))?;
+    for (fork, given) in schedule {
+        let ours = match fork.as_str() {
+            "cancun" => BlobParams::cancun(),
+            "prague" => BlobParams::prague(),
+            "osaka" => BlobParams::osaka(),
+            "bpo1" => BlobParams::bpo1(),
+            "bpo2" => BlobParams::bpo2(),
+            _ => bail!(
+                "chainConfig.blobSchedule: {} is a fork whose blob parameters this executor \
+                 does not apply",
+                crate::json::shown(fork)
+            ),
+        };
+        let at = format!("chainConfig.blobSchedule.{fork}");
+        let field = |f: &str| -> Result<U256> {
+            let v = given.get(f).ok_or_else(|| anyhow!("{at}.{f} is missing"))?;
+            crate::json::json_u256(v, &format!("{at}.{f}"))
+        };
+        let theirs = (
+            field("target")?,
+            field("max")?,
+            field("baseFeeUpdateFraction")?,
+        );
+        let expected = (
+            U256::from(ours.target_blob_count),
+            U256::from(ours.max_blob_count),
+            U256::from(ours.update_fraction),
+        );
+        if theirs != expected {
+            bail!(
+                "{at}: target {}, max {}, baseFeeUpdateFraction {} differ from the fork's {}, {} \
+                 and {}, the ones this executor applies",
+                theirs.0,
+                theirs.1,
+                theirs.2,
+                expected.0,
+                expected.1,
+                expected.2
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Mainnet's schedule for a fixture block that names only a chain id (in its transactions;
@@ -439,5 +507,50 @@ mod tests {
         let bad = serde_json::json!({"chainId": 1, "cancunTime": "soon"});
         let e = format!("{:#}", ChainSpec::from_geth_config(&bad).unwrap_err());
         assert!(e.contains("chainConfig.cancunTime"), "{e}");
+        // A fork by time without the Merge's TTD is named, not run as before the Merge.
+        let mut no_ttd = config.clone();
+        no_ttd
+            .as_object_mut()
+            .unwrap()
+            .remove("terminalTotalDifficulty");
+        let e = format!("{:#}", ChainSpec::from_geth_config(&no_ttd).unwrap_err());
+        assert!(
+            e.contains("`shanghaiTime` is given without `terminalTotalDifficulty`"),
+            "{e}"
+        );
+    }
+
+    /// A `blobSchedule` equal to the forks' parameters is taken; one that differs, or names a
+    /// fork whose parameters are not applied, is refused (it was ignored: a block was judged by
+    /// mainnet's parameters whatever the chain's were).
+    #[test]
+    fn a_blob_schedule_other_than_the_forks_is_refused() {
+        let with = |schedule: Value| {
+            let config = serde_json::json!({
+                "chainId": 1, "terminalTotalDifficulty": 0, "shanghaiTime": 0,
+                "cancunTime": 0, "pragueTime": 0, "blobSchedule": schedule
+            });
+            ChainSpec::from_geth_config(&config).map_err(|e| format!("{e:#}"))
+        };
+        let mainnet = serde_json::json!({
+            "cancun": {"target": 3, "max": 6, "baseFeeUpdateFraction": 3338477},
+            "prague": {"target": 6, "max": 9, "baseFeeUpdateFraction": 5007716}
+        });
+        assert!(with(mainnet.clone()).is_ok());
+        let mut other = mainnet.clone();
+        other["prague"]["max"] = Value::from(1);
+        let e = with(other).unwrap_err();
+        assert!(
+            e.contains("chainConfig.blobSchedule.prague: target 6, max 1"),
+            "{e}"
+        );
+        let mut unknown = mainnet.clone();
+        unknown["bpo9"] = mainnet["prague"].clone();
+        let e = with(unknown).unwrap_err();
+        assert!(e.contains("does not apply"), "{e}");
+        let mut missing = mainnet;
+        missing["cancun"].as_object_mut().unwrap().remove("target");
+        let e = with(missing).unwrap_err();
+        assert!(e.contains("blobSchedule.cancun.target is missing"), "{e}");
     }
 }
