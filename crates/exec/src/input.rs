@@ -38,6 +38,29 @@ pub fn gunzip_at_most<'a>(raw: &'a [u8], what: &str, cap: u64) -> Result<Cow<'a,
             &format!("{what} (decompressing gzip)"),
             cap,
         )
+        .map_err(|e| {
+            // The decoder's own words ("unexpected end of file") fit a short file, not bytes
+            // after the last member, which it reads as a member cut short.
+            let damaged = e
+                .chain()
+                .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                .any(|io| {
+                    matches!(
+                        io.kind(),
+                        std::io::ErrorKind::UnexpectedEof
+                            | std::io::ErrorKind::InvalidInput
+                            | std::io::ErrorKind::InvalidData
+                    )
+                });
+            if damaged {
+                e.context(format!(
+                    "{what}: not a whole gzip file (cut short, damaged, or with bytes after \
+                     its last member)"
+                ))
+            } else {
+                e
+            }
+        })
         .map(Cow::Owned)
     } else {
         Ok(Cow::Borrowed(raw))
@@ -109,5 +132,18 @@ mod tests {
         let junk = [gz(b"{}"), b"junk".to_vec()].concat();
         let err = format!("{:#}", decode_json_at_most(&junk, "x", 100).unwrap_err());
         assert!(err.contains("x (decompressing gzip)"), "{err}");
+        // Said as what it may be, not only as the decoder's "unexpected end of file".
+        assert!(err.contains("bytes after its last member"), "{err}");
+        let whole = gz(b"{}");
+        let short = &whole[..whole.len() - 3];
+        let err = format!("{:#}", decode_json_at_most(short, "x", 100).unwrap_err());
+        assert!(err.contains("not a whole gzip file (cut short"), "{err}");
+        // Past the cap is said as that, without the hint.
+        let big = gz(&[b' '; 200]);
+        let err = format!("{:#}", decode_json_at_most(&big, "x", 100).unwrap_err());
+        assert!(
+            err.contains("larger than 100 bytes") && !err.contains("whole gzip"),
+            "{err}"
+        );
     }
 }

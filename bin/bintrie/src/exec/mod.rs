@@ -187,6 +187,13 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
             "--base-db and --db must be different directories"
         );
     }
+    // `requires` is met by `--base-stems 0` too, which asks for no base: the directory would be
+    // ignored without a word.
+    anyhow::ensure!(
+        args.base.base_db.is_none() || args.base.base_stems > 0,
+        "--base-db keeps a base of --base-stems stems, and --base-stems 0 asks for none: give \
+         --base-stems N (N > 0), or leave out --base-db"
+    );
     // Before anything is read or made (`--db` is new or empty: no layout to check against).
     args.write.check_for(args.layout, 0)?;
     let new_db = match &args.db {

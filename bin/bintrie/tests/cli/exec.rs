@@ -258,6 +258,10 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
         );
     }
 
+    // A kept base of no stems is refused, not ignored.
+    let text = exec_fails(&f, &["--base-stems", "0", "--base-db", keep_s]);
+    assert!(text.contains("--base-stems 0 asks for none"), "{text}");
+
     // Refused: a --db the run made is removed again; one given empty is left alone (empty).
     let db3 = dir.path().join("db3");
     let empty = dir.path().join("empty");

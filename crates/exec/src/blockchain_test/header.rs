@@ -99,16 +99,7 @@ pub(crate) fn check_block(
         (None, None, false) => {}
         _ => return Err("withdrawals present before Shanghai or missing after it".into()),
     }
-    let cancun = chain.is_cancun_active_at_timestamp(h.timestamp);
-    if cancun != (h.blob_gas_used.is_some() && h.excess_blob_gas.is_some())
-        || cancun != h.parent_beacon_block_root.is_some()
-    {
-        return Err(
-            "blob gas fields or parent beacon root present before Cancun or missing \
-                    after it"
-                .into(),
-        );
-    }
+    check_fork_fields(chain, h)?;
     if let (Some(used), Some(params)) = (h.blob_gas_used, chain.blob_params(h.timestamp)) {
         let blobs: u64 = block
             .body
@@ -133,6 +124,25 @@ pub(crate) fn check_block(
                 h.excess_blob_gas
             ));
         }
+    }
+    Ok(())
+}
+
+/// The header's fork fields present exactly when their fork is on at its timestamp under
+/// `chain`: the withdrawals root (Shanghai), the blob gas fields and the parent beacon root
+/// (Cancun), the requests hash (Prague). Returns the first that is not.
+pub(crate) fn check_fork_fields(chain: &ChainSpec, h: &Header) -> Result<(), String> {
+    if chain.is_shanghai_active_at_timestamp(h.timestamp) != h.withdrawals_root.is_some() {
+        return Err("withdrawals present before Shanghai or missing after it".into());
+    }
+    let cancun = chain.is_cancun_active_at_timestamp(h.timestamp);
+    if cancun != (h.blob_gas_used.is_some() && h.excess_blob_gas.is_some())
+        || cancun != h.parent_beacon_block_root.is_some()
+    {
+        return Err(
+            "blob gas fields or parent beacon root present before Cancun or missing after it"
+                .into(),
+        );
     }
     let prague = chain.is_prague_active_at_timestamp(h.timestamp);
     if prague != h.requests_hash.is_some() {

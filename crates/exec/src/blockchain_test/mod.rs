@@ -24,6 +24,7 @@
 //! networks the executor does not support, are skipped with the reason: see [`Status`].
 
 mod header;
+pub(crate) use header::check_fork_fields;
 mod parse;
 mod runner;
 
