@@ -231,7 +231,38 @@ struct RootArgs {
     json: bool,
 }
 
+/// Whether descriptor 1 (standard output) was closed when the process started, as
+/// [`note_closed_stdout`] found it.
+static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes whether standard output is closed, before the standard library starts (an ELF
+/// `.init_array` entry runs before `main`): the library then opens /dev/null on a closed
+/// descriptor 0-2, so every write to stdout would succeed and the output vanish, with status
+/// 0 (`bintrie info --json >&-`). `main` refuses to run instead.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+extern "C" fn note_closed_stdout() {
+    // SAFETY: fcntl(F_GETFD) reads the flags of a descriptor number; a closed one is -1.
+    let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1;
+    STDOUT_WAS_CLOSED.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// [`note_closed_stdout`]'s place among the functions the loader runs before `main`.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
+
 fn main() {
+    if STDOUT_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: standard output is closed: bintrie writes its results there (give \
+             `>/dev/null` to discard them)"
+        );
+        std::process::exit(1);
+    }
     keep_freed_memory();
     explain_bus_errors();
     tracing_subscriber::fmt()

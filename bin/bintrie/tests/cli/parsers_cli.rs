@@ -175,6 +175,32 @@ fn exec_refuses_block_zero_in_every_format() {
     assert_error(&exec(&r, &[]), MSG);
 }
 
+/// A standard output closed at the start (`>&-`) is an error before anything runs: the
+/// standard library put /dev/null in its place, so the output vanished with status 0. A
+/// `>/dev/null` the user asked for is no error.
+#[test]
+fn a_stdout_closed_at_the_start_is_an_error() {
+    let run = |redirect: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" --version {redirect}"))
+            .arg(env!("CARGO_BIN_EXE_bintrie"))
+            .output()
+            .unwrap()
+    };
+    let closed = run(">&-");
+    assert_eq!(closed.status.code(), Some(1), "{}", stderr(&closed));
+    assert!(
+        stderr(&closed).contains("standard output is closed"),
+        "{}",
+        stderr(&closed)
+    );
+    let discarded = run(">/dev/null");
+    assert_eq!(discarded.status.code(), Some(0), "{}", stderr(&discarded));
+    let piped = run("");
+    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("bintrie "));
+}
+
 /// `exec > /dev/full` and `exec | head -0` panicked in `println!`.
 #[test]
 fn exec_output_to_a_full_or_closed_stdout_is_an_error() {
