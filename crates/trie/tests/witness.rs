@@ -196,15 +196,28 @@ fn every_flipped_byte_of_a_multiproof_is_refused() {
     }
 }
 
-#[test]
-fn a_changed_blob_is_refused_or_left_out() {
-    let e = entries(6, 50);
+/// A committed group-depth-4 tree of 50 entries from `seed`: its root, the first 20 probes'
+/// keys, its entries, and the blob witness of those keys' stems.
+type BlobWitness = (
+    bintrie_node::Hash32,
+    Vec<TreeKey>,
+    Entries,
+    Vec<(bintrie_node::PathKey, Vec<u8>)>,
+);
+fn blob_witness(seed: u64) -> BlobWitness {
+    let e = entries(seed, 50);
     let mut t = trie(4, &e);
     t.commit().unwrap();
     let root = t.root();
     let keys = keys_of(&probes(&e)[..20]);
     let stems: Vec<Stem> = keys.iter().map(|k| k.stem).collect();
     let blobs = t.witness_blobs(&stems).unwrap();
+    (root, keys, e, blobs)
+}
+
+#[test]
+fn a_changed_blob_is_refused_or_left_out() {
+    let (root, keys, e, blobs) = blob_witness(6);
     for (n, (_, blob)) in blobs.iter().enumerate() {
         for i in (0..blob.len()).step_by(7) {
             let mut bad = blobs.clone();
@@ -308,13 +321,7 @@ fn a_left_child_that_could_be_a_stem_half_is_opened_for_writes() {
 /// not have), and a blob given twice, even with the same bytes.
 #[test]
 fn a_blob_at_a_changed_path_or_given_twice_is_refused() {
-    let e = entries(7, 50);
-    let mut t = trie(4, &e);
-    t.commit().unwrap();
-    let root = t.root();
-    let keys = keys_of(&probes(&e)[..20]);
-    let stems: Vec<Stem> = keys.iter().map(|k| k.stem).collect();
-    let blobs = t.witness_blobs(&stems).unwrap();
+    let (root, _, _, blobs) = blob_witness(7);
     Partial::from_blobs(root, 4, blobs.clone()).unwrap();
     let mut changed = 0;
     for n in 0..blobs.len() {
