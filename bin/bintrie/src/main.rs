@@ -242,8 +242,10 @@ static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 extern "C" fn note_closed_stdout() {
-    // SAFETY: fcntl(F_GETFD) reads the flags of a descriptor number; a closed one is -1.
-    let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1;
+    // SAFETY: fcntl(F_GETFD) reads the flags of a descriptor number; a closed one is -1 with
+    // EBADF (any other failure, a sandbox refusing the call, is not taken for closed).
+    let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF);
     STDOUT_WAS_CLOSED.store(closed, std::sync::atomic::Ordering::Relaxed);
 }
 

@@ -92,9 +92,11 @@ impl ChainSpec {
     }
 
     /// The schedule of a geth `chainConfig` object (`chainId`, `homesteadBlock` …
-    /// `grayGlacierBlock`, `terminalTotalDifficulty`, `shanghaiTime` … `osakaTime`,
-    /// `depositContractAddress`). Chain id 1 without other fields is mainnet. Errors name the
-    /// bad field.
+    /// `grayGlacierBlock`, `terminalTotalDifficulty`, `shanghaiTime` … `osakaTime`, `bpo1Time`,
+    /// `bpo2Time`, `depositContractAddress`; a `blobSchedule` must give the forks' own blob
+    /// parameters). Chain id 1 without other fields is mainnet. Errors name the bad field; a
+    /// fork by time without `terminalTotalDifficulty` is one. Fields of forks after BPO2 are
+    /// not read.
     pub fn from_geth_config(config: &Value) -> Result<Self> {
         use EthereumHardfork as F;
         let obj = config
@@ -234,8 +236,8 @@ impl ChainSpec {
 
 /// Refuses a geth `blobSchedule` whose parameters are not the ones this executor applies for
 /// the fork (Cancun's, Prague's, Osaka's, BPO1's, BPO2's, [`ChainSpec::blob_params`]), or that
-/// names another fork: a chain with other blob parameters would be checked against the wrong
-/// ones, its blocks' blob counts and fees judged by mainnet's.
+/// names another fork the config schedules: a chain with other blob parameters would be
+/// checked against the wrong ones, its blocks' blob counts and fees judged by mainnet's.
 fn check_blob_schedule(config: &serde_json::Map<String, Value>) -> Result<()> {
     let Some(schedule) = config.get("blobSchedule") else {
         return Ok(());
@@ -250,11 +252,14 @@ fn check_blob_schedule(config: &serde_json::Map<String, Value>) -> Result<()> {
             "osaka" => BlobParams::osaka(),
             "bpo1" => BlobParams::bpo1(),
             "bpo2" => BlobParams::bpo2(),
-            _ => bail!(
-                "chainConfig.blobSchedule: {} is a fork whose blob parameters this executor \
-                 does not apply",
+            // A fork this executor does not know is refused only when the config schedules it
+            // (`<fork>Time`): geth lists the next forks' parameters before they are set.
+            _ if config.contains_key(&format!("{fork}Time")) => bail!(
+                "chainConfig.blobSchedule: {} is a fork the config schedules and whose blob \
+                 parameters this executor does not apply",
                 crate::json::shown(fork)
             ),
+            _ => continue,
         };
         let at = format!("chainConfig.blobSchedule.{fork}");
         let field = |f: &str| -> Result<U256> {
@@ -544,10 +549,16 @@ mod tests {
             e.contains("chainConfig.blobSchedule.prague: target 6, max 1"),
             "{e}"
         );
+        // A fork not known here: listed ahead of its time, it is no matter; scheduled, refused.
         let mut unknown = mainnet.clone();
         unknown["bpo9"] = mainnet["prague"].clone();
-        let e = with(unknown).unwrap_err();
-        assert!(e.contains("does not apply"), "{e}");
+        assert!(with(unknown.clone()).is_ok());
+        let config = serde_json::json!({
+            "chainId": 1, "terminalTotalDifficulty": 0, "shanghaiTime": 0, "cancunTime": 0,
+            "pragueTime": 0, "bpo9Time": 5, "blobSchedule": unknown
+        });
+        let e = format!("{:#}", ChainSpec::from_geth_config(&config).unwrap_err());
+        assert!(e.contains("the config schedules"), "{e}");
         let mut missing = mainnet;
         missing["cancun"].as_object_mut().unwrap().remove("target");
         let e = with(missing).unwrap_err();

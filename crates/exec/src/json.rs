@@ -120,9 +120,8 @@ impl<K: Ord> Spellings<K> {
 
 /// The most JSON values (numbers, strings, arrays, objects, ... and object keys) one input
 /// may hold: far above any test file or fixture (the largest here holds under 100,000), and a
-/// bound on what a small input can make a parse allocate (each value is a node of about 80
-/// bytes: two bytes of text, `0,`, were 40 bytes of memory, so a 250 MB array of zeros took
-/// 6.6 GB).
+/// bound on what a small input can make a parse allocate: a 250 MB array of zeros, two bytes
+/// of text a value, took 6.6 GB (about 50 bytes a value), so the bound is about 1 GB.
 pub const MAX_JSON_VALUES: u64 = 1 << 24;
 
 /// Parses JSON text like `serde_json::from_str`, except that an object giving one key twice is
