@@ -342,6 +342,26 @@ fn execs_started_together_on_a_new_base_wait_for_the_one_building_it() {
     }
 }
 
+/// One `exec` at a time on a log layout's --db: a run finding the directory held by another
+/// (building its base, before the database exists) is refused at once and leaves it alone;
+/// once free, the same run goes through.
+#[test]
+fn a_log_exec_on_a_db_another_exec_holds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let db_s = db.to_str().unwrap();
+    let f = fixture(ZKPI_CANCUN);
+    let args = ["--layout", "log", "--base-stems", "20000", "--db", db_s];
+    let held = std::fs::File::open(&db).unwrap();
+    held.try_lock().unwrap();
+    let text = exec_fails(&f, &args);
+    assert!(text.contains("another `bintrie exec` is using"), "{text}");
+    assert_eq!(std::fs::read_dir(&db).unwrap().count(), 0, "left alone");
+    drop(held);
+    assert_eq!(exec_json(&f, &args)["valid"], true);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Malformed and tampered fixtures
 
