@@ -41,6 +41,13 @@ pub(crate) struct Kept {
     journal: buffer::Journal,
 }
 
+/// Whether MDBX refused to open an environment because this process has it open already
+/// (`Busy` from a read-only open, EAGAIN from a writer's), [`StoreError::OpenInProcess`].
+fn open_in_process(e: &libmdbx::Error) -> bool {
+    matches!(e, libmdbx::Error::Busy)
+        || matches!(e, libmdbx::Error::Other(code) if *code == libc::EAGAIN)
+}
+
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
 /// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
 /// being created). Never creates, formats or writes the data file.
@@ -75,10 +82,7 @@ pub(crate) fn open_read_only(
             not_db(format!("MDBX cannot open it: {e}"))
         }
         libmdbx::Error::WannaRecovery => StoreError::NeedsRecovery(dir.to_path_buf()),
-        libmdbx::Error::Busy => StoreError::OpenInProcess(dir.to_path_buf()),
-        libmdbx::Error::Other(code) if code == libc::EAGAIN => {
-            StoreError::OpenInProcess(dir.to_path_buf())
-        }
+        e if open_in_process(&e) => StoreError::OpenInProcess(dir.to_path_buf()),
         // Readers register in MDBX's reader table, in the lock file beside the data.
         libmdbx::Error::Access | libmdbx::Error::PermissionDenied => {
             StoreError::Io(std::io::Error::new(
@@ -304,11 +308,8 @@ impl StateStore {
                     .into(),
             ),
             // For a database open in this process, the validating read-only open above meets
-            // it first; these are a defence for an open that skipped it (no data file then).
-            libmdbx::Error::Busy => StoreError::OpenInProcess(dir.clone()),
-            libmdbx::Error::Other(code) if code == libc::EAGAIN => {
-                StoreError::OpenInProcess(dir.clone())
-            }
+            // it first; this is a defence for an open that skipped it (no data file then).
+            e if open_in_process(&e) => StoreError::OpenInProcess(dir.clone()),
             other => map_err(other),
         })?;
         let inner = Arc::new(Inner {

@@ -21,7 +21,8 @@ impl StateStore {
     /// [`NodeStore::get_node`]) finds them in memory instead of on disk: a trie prefetcher, meant
     /// to run while the EVM executes. Workers stop early once `stop` is set (what they loaded is
     /// kept). Safe to call concurrently with readers; the blobs are dropped at the next commit.
-    /// Returns the blobs and bytes preloaded.
+    /// Returns the blobs and bytes preloaded; [`StoreError::Moved`] when another writer has
+    /// committed since this handle's meta ([`StateStore::reader_at_meta`]).
     pub fn warm_trie_paths(
         &self,
         stems: &[bintrie_keys::Stem],
@@ -64,17 +65,8 @@ impl StateStore {
                 .map(|_| {
                     let (next, handed) = (&next, &handed);
                     s.spawn(move || {
-                        let reader = self.reader()?;
                         // The snapshot must be the tree this handle builds on.
-                        let root = reader.root()?;
-                        if root != self.meta.root {
-                            return Err(StoreError::Conflict {
-                                stored_block: reader.block()?,
-                                stored_root: hex(root),
-                                expected_block: self.meta.block,
-                                expected_root: hex(self.meta.root),
-                            });
-                        }
+                        let reader = self.reader_at_meta()?;
                         let mut seen = std::collections::HashSet::new();
                         let mut out = Vec::new();
                         loop {

@@ -242,40 +242,38 @@ impl<'db> Reader<'db> {
         }
     }
 
+    /// The meta value `key` (`root`, `block`) as `N` bytes; `None` when the database holds
+    /// none (nothing was committed to it).
+    fn meta_array<const N: usize>(&self, key: &str) -> Result<Option<[u8; N]>, StoreError> {
+        get_bounded(&self.txn, &self.meta_t, T_META, key.as_bytes())?
+            .map(|v| {
+                v.try_into()
+                    .map_err(|_| StoreError::Corrupt(format!("meta {key} is not {N} bytes")))
+            })
+            .transpose()
+    }
+
     /// The root this snapshot holds.
     pub fn root(&self) -> Result<[u8; 32], StoreError> {
-        let v = get_bounded(&self.txn, &self.meta_t, T_META, b"root")?;
-        let v = v.ok_or_else(|| StoreError::Corrupt("meta root missing".into()))?;
-        v.try_into()
-            .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into()))
+        self.meta_array("root")?
+            .ok_or_else(|| StoreError::Corrupt("meta root missing".into()))
     }
 
     /// The block number this snapshot holds.
     pub fn block(&self) -> Result<u64, StoreError> {
-        let v = get_bounded(&self.txn, &self.meta_t, T_META, b"block")?;
-        let v = v.ok_or_else(|| StoreError::Corrupt("meta block missing".into()))?;
-        let arr: [u8; 8] = v
-            .try_into()
-            .map_err(|_| StoreError::Corrupt("meta block is not 8 bytes".into()))?;
-        Ok(u64::from_be_bytes(arr))
+        self.meta_array("block")?
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| StoreError::Corrupt("meta block missing".into()))
     }
 
     /// The root this snapshot holds, the empty tree's for a database nothing was committed to.
     pub(crate) fn root_or_empty(&self) -> Result<[u8; 32], StoreError> {
-        match get_bounded(&self.txn, &self.meta_t, T_META, b"root")? {
-            None => Ok(ZERO_HASH),
-            Some(v) => v
-                .try_into()
-                .map_err(|_| StoreError::Corrupt("meta root is not 32 bytes".into())),
-        }
+        Ok(self.meta_array("root")?.unwrap_or(ZERO_HASH))
     }
 
     /// The block number this snapshot holds, 0 for a database nothing was committed to.
     pub(crate) fn block_or_zero(&self) -> Result<u64, StoreError> {
-        match get_bounded(&self.txn, &self.meta_t, T_META, b"block")? {
-            None => Ok(0),
-            Some(_) => self.block(),
-        }
+        Ok(self.meta_array("block")?.map_or(0, u64::from_be_bytes))
     }
 
     /// Number of entries in (nodes, stems, code) in this snapshot.
