@@ -215,28 +215,33 @@ impl ChainSpec {
         !self.is_paris_active_at_block(number)
     }
 
-    /// The blob parameters at `timestamp` (Cancun's, Prague's, Osaka's, BPO1's, BPO2's), or
-    /// `None` before Cancun.
+    /// The blob parameters at `timestamp` (those of the latest of Cancun, Prague, Osaka, BPO1
+    /// and BPO2 active then), or `None` before Cancun.
     pub fn blob_params(&self, timestamp: u64) -> Option<BlobParams> {
-        if self.is_bpo2_active_at_timestamp(timestamp) {
-            Some(BlobParams::bpo2())
-        } else if self.is_bpo1_active_at_timestamp(timestamp) {
-            Some(BlobParams::bpo1())
-        } else if self.is_osaka_active_at_timestamp(timestamp) {
-            Some(BlobParams::osaka())
-        } else if self.is_prague_active_at_timestamp(timestamp) {
-            Some(BlobParams::prague())
-        } else if self.is_cancun_active_at_timestamp(timestamp) {
-            Some(BlobParams::cancun())
-        } else {
-            None
-        }
+        BLOB_FORKS
+            .iter()
+            .rev()
+            .find(|(fork, _, _)| self.is_ethereum_fork_active_at_timestamp(*fork, timestamp))
+            .map(|(_, _, params)| params())
     }
 }
 
+/// A fork that sets blob parameters: the fork, its `blobSchedule` name, its parameters.
+type BlobFork = (EthereumHardfork, &'static str, fn() -> BlobParams);
+
+/// The forks that set blob parameters, in order: each with its name in a geth config's
+/// `blobSchedule` (its activation there is `<name>Time`) and the parameters this executor
+/// applies from it on.
+const BLOB_FORKS: [BlobFork; 5] = [
+    (EthereumHardfork::Cancun, "cancun", BlobParams::cancun),
+    (EthereumHardfork::Prague, "prague", BlobParams::prague),
+    (EthereumHardfork::Osaka, "osaka", BlobParams::osaka),
+    (EthereumHardfork::Bpo1, "bpo1", BlobParams::bpo1),
+    (EthereumHardfork::Bpo2, "bpo2", BlobParams::bpo2),
+];
+
 /// Refuses a geth `blobSchedule` whose parameters are not the ones this executor applies for
-/// the fork (Cancun's, Prague's, Osaka's, BPO1's, BPO2's, [`ChainSpec::blob_params`]), or that
-/// names another fork the config schedules: a chain with other blob parameters would be
+/// the fork ([`BLOB_FORKS`]), or that names another fork the config schedules: a chain with other blob parameters would be
 /// checked against the wrong ones, its blocks' blob counts and fees judged by mainnet's.
 fn check_blob_schedule(config: &serde_json::Map<String, Value>) -> Result<()> {
     let Some(schedule) = config.get("blobSchedule") else {
@@ -246,20 +251,16 @@ fn check_blob_schedule(config: &serde_json::Map<String, Value>) -> Result<()> {
         .as_object()
         .ok_or_else(|| anyhow!("chainConfig.blobSchedule: expected an object"))?;
     for (fork, given) in schedule {
-        let ours = match fork.as_str() {
-            "cancun" => BlobParams::cancun(),
-            "prague" => BlobParams::prague(),
-            "osaka" => BlobParams::osaka(),
-            "bpo1" => BlobParams::bpo1(),
-            "bpo2" => BlobParams::bpo2(),
+        let ours = match BLOB_FORKS.iter().find(|(_, name, _)| name == fork) {
+            Some((_, _, params)) => params(),
             // A fork this executor does not know is refused only when the config schedules it
             // (`<fork>Time`): geth lists the next forks' parameters before they are set.
-            _ if config.contains_key(&format!("{fork}Time")) => bail!(
+            None if config.contains_key(&format!("{fork}Time")) => bail!(
                 "chainConfig.blobSchedule: {} is a fork the config schedules and whose blob \
                  parameters this executor does not apply",
                 crate::json::shown(fork)
             ),
-            _ => continue,
+            None => continue,
         };
         let at = format!("chainConfig.blobSchedule.{fork}");
         let field = |f: &str| -> Result<U256> {
