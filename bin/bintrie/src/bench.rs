@@ -200,7 +200,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     let _out_lock = if same_dir {
         None
     } else {
-        Some(bintrie_bench::runner::lock_dir(&out, "--out")?)
+        Some(bintrie_bench::runner::lock_dir(&out, "bench", "--out")?)
     };
     // Another report there (its results.json, or the .gz docs/study keeps) would be replaced,
     // its charts mixed with these: refused, unless it is a copy of the same invocation.

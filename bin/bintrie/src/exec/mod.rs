@@ -151,25 +151,6 @@ fn check_new_db(db: &Path) -> Result<()> {
     Ok(())
 }
 
-/// An exclusive `flock` on the directory `db` for as long as the returned handle lives; another
-/// holder (another `exec` on it) is an error naming it. Where the filesystem has no `flock`, the
-/// run goes on unlocked, with a warning.
-fn lock_db_dir(db: &Path) -> Result<std::fs::File> {
-    let dir = std::fs::File::open(db).with_context(|| format!("opening {}", db.display()))?;
-    match dir.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "another `bintrie exec` is using {} (building its base, or running its block): \
-             give this one another --db",
-            db.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => {
-            tracing::warn!(dir = %db.display(), error = %e, "cannot lock the --db directory: running unlocked (one exec at a time there)");
-        }
-    }
-    Ok(dir)
-}
-
 /// An error of running the fixture's block: which block, on which pre-state, and whether
 /// `db` (`--db`) keeps that pre-state; with a hint first when the pre-state holds no account
 /// (the failure itself, "nonce 890 too high, expected 0", does not say why).
@@ -229,7 +210,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     // of the two failed later. One `exec` at a time there. (MDBX's own open takes this lock on
     // the directory, and refuses a second run by itself.)
     let _db_lock = match (&args.db, args.layout) {
-        (Some(db), Layout::Log) => Some(lock_db_dir(db)?),
+        (Some(db), Layout::Log) => Some(bintrie_bench::runner::lock_dir(db, "exec", "--db")?),
         _ => None,
     };
     let result = exec_checked(&args);

@@ -369,12 +369,12 @@ pub fn keep_measurements(e: anyhow::Error, path: &Path, results: &Results) -> an
 /// the filesystem has no `flock` (some network filesystems), the study runs unlocked, with a
 /// warning.
 pub fn lock_db_dir(dir: &Path) -> Result<std::fs::File> {
-    lock_dir(dir, "--db-dir")
+    lock_dir(dir, "bench", "--db-dir")
 }
 
-/// [`lock_db_dir`] for any directory one `bench` at a time may use, `option` naming it in the
-/// error (`--db-dir`, `--out`).
-pub fn lock_dir(dir: &Path, option: &str) -> Result<std::fs::File> {
+/// [`lock_db_dir`] for any directory one run of `bintrie COMMAND` at a time may use, `option`
+/// naming it in the error (`bench`'s `--db-dir` and `--out`, `exec`'s `--db`).
+pub fn lock_dir(dir: &Path, command: &str, option: &str) -> Result<std::fs::File> {
     let handle = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     match rustix::fs::flock(
         &handle,
@@ -382,12 +382,12 @@ pub fn lock_dir(dir: &Path, option: &str) -> Result<std::fs::File> {
     ) {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => bail!(
-            "another `bintrie bench` is using {}: wait for it to end, or give this one another \
-             {option}",
+            "another `bintrie {command}` is using {}: wait for it to end, or give this one \
+             another {option}",
             dir.display()
         ),
         Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot lock the {option} directory: running unlocked (one bench at a time there)");
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot lock the {option} directory: running unlocked (one {command} at a time there)");
         }
     }
     Ok(handle)
