@@ -637,17 +637,22 @@ pub(crate) struct InfoArgs {
     json: bool,
 }
 
-/// Opens an existing database read-only (never creates, formats or writes anything), at its
-/// own group depth.
-pub(crate) fn open_existing(dir: &std::path::Path) -> Result<StateStore> {
-    if held_layout(dir)? == Some(Layout::Log) {
-        bail!(
-            "{} holds a state in the log layout: this command reads MDBX databases (`info` and \
-             `verify` read both)",
-            dir.display()
-        );
-    }
-    open_mdbx(dir)
+/// An existing state opened read-only, in the layout its directory holds.
+pub(crate) enum Existing {
+    /// An MDBX database.
+    Mdbx(StateStore),
+    /// A state in the log layout (its index rebuilt by the open's scan).
+    Log(bintrie_logstore::LogStore),
+}
+
+/// Opens the state in `dir` read-only, whichever its layout (never creates, formats or writes
+/// anything), at its own group depth. A directory holding neither is MDBX's "no database"
+/// error, one holding both is refused ([`held_layout`]).
+pub(crate) fn open_existing(dir: &std::path::Path) -> Result<Existing> {
+    Ok(match held_layout(dir)? {
+        Some(Layout::Log) => Existing::Log(open_log(dir, None)?),
+        _ => Existing::Mdbx(open_mdbx(dir)?),
+    })
 }
 
 /// The MDBX database in `dir`, read-only, for a caller that has told the layout already.
@@ -732,21 +737,37 @@ pub(crate) struct GetArgs {
     db: PathBuf,
     /// The 32-byte tree key (hex, 0x optional).
     key: String,
-    /// How to find the stem: `flat` trusts the flat stem table, `trie` trusts the node blobs on
-    /// the path, `verified` re-hashes every blob on the path against the database's root, so
-    /// a value (or its absence) is what the root commits to, or an error names the bad node.
+    /// How to find the stem: `flat` trusts the flat stem table (a log: its index, then the
+    /// stem's record, whose checksum is checked), `trie` trusts the node blobs on the path,
+    /// `verified` re-hashes every blob on the path against the database's root, so a value (or
+    /// its absence) is what the root commits to, or an error names the bad node. On a log,
+    /// `trie` is the verified walk: every blob a trie loads from a log is re-hashed.
     #[arg(long, value_enum, default_value = "flat")]
     read_path: GetReadPath,
 }
 
 pub(crate) fn cmd_get(args: GetArgs) -> Result<()> {
     let key = TreeKey::from_bytes(kv::parse_b32(&args.key).context("KEY")?);
-    let store = open_existing(&args.db)?;
-    let reader = store.reader()?;
-    let values = match args.read_path {
-        GetReadPath::Trie => reader.get_stem(&key.stem, ReadPath::TrieWalk)?,
-        GetReadPath::Flat => reader.get_stem(&key.stem, ReadPath::Flat)?,
-        GetReadPath::Verified => reader.get_stem_verified(&key.stem)?,
+    let values = match open_existing(&args.db)? {
+        Existing::Mdbx(store) => {
+            let reader = store.reader()?;
+            match args.read_path {
+                GetReadPath::Trie => reader.get_stem(&key.stem, ReadPath::TrieWalk)?,
+                GetReadPath::Flat => reader.get_stem(&key.stem, ReadPath::Flat)?,
+                GetReadPath::Verified => reader.get_stem_verified(&key.stem)?,
+            }
+        }
+        Existing::Log(store) => match args.read_path {
+            // The index's entry for the stem, then its blob (whose record is checked).
+            GetReadPath::Flat => store.get_stem(&key.stem, None)?,
+            // A trie over a log checks every blob it loads against its parent's hash: the walk
+            // that trusts the blobs and the verified one are the same walk here.
+            GetReadPath::Trie | GetReadPath::Verified => {
+                let meta = store.meta();
+                let mut trie: Trie<_> = Trie::open(store, meta.group_depth, meta.root)?;
+                trie.get_stem(&key.stem)?.cloned()
+            }
+        },
     };
     if let Some(v) = values.as_ref().and_then(|values| values.get(key.sub_index)) {
         let mut out = std::io::stdout().lock();

@@ -134,8 +134,8 @@ enum Command {
     /// databases reuse the pages they free and need none. Needs the writer's lock (fails while
     /// another process writes the state).
     Compact(db::CompactArgs),
-    /// Print the value at a tree key (nothing when absent). Opens the database read-only; MDBX
-    /// databases only.
+    /// Print the value at a tree key (nothing when absent). Opens the database read-only,
+    /// either layout.
     Get(db::GetArgs),
     /// Check a whole database: every node blob re-hashed against its parent up to the root,
     /// no unreachable blob, the flat stem table equal to the tree's stems, every code entry
@@ -148,7 +148,7 @@ enum Command {
     /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
     /// `subtree_root` and `other_stem_leaf` (iff it ends at another stem: one of that stem's
     /// present leaves, `index`, `value` and 8 `siblings`, without which a subtree root proves
-    /// nothing). Opens the database read-only; MDBX databases only.
+    /// nothing). Opens the database read-only, either layout.
     Prove(proof::ProveArgs),
     /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify

@@ -1,14 +1,16 @@
 //! `bintrie prove` and `bintrie verify-proof`: single-key proofs as JSON (the format is
 //! [`bintrie_exec::proof`]'s), one per line for several keys.
 
+use crate::db::Existing;
 use crate::hex0x;
 use anyhow::{Context, Result, bail};
 use bintrie_exec::kv::parse_b32;
 use bintrie_exec::proof::ProofJson;
 use bintrie_keys::TreeKey;
+use bintrie_node::Hash32;
 use bintrie_node::Sha256Hasher;
-use bintrie_store::{StateStore, StoreError};
-use bintrie_trie::{Trie, TrieError};
+use bintrie_store::StoreError;
+use bintrie_trie::{NodeStore, Trie, TrieError};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -54,26 +56,26 @@ pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
     out.flush().context(crate::WRITING)
 }
 
-/// One JSON proof line per key, all against the root of one block. The trie reads each blob in
-/// a transaction of its own and checks it against its parent's hash, so a writer committing
-/// meanwhile shows as a conflict (never as a wrong proof): the whole set is then proved again
-/// at the new block, up to a bound, as `verify`'s readers do.
+/// One JSON proof line per key, all against the root of one block, in either layout. On MDBX,
+/// the trie reads each blob in a transaction of its own and checks it against its parent's
+/// hash, so a writer committing meanwhile shows as a conflict (never as a wrong proof): the
+/// whole set is then proved again at the new block, up to a bound, as `verify`'s readers do. A
+/// log opened read-only reads the block its open found (its index does not follow a writer).
 fn prove_at_one_block(db: &std::path::Path, keys: &[TreeKey]) -> Result<Vec<String>> {
     const ATTEMPTS: usize = 100;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        // Names a log-layout directory as one (plain MDBX opening called it "no database").
-        let store = crate::db::open_existing(db)?;
-        let meta = store.meta();
-        let mut trie: Trie<StateStore> = Trie::open(store, meta.group_depth, meta.root)?;
-        let proved = keys
-            .iter()
-            .map(|key| {
-                let proof = trie.prove(key)?;
-                Ok(serde_json::to_string(&ProofJson::new(&meta.root, &proof))?)
-            })
-            .collect::<Result<Vec<String>>>();
+        let proved = match crate::db::open_existing(db)? {
+            Existing::Mdbx(store) => {
+                let meta = store.meta();
+                prove_all(store, meta.group_depth, meta.root, keys)
+            }
+            Existing::Log(store) => {
+                let meta = store.meta();
+                return prove_all(store, meta.group_depth, meta.root, keys);
+            }
+        };
         match proved {
             Err(e) if attempt < ATTEMPTS && moved_on(&e) => {
                 tracing::debug!(
@@ -84,6 +86,22 @@ fn prove_at_one_block(db: &std::path::Path, keys: &[TreeKey]) -> Result<Vec<Stri
             other => return other,
         }
     }
+}
+
+/// The proof of each key, as a JSON line, in a trie over `store` at `root`.
+fn prove_all<S: NodeStore>(
+    store: S,
+    group_depth: u8,
+    root: Hash32,
+    keys: &[TreeKey],
+) -> Result<Vec<String>> {
+    let mut trie: Trie<S> = Trie::open(store, group_depth, root)?;
+    keys.iter()
+        .map(|key| {
+            let proof = trie.prove(key)?;
+            Ok(serde_json::to_string(&ProofJson::new(&root, &proof))?)
+        })
+        .collect()
 }
 
 /// Whether `e` says another writer committed since the store was opened.

@@ -312,8 +312,8 @@ fn bulk_import_sorts_in_a_budget_and_matches_root() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("empty database"));
 }
 
-/// `import --layout log`: the same blocks and roots as MDBX, `info` on the log, other commands
-/// and the other layout refused by name, and a bad line leaves the blocks before it.
+/// `import --layout log`: the same blocks and roots as MDBX, `info`, `get` and `prove` on the
+/// log, the other layout refused by name, and a bad line leaves the blocks before it.
 #[test]
 fn import_into_the_log_layout_matches_mdbx() {
     let dir = tempfile::tempdir().unwrap();
@@ -366,6 +366,44 @@ fn import_into_the_log_layout_matches_mdbx() {
         (v["ok"].clone(), v["layout"].clone(), v["stems"].clone()),
         (true.into(), "log".into(), 2500.into())
     );
+    // `get` and `prove` read the log as they read MDBX: the same values on every read path,
+    // nothing for an absent key, and the same proofs, byte for byte.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<(&str, &str)> = text.lines().map(|l| l.split_once(' ').unwrap()).collect();
+    let absent = format!("0x{}", "11".repeat(32));
+    for path in ["flat", "trie", "verified"] {
+        let get = |db: &std::path::Path, key: &str| {
+            run_ok(bin().args([
+                "get",
+                "--db",
+                db.to_str().unwrap(),
+                key,
+                "--read-path",
+                path,
+            ]))
+        };
+        for i in [0, 1, 1234, 2499] {
+            let (k, v) = lines[i];
+            let on_log = get(&l, k);
+            assert_eq!(on_log.trim(), format!("0x{v}"), "line {i}, {path}");
+            assert_eq!(on_log, get(&m, k), "line {i}, {path}");
+        }
+        assert_eq!(get(&l, &absent), "", "{path}");
+    }
+    let prove = |db: &std::path::Path| {
+        run_ok(
+            bin()
+                .args(["prove", "--db", db.to_str().unwrap(), &absent])
+                .args(lines.iter().step_by(97).map(|(k, _)| *k)),
+        )
+    };
+    let proofs = prove(&l);
+    assert_eq!(
+        proofs.lines().count(),
+        1 + 2500usize.div_ceil(97),
+        "{proofs}"
+    );
+    assert_eq!(proofs, prove(&m));
     let flipped = dir.path().join("flipped");
     std::fs::create_dir(&flipped).unwrap();
     let mut bytes = std::fs::read(l.join("log.000001")).unwrap();
@@ -387,9 +425,7 @@ fn import_into_the_log_layout_matches_mdbx() {
         assert!(!out.status.success(), "{args:?}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let key = format!("0x{}", "11".repeat(32));
-    let e = fails(&["get", "--db", l.to_str().unwrap(), &key]);
-    assert!(e.contains("log layout"), "{e}");
+    let key = absent;
     let e = fails(&["import", "--db", l.to_str().unwrap(), "-i", f]);
     assert!(e.contains("add --layout log"), "{e}");
     let e = fails(&[

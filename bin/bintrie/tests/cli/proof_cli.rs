@@ -13,6 +13,15 @@ fn key(n: u32, sub: u8) -> String {
 
 /// A database in `dir`/db holding the `KEY VALUE` `lines`.
 fn import(dir: &Path, lines: impl Iterator<Item = String>) -> std::path::PathBuf {
+    import_as(dir, lines, &[])
+}
+
+/// [`import`], with `extra` arguments (`--layout log`).
+fn import_as(
+    dir: &Path,
+    lines: impl Iterator<Item = String>,
+    extra: &[&str],
+) -> std::path::PathBuf {
     let file = dir.join("in.txt");
     std::fs::write(&file, lines.collect::<String>()).unwrap();
     let db = dir.join("db");
@@ -21,6 +30,7 @@ fn import(dir: &Path, lines: impl Iterator<Item = String>) -> std::path::PathBuf
         .arg(&db)
         .arg("-i")
         .arg(&file)
+        .args(extra)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -264,10 +274,21 @@ fn many_proofs_one_per_line() {
 /// between two of them failed the proof as "the database changed under this writer").
 #[test]
 fn proofs_beside_a_running_import_succeed_and_verify() {
+    proofs_beside_a_running_import(&[]);
+}
+
+/// The same on the log layout, whose read-only open proves at the block its scan found.
+#[test]
+fn proofs_on_a_log_beside_a_running_import_succeed_and_verify() {
+    proofs_beside_a_running_import(&["--layout", "log"]);
+}
+
+fn proofs_beside_a_running_import(layout: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let db = import(
+    let db = import_as(
         dir.path(),
         (0..64u32).map(|n| format!("{} {:064x}\n", key(n, 1), n + 1)),
+        layout,
     );
     let more = dir.path().join("more.txt");
     std::fs::write(
@@ -282,6 +303,7 @@ fn proofs_beside_a_running_import_succeed_and_verify() {
         .arg(&db)
         .arg("-i")
         .arg(&more)
+        .args(layout)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
