@@ -71,7 +71,7 @@ pub(super) fn hash_node<H: TreeHasher>(node: &mut Node, depth: usize) -> (Hash32
     }
 }
 
-impl StemNode {
+impl Slot<StemNode> {
     /// Its hash, computed and cached when missing, and the hash calls that took.
     pub(super) fn hash_cached<H: TreeHasher>(&mut self) -> (Hash32, u64) {
         if let Some(h) = self.hash {
@@ -83,7 +83,7 @@ impl StemNode {
     }
 }
 
-impl Internal {
+impl Slot<Internal> {
     /// Its hash, from its children's `left` and `right` when not cached (then cached), and
     /// the hash calls that took (0 or 1).
     pub(super) fn hash_from<H: TreeHasher>(

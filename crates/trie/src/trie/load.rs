@@ -147,14 +147,16 @@ fn expand_blob<H: TreeHasher, E: std::error::Error + Send + Sync + 'static>(
             }
             let (h, calls) = values.stem_hash::<H>(&stem);
             Ok((
-                Node::Stem(Box::new(StemNode {
-                    stem,
-                    values,
-                    hash: Some(h),
-                    dirty: CLEAN,
-                    stored_depth: Some(path.len() as u8),
-                    written: None,
-                })),
+                Node::Stem(Slot::new(
+                    StemNode {
+                        stem,
+                        values,
+                        stored_depth: Some(path.len() as u8),
+                        written: None,
+                    },
+                    Some(h),
+                    CLEAN,
+                )),
                 h,
                 calls as u64,
             ))
@@ -228,12 +230,14 @@ fn expand_group<H: TreeHasher>(
     }
     let mid = start + span / 2;
     let split = entries.partition_point(|e| e.index < mid);
-    let mut n = Box::new(Internal {
-        left: Node::Empty,
-        right: Node::Empty,
-        hash: None,
-        dirty: CLEAN,
-    });
+    let mut n = Slot::new(
+        Internal {
+            left: Node::Empty,
+            right: Node::Empty,
+        },
+        None,
+        CLEAN,
+    );
     let (lh, ln) = expand_group::<H>(
         &entries[..split],
         g,

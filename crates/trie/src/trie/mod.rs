@@ -101,32 +101,62 @@ mod split_tests {
 #[derive(Debug)]
 enum Node {
     Empty,
-    Internal(Box<Internal>),
-    Stem(Box<StemNode>),
+    Internal(Slot<Internal>),
+    Stem(Slot<StemNode>),
     /// Not loaded: its hash is known and its blob is in the store at this node's path. Loading
     /// checks the blob against this hash.
     Hashed(Hash32),
 }
 
+/// A loaded node: its box, with its hash and the epoch it last changed in kept beside the
+/// pointer, in the parent's memory. A walk that needs only a child's hash or whether it
+/// changed (the commit's listing of a group's bottom hashes, a clean sibling's hash, the
+/// dirty check before descending) reads them without following the pointer: on a tree far
+/// larger than the cache, each pointer followed is a miss.
 #[derive(Debug)]
-struct Internal {
-    left: Node,
-    right: Node,
+struct Slot<T> {
     /// Cached hash; `None` after a change below. The inner nodes of a loaded group get theirs
     /// when the group is verified on load (a group blob stores only its bottom hashes, SPEC §5).
     hash: Option<Hash32>,
     /// The commit epoch in which it last changed ([`CLEAN`] if never since it was loaded):
     /// dirty while that is the trie's current epoch, clean once a commit ends the epoch.
     dirty: u32,
+    body: Box<T>,
+}
+
+impl<T> Slot<T> {
+    fn new(body: T, hash: Option<Hash32>, dirty: u32) -> Self {
+        Slot {
+            hash,
+            dirty,
+            body: Box::new(body),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Slot<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.body
+    }
+}
+
+impl<T> std::ops::DerefMut for Slot<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.body
+    }
+}
+
+#[derive(Debug)]
+struct Internal {
+    left: Node,
+    right: Node,
 }
 
 #[derive(Debug)]
 struct StemNode {
     stem: Stem,
     values: StemValues,
-    hash: Option<Hash32>,
-    /// As [`Internal::dirty`].
-    dirty: u32,
     /// Depth at which the store holds this stem's blob, if it does, as of a commit before the
     /// one in `written`.
     stored_depth: Option<u8>,
@@ -135,7 +165,7 @@ struct StemNode {
     written: Option<(u32, u8)>,
 }
 
-/// [`Internal::dirty`] of a node loaded from the store (no epoch is 0).
+/// [`Slot::dirty`] of a node loaded from the store (no epoch is 0).
 const CLEAN: u32 = 0;
 
 impl StemNode {
@@ -163,12 +193,7 @@ impl StemNode {
 impl Node {
     /// A new internal node, changed in `epoch`.
     fn new_internal(left: Node, right: Node, epoch: u32) -> Node {
-        Node::Internal(Box::new(Internal {
-            left,
-            right,
-            hash: None,
-            dirty: epoch,
-        }))
+        Node::Internal(Slot::new(Internal { left, right }, None, epoch))
     }
 
     /// The tree whose root hash is `root`, nothing loaded: empty for the zero hash.
@@ -676,10 +701,11 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                         });
                     }
                     path = path.child(bit).ok_or(TrieError::TooDeep)?;
+                    let Internal { left, right } = &mut **n;
                     let (next, other) = if bit == 0 {
-                        (&mut n.left, &n.right)
+                        (left, &*right)
                     } else {
-                        (&mut n.right, &n.left)
+                        (right, &*left)
                     };
                     sibling(other.cached_hash());
                     node = next;

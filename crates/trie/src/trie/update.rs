@@ -75,14 +75,16 @@ fn leaf<S: NodeStore, H: TreeHasher>(
                 for (k, v) in batch {
                     values.set(k.sub_index, *v);
                 }
-                *node = Node::Stem(Box::new(StemNode {
-                    stem: *first,
-                    values,
-                    hash: None,
-                    dirty: ctx.epoch,
-                    stored_depth: None,
-                    written: None,
-                }));
+                *node = Node::Stem(Slot::new(
+                    StemNode {
+                        stem: *first,
+                        values,
+                        stored_depth: None,
+                        written: None,
+                    },
+                    None,
+                    ctx.epoch,
+                ));
                 return Ok(Some(true));
             }
             *node = Node::new_internal(Node::Empty, Node::Empty, ctx.epoch);
