@@ -50,9 +50,11 @@ pub(crate) fn open_log(
 /// Read path names for `get`: the two store paths, or the verified walk.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub(crate) enum GetReadPath {
-    /// From the root through the group blobs to the stem, trusting them.
+    /// From the root through the group blobs to the stem, trusting them (a log: re-hashing
+    /// them, as `verified`).
     Trie,
-    /// One lookup in the flat stem table, trusting it.
+    /// One lookup in the flat stem table, trusting it (a log: the stem's entry in its index,
+    /// then its record).
     Flat,
     /// The trie walk with every blob on the way re-hashed against the root.
     Verified,
@@ -422,7 +424,7 @@ fn segment_names(ns: &[u32]) -> String {
 
 /// `info` on a log: its block, root and sizes.
 fn info_log(args: &InfoArgs) -> Result<()> {
-    let store = open_log(&args.db, None)?;
+    let store = open_committed_log(&args.db)?;
     let (meta, i) = (store.meta(), store.info());
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -650,9 +652,24 @@ pub(crate) enum Existing {
 /// error, one holding both is refused ([`held_layout`]).
 pub(crate) fn open_existing(dir: &std::path::Path) -> Result<Existing> {
     Ok(match held_layout(dir)? {
-        Some(Layout::Log) => Existing::Log(open_log(dir, None)?),
+        Some(Layout::Log) => Existing::Log(open_committed_log(dir)?),
         _ => Existing::Mdbx(open_mdbx(dir)?),
     })
+}
+
+/// The log in `dir`, read-only, refused unless it holds a whole commit record: without one it
+/// would read as an empty state that no writer committed (a log whose creation was cut short
+/// or is under way, or a short file that is not a log).
+fn open_committed_log(dir: &std::path::Path) -> Result<bintrie_logstore::LogStore> {
+    let store = open_log(dir, None)?;
+    if !store.found_commit() {
+        bail!(
+            "{} holds no committed block: its log was cut short while it was being created (or \
+             a writer is creating it now), or its segment is not a state log",
+            dir.display()
+        );
+    }
+    Ok(store)
 }
 
 /// The MDBX database in `dir`, read-only, for a caller that has told the layout already.
@@ -813,7 +830,7 @@ fn verify_unopened(args: &VerifyArgs, e: anyhow::Error) -> Result<()> {
 /// unreachable, every stem entry at a blob of the tree, every code entry hashing to its key.
 fn verify_log(args: &VerifyArgs) -> Result<()> {
     use bintrie_logstore::LogStore;
-    let store = match open_log(&args.db, None) {
+    let store = match open_committed_log(&args.db) {
         Ok(store) => store,
         Err(e) => return verify_unopened(args, e),
     };

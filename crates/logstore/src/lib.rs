@@ -983,6 +983,8 @@ struct Inner {
     /// Segments an interrupted compaction had dropped that were still in the directory at
     /// this open (by number): removed by it when writing, left to the next writer otherwise.
     interrupted_drops: Vec<u32>,
+    /// Whether this open's scan found a whole commit record ([`LogStore::found_commit`]).
+    found_commit: bool,
     reads: AtomicU64,
     read_bytes: AtomicU64,
     /// The directory's writer lock, held while this handle lives (writers only).
@@ -1496,6 +1498,7 @@ impl LogStore {
                 recent_hits: AtomicU64::new(0),
                 pin_depth,
                 interrupted_drops,
+                found_commit: !fresh || writing,
                 reads: AtomicU64::new(0),
                 read_bytes: AtomicU64::new(0),
                 _lock: lock,
@@ -1589,6 +1592,15 @@ impl LogStore {
     /// [`LogStore::info`]).
     pub fn interrupted_drops(&self) -> &[u32] {
         &self.inner.interrupted_drops
+    }
+
+    /// Whether this handle's open found a whole commit record in the log. Every log a writer
+    /// creates holds one from its creation on (the empty state's), so a read-only open that
+    /// found none met a log whose creation was cut short or is under way, or a short file that
+    /// is not a log: it reads as the empty state at block 0, which no writer committed. A
+    /// writer's open of such a log writes that record (and returns true).
+    pub fn found_commit(&self) -> bool {
+        self.inner.found_commit
     }
 
     /// Sizes of the log and its index.

@@ -1903,3 +1903,20 @@ fn remove_if_empty_removes_only_an_empty_log_no_writer_holds() {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
 }
+
+/// `found_commit`: a read-only open of a log whose creation was cut short (an empty segment)
+/// found none and reads as the empty state; a writer's open writes the empty state's commit,
+/// after which a reader finds it.
+#[test]
+fn a_reader_tells_a_log_with_no_commit_from_an_empty_state() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("log.000001"), b"").unwrap();
+    let reader = LogStore::open_read_only(dir.path()).unwrap();
+    assert!(!reader.found_commit());
+    assert_eq!((reader.meta().block, reader.meta().root), (0, ZERO_HASH));
+    drop(reader);
+    let writer = LogStore::open(dir.path(), &opts(5)).unwrap();
+    assert!(writer.found_commit());
+    drop(writer);
+    assert!(LogStore::open_read_only(dir.path()).unwrap().found_commit());
+}

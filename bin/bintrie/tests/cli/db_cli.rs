@@ -419,7 +419,7 @@ fn import_into_the_log_layout_matches_mdbx() {
         String::from_utf8_lossy(&out.stderr).contains("corrupt log"),
         "{out:?}"
     );
-    // Other commands and the other layout are refused by name.
+    // The other layout is refused by name.
     let fails = |args: &[&str]| {
         let out = bin().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
@@ -674,4 +674,155 @@ fn compact_drops_superseded_segments_and_the_state_goes_on() {
     let e = fails(&["compact", "--db", d]);
     assert!(e.contains("LOCK is held"), "{e}");
     drop(writer);
+}
+
+/// Rewrites a log segment's last node record holding `from` (a value of a stem blob) to hold
+/// `to` instead, its CRC and its block's body CRC recomputed, so that nothing a record check
+/// sees is wrong: damage only hashing finds. Record format: `crates/logstore/src/record.rs`.
+fn forge_log_value(segment: &std::path::Path, from: &[u8; 32], to: &[u8; 32]) {
+    const HEADER: usize = 10;
+    let mut b = std::fs::read(segment).unwrap();
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    // (offset, kind, key length, record length) of every record, page tails skipped.
+    let mut records = Vec::new();
+    let mut pos = 0;
+    while pos < b.len() {
+        let room = 4096 - pos % 4096;
+        if room < HEADER {
+            pos += room;
+            continue;
+        }
+        let (kind, key_len, value_len) = (b[pos + 4], b[pos + 5] as usize, u32_at(&b, pos + 6));
+        let len = HEADER + key_len + value_len as usize;
+        assert_eq!(crc32fast::hash(&b[pos + 4..pos + len]), u32_at(&b, pos));
+        records.push((pos, kind, key_len, len));
+        pos += len;
+    }
+    let &(at, _, _, len) = records
+        .iter()
+        .rev()
+        .find(|r| r.1 == 1 && b[r.0..r.0 + r.3].windows(32).any(|w| w == from))
+        .expect("a node record holding the value");
+    let i = at + b[at..at + len].windows(32).position(|w| w == from).unwrap();
+    b[i..i + 32].copy_from_slice(to);
+    let crc = crc32fast::hash(&b[at + 4..at + len]);
+    b[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    // The commit record that ends the block: its body CRC (value bytes 53..57) covers the
+    // block's records from its first byte (value bytes 57..65), then its own CRC.
+    let &(cp, _, key_len, clen) = records
+        .iter()
+        .find(|r| r.1 == 5 && r.0 > at)
+        .expect("the block's commit record");
+    let v = cp + HEADER + key_len;
+    let start = u64::from_le_bytes(b[v + 57..v + 65].try_into().unwrap()) as usize;
+    let body = crc32fast::hash(&b[start..cp]);
+    b[v + 53..v + 57].copy_from_slice(&body.to_le_bytes());
+    let crc = crc32fast::hash(&b[cp + 4..cp + clen]);
+    b[cp..cp + 4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(segment, b).unwrap();
+}
+
+/// On a log, `get --read-path trie` is the verified walk, as documented: a value forged in a
+/// stem record with every checksum recomputed is what `flat` returns (it trusts the record,
+/// as MDBX's flat read trusts the stem table), while `trie`, `verified` and `prove` refuse it
+/// naming the node whose hash does not match.
+#[test]
+fn a_forged_log_record_is_read_by_flat_and_refused_by_the_trie_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (value, forged) = ([0x5au8; 32], [0xa5u8; 32]);
+    let key = format!("{:064x}", 7);
+    let mut text = input(300, 11);
+    text.push_str(&format!("{key} {}\n", hex::encode(value)));
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, text).unwrap();
+    let l = dir.path().join("l");
+    run_ok(
+        bin()
+            .args(["import", "--layout", "log", "--db", l.to_str().unwrap()])
+            .args(["-i", file.to_str().unwrap()]),
+    );
+    let get = |path: &str| {
+        bin()
+            .args([
+                "get",
+                "--db",
+                l.to_str().unwrap(),
+                &key,
+                "--read-path",
+                path,
+            ])
+            .output()
+            .unwrap()
+    };
+    for path in ["flat", "trie", "verified"] {
+        let o = get(path);
+        assert!(o.status.success(), "{path}: {}", stderr(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            format!("0x{}", hex::encode(value))
+        );
+    }
+    forge_log_value(&l.join("log.000001"), &value, &forged);
+    let o = get("flat");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("0x{}", hex::encode(forged))
+    );
+    let prove = bin()
+        .args(["prove", "--db", l.to_str().unwrap(), &key])
+        .output()
+        .unwrap();
+    for (what, o) in [
+        ("trie", get("trie")),
+        ("verified", get("verified")),
+        ("prove", prove),
+    ] {
+        assert_eq!(o.status.code(), Some(1), "{what}: {o:?}");
+        assert!(o.stdout.is_empty(), "{what}");
+        assert!(stderr(&o).contains("hash"), "{what}: {}", stderr(&o));
+    }
+}
+
+/// A log directory with no whole commit record (a creation cut short, or a short file that is
+/// not a log) is refused by the commands that read it, not shown as a committed empty state.
+#[test]
+fn a_log_without_a_committed_block_is_refused_by_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g");
+    std::fs::create_dir(&g).unwrap();
+    let key = format!("0x{}", "11".repeat(32));
+    for bytes in [&b""[..], b"hello world this is not a log\n"] {
+        std::fs::write(g.join("log.000001"), bytes).unwrap();
+        for args in [
+            vec!["get", "--db", g.to_str().unwrap(), &key],
+            vec!["prove", "--db", g.to_str().unwrap(), &key],
+            vec!["verify", "--db", g.to_str().unwrap(), "--no-progress"],
+            vec!["info", "--db", g.to_str().unwrap()],
+        ] {
+            let o = bin().args(&args).output().unwrap();
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
+            assert!(
+                stderr(&o).contains("holds no committed block"),
+                "{args:?}: {}",
+                stderr(&o)
+            );
+            assert!(o.stdout.is_empty(), "{args:?}");
+        }
+    }
+    // A log created by a writer with nothing in it holds the empty state's commit: read.
+    let e = dir.path().join("e");
+    run_ok(bin().args([
+        "import",
+        "--layout",
+        "log",
+        "--db",
+        e.to_str().unwrap(),
+        "-i",
+        "/dev/null",
+    ]));
+    assert_eq!(
+        run_ok(bin().args(["get", "--db", e.to_str().unwrap(), &key])),
+        ""
+    );
 }

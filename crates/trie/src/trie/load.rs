@@ -191,10 +191,10 @@ fn expand_blob<H: TreeHasher, E: std::error::Error + Send + Sync + 'static>(
 /// it: an internal node is `H(left ‖ right)`, an empty side zero, an entry its stored hash.
 /// Returns the hash and the hash calls. Errors (instead of building) when an internal node
 /// would sit at depth 248 or deeper, or an entry below depth 248: no valid tree has either.
-/// Each internal node is allocated before its children are built into it, so only a pointer
-/// moves on the way back up: returning each subtree by value copied it once per level (paired
-/// in one process, decoding a block's blobs took 3-4% less time without those copies, at GD-4
-/// and GD-5).
+/// Each internal node is allocated before its children are built into it, so only its slot
+/// (a pointer, a hash and an epoch) moves on the way back up: returning each subtree by value
+/// copied it once per level (paired in one process, decoding a block's blobs took 3-4% less
+/// time without those copies, at GD-4 and GD-5).
 fn expand_group<H: TreeHasher>(
     entries: &[GroupEntry],
     g: u8,
