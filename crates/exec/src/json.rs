@@ -19,7 +19,8 @@ pub fn shown(s: &str) -> String {
 }
 
 /// Why `s` is not hex: the first character of its digits (after one `0x`/`0X`) that is not a
-/// hex digit, as the text spells it, and its position among those characters; or, when every
+/// hex digit, as the text spells it, and its position in `s` as written, counted in characters
+/// from 0 (the `0x` included: the position in the string the error shows); or, when every
 /// character is a hex digit, that their number is odd. (The hex decoder names a byte, which
 /// misreads a non-ASCII character: `é` came out as `Ã`.)
 pub fn hex_fault(s: &str) -> String {
@@ -27,12 +28,13 @@ pub fn hex_fault(s: &str) -> String {
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
+    let prefix = s.len() - digits.len();
     match digits
         .chars()
         .enumerate()
         .find(|(_, c)| !c.is_ascii_hexdigit())
     {
-        Some((i, c)) => format!("invalid character {c:?} at position {i}"),
+        Some((i, c)) => format!("invalid character {c:?} at position {}", prefix + i),
         None => format!("odd number of digits ({})", digits.len()),
     }
 }
@@ -324,7 +326,8 @@ mod tests {
     }
 
     /// The error names the character as written (a non-ASCII one whole, not its first byte)
-    /// and its position among the digits; an odd count of good digits says so.
+    /// and its position in the string as shown, `0x` included; an odd count of good digits
+    /// says so.
     #[test]
     fn a_hex_error_names_the_character_as_written() {
         let k = "ab".repeat(32);
@@ -334,11 +337,11 @@ mod tests {
         assert!(err.contains("invalid character 'é' at position 0"), "{err}");
         let signed = format!("0x+{}", &k[1..]);
         let err = crate::kv::parse_b32(&signed).unwrap_err().to_string();
-        assert!(err.contains("invalid character '+' at position 0"), "{err}");
+        assert!(err.contains("invalid character '+' at position 2"), "{err}");
         let err = json_hex_bytes(&Value::from("0x12٣4"), "code").unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("code: not hex: \"0x12٣4\" (invalid character '٣' at position 2)"),
+                .starts_with("code: not hex: \"0x12٣4\" (invalid character '٣' at position 4)"),
             "{err}"
         );
         let err = json_hex_bytes(&Value::from("0xabc"), "code").unwrap_err();
