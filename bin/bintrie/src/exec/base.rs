@@ -173,6 +173,8 @@ pub(crate) fn locate(
             !same_directory(keep, dir),
             "--base-db and --db must be different directories"
         );
+        // Before the lock file is made in it: a directory that is not a base keeps no trace.
+        check_base_dir(keep)?;
         lock = lock_base(keep);
     }
     ensure!(
@@ -273,12 +275,63 @@ fn build(args: &BaseArgs, dir: &Path, options: &StoreOptions, group_depth: u8) -
     })
 }
 
+/// Refuses a --base-db `keep` that is neither a base nor empty: one that holds a database
+/// without [`MARKER`] (an MDBX database that is not a base, or a log state) or anything else
+/// when it holds no database (a base is built only into an empty directory, so the user's
+/// files and states are never written beside). A lock file left by an earlier run is not
+/// counted. A base whose build was interrupted (`mdbx.dat` without its marker) is refused,
+/// with the advice to remove it.
+fn check_base_dir(keep: &Path) -> Result<()> {
+    if keep.join("mdbx.dat").exists() {
+        if keep.join(MARKER).exists() {
+            return Ok(());
+        }
+        // Its message: not a base, or an interrupted build.
+        return read_marker(keep).map(|_| ());
+    }
+    let entries = std::fs::read_dir(keep)
+        .with_context(|| format!("cannot read the directory {}", keep.display()))?;
+    let mut others = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.with_context(|| format!("cannot read the directory {}", keep.display()))?;
+        if entry.file_name() != BASE_LOCK {
+            others.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    others.sort();
+    if others.is_empty() {
+        return Ok(());
+    }
+    let layout = match crate::durability::held_layout(keep) {
+        Ok(Some(layout)) => format!(
+            "a state of the {} layout, not a base made by `exec --base-db`",
+            layout.name()
+        ),
+        _ => {
+            let more = others.len().saturating_sub(5);
+            others.truncate(5);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("files ({}{more}) but no base", others.join(", "))
+        }
+    };
+    bail!(
+        "--base-db {} holds {layout}: a base is built only into an empty or new directory, and \
+         reused from one that holds a base; give another directory",
+        keep.display()
+    )
+}
+
 fn read_marker(keep: &Path) -> Result<Base> {
     let path = keep.join(MARKER);
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "{} holds a database without {MARKER}: not a base made by `exec --base-db`, or one \
-             whose build was interrupted; remove it to rebuild",
+            "{} holds a database without {MARKER}: not a base made by `exec --base-db` (give \
+             another directory), or one whose build was interrupted (remove it to rebuild)",
             keep.display()
         ),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),

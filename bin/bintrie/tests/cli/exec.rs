@@ -295,6 +295,44 @@ fn a_block_validates_on_a_random_base_which_is_kept_and_reused() {
         &["--base-stems", "20000", "--base-db", db.to_str().unwrap()],
     );
     assert!(text.contains("not a base made by"), "{text}");
+    // Refused before anything is written there: no lock file left beside the database.
+    assert!(!db.join("base.lock").exists());
+    // A log state, and a directory of the user's files: refused, and left as they were (a
+    // base used to be built beside them, and the log then read as two states in one place).
+    let log = dir.path().join("log");
+    exec_json(&f, &["--db", log.to_str().unwrap(), "--layout", "log"]);
+    let user = dir.path().join("user");
+    std::fs::create_dir(&user).unwrap();
+    std::fs::write(user.join("notes"), b"mine").unwrap();
+    for (kept, says) in [
+        (&log, "a state of the log layout"),
+        (&user, "files (notes) but no base"),
+    ] {
+        let listing = || {
+            let mut names: Vec<_> = std::fs::read_dir(kept)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            names
+        };
+        let before = listing();
+        for layout in ["mdbx", "log"] {
+            let text = exec_fails(
+                &f,
+                &[
+                    "--base-stems",
+                    "20000",
+                    "--layout",
+                    layout,
+                    "--base-db",
+                    kept.to_str().unwrap(),
+                ],
+            );
+            assert!(text.contains(says), "{layout}: {text}");
+            assert_eq!(listing(), before, "{layout}");
+        }
+    }
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
     let text = exec_fails(
