@@ -191,6 +191,17 @@ impl Proof {
                 (sibling, &node)
             };
             if poses_as_own_stem(key_stem, left) {
+                if *left == ZERO_HASH {
+                    // Only the stem of 31 zero bytes, beside an empty left subtree: an honest
+                    // tree's shape, which no proof can tell from the stem's own node.
+                    return bad(
+                        "the key's stem is 31 zero bytes and its walk passes an internal node \
+                         whose left subtree is empty, which hashes alike as that stem's own \
+                         node (its preimage is the stem, 0x00 and the right child): no proof \
+                         can tell the two apart, so this key's absence or value cannot be \
+                         proven against this root (no account or storage key has this stem)",
+                    );
+                }
                 return bad(
                     "the walk passes through what hashes alike as the key's own stem node (a \
                      left child equal to the stem and 0x00): such a proof cannot show the key \

@@ -777,6 +777,12 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
 
     /// A proof of `key`'s value (or absence) against [`Trie::root`], loading what the walk
     /// needs. Uncommitted changes are included (the proof is against the current root).
+    ///
+    /// One shape has no proof that [`crate::Proof::verify`] accepts: a key whose stem is 31
+    /// zero bytes (no account or storage key has it) whose walk passes an internal node with
+    /// an empty left subtree, since that node hashes alike as the stem's own node. The proof
+    /// returned for it is refused by `verify`; a caller that hands proofs on checks them
+    /// first (`bintrie prove` does).
     pub fn prove(&mut self, key: &TreeKey) -> Result<crate::Proof, TrieError<S::Error>> {
         // Every loaded node's hash is cached after this, so every sibling has one.
         self.root();
