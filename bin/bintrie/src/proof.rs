@@ -103,8 +103,8 @@ fn prove_all<S: NodeStore>(
             if let Err(e) = proof.verify::<Sha256Hasher>(&root) {
                 bail!(
                     "key {}: no proof of it can be verified against root {}: {e}",
-                    hex0x(&key.to_bytes()),
-                    hex0x(&root)
+                    hex0x(key.to_bytes()),
+                    hex0x(root)
                 );
             }
             Ok(serde_json::to_string(&ProofJson::new(&root, &proof))?)
