@@ -100,6 +100,33 @@ impl CommitRecord {
     }
 }
 
+/// The bytes a new log's first segment starts with: the empty state's commit record at
+/// group depth `g` (block 0, the zero root, no records; what a writer's creation writes).
+pub(crate) fn creation(g: u8) -> Vec<u8> {
+    let commit = CommitRecord {
+        block: 0,
+        root: [0; 32],
+        group_depth: g,
+        records: 0,
+        body_crc: crc32fast::hash(&[]),
+        body_start: 0,
+        building: false,
+    };
+    let mut out = Vec::new();
+    push(&mut out, 0, Kind::Commit, &[], &commit.encode());
+    out
+}
+
+/// Whether `bytes`, a segment without a commit record, may be a log's creation cut short: a
+/// prefix of [`creation`] at some group depth, where a byte may also be zero (a crash can leave
+/// a file's new length with its bytes unwritten). Anything else is not a log's.
+pub(crate) fn may_be_torn_creation(bytes: &[u8]) -> bool {
+    (bintrie_node::MIN_GROUP_DEPTH..=bintrie_node::MAX_GROUP_DEPTH).any(|g| {
+        let whole = creation(g);
+        bytes.len() <= whole.len() && bytes.iter().zip(&whole).all(|(b, w)| b == w || *b == 0)
+    })
+}
+
 /// Appends one record to `out`, which will be written at log offset `base`: first the padding
 /// that keeps a record of at most a page from straddling one. Returns the record's offset in
 /// `out` and its length.

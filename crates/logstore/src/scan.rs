@@ -78,7 +78,9 @@ pub(crate) fn scan(
             // state's), so a log without one is either one whose creation was cut short (at
             // most that record's bytes) or not a state log at all: that one is refused, never
             // cut to nothing.
-            if index.meta.is_none() && seg.len > (HEADER + record::COMMIT_LEN) as u64 {
+            if index.meta.is_none()
+                && (seg.len > (HEADER + record::COMMIT_LEN) as u64 || !torn_creation(path)?)
+            {
                 return Err(LogError::Corrupt(format!(
                     "{} holds {} bytes but no commit record: not a state log",
                     path.display(),
@@ -399,6 +401,21 @@ pub(crate) fn for_each_record(
     f: impl FnMut(u64, &record::Record<'_>) -> Result<(), LogError>,
 ) -> Result<(), LogError> {
     for_each_record_until(file, path, from, to, to, f).map(|_| ())
+}
+
+/// Whether the segment at `path`, which holds no commit record and at most a commit record's
+/// bytes, may be a log's creation cut short ([`record::may_be_torn_creation`]): only then may a
+/// writer cut it and start the log there (a short file of someone else's is refused, not
+/// overwritten).
+fn torn_creation(path: &Path) -> Result<bool, LogError> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take((HEADER + record::COMMIT_LEN) as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(io_err(path))?;
+    Ok(record::may_be_torn_creation(&bytes))
 }
 
 #[cfg(test)]

@@ -1452,10 +1452,48 @@ fn a_file_that_is_not_a_log_is_refused_and_left_as_it_was() {
         assert!(err.to_string().contains("not a state log"), "{err}");
     }
     assert_eq!(std::fs::read(&seg).unwrap(), junk, "left as it was");
-    // A creation cut short (fewer bytes than its first commit record) starts afresh.
-    std::fs::write(&seg, &junk[..20]).unwrap();
-    let store = LogStore::open(dir.path(), &opts(5)).unwrap();
-    assert_eq!(store.meta().block, 0);
+    // As short as a creation cut short, but not one: refused too (a writer used to cut it to
+    // nothing and start a log there), and left as it was.
+    for short in [&junk[..20], b"my notes\n"] {
+        std::fs::write(&seg, short).unwrap();
+        for read_only in [false, true] {
+            let err = LogStore::open(
+                dir.path(),
+                &LogOptions {
+                    read_only,
+                    ..opts(5)
+                },
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("not a state log"), "{err}");
+        }
+        assert_eq!(std::fs::read(&seg).unwrap(), short, "left as it was");
+    }
+}
+
+/// A log's creation is the empty state's commit record (`record::creation`), and a creation
+/// cut short anywhere, or with bytes a crash left unwritten (zeros), starts the log afresh at
+/// block 0, at any group depth.
+#[test]
+fn a_creation_cut_short_starts_afresh() {
+    for g in [1u8, 5, 8] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(LogStore::open(dir.path(), &opts(g)).unwrap());
+        let seg = dir.path().join("log.000001");
+        let whole = std::fs::read(&seg).unwrap();
+        assert_eq!(whole, crate::record::creation(g), "g {g}");
+        for cut in [0, 1, 9, 10, 40, whole.len() - 1] {
+            let mut torn = whole[..cut].to_vec();
+            if cut > 12 {
+                torn[4..12].fill(0);
+            }
+            std::fs::write(&seg, &torn).unwrap();
+            let store = LogStore::open(dir.path(), &opts(g)).unwrap();
+            assert_eq!((store.meta().block, store.meta().root), (0, ZERO_HASH));
+            drop(store);
+            assert_eq!(std::fs::read(&seg).unwrap(), whole, "g {g}, cut {cut}");
+        }
+    }
 }
 
 #[test]
