@@ -256,6 +256,12 @@ extern "C" fn note_closed_stdout() {
 #[unsafe(link_section = ".init_array")]
 static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
 
+/// Whether `NO_COLOR` is unset or empty (<https://no-color.org>: any other value turns colours
+/// off).
+fn no_color_unset() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn main() {
     if STDOUT_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
         let _ = writeln!(
@@ -273,6 +279,9 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: a log file or a pipe gets plain text (and NO_COLOR,
+        // which the subscriber honours, turns them off on a terminal too).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && no_color_unset())
         .init();
     let cli = parse_cli();
     let result = match cli.command {

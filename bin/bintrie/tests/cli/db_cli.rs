@@ -826,3 +826,42 @@ fn a_log_without_a_committed_block_is_refused_by_readers() {
         ""
     );
 }
+
+/// Warnings written to a pipe or a file are plain text (the colour codes were written whatever
+/// stderr was, into every log file).
+#[test]
+fn warnings_to_a_pipe_carry_no_colour_codes() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(50, 3)).unwrap();
+    let o = bin()
+        .args(["import", "--layout", "log", "--db"])
+        .arg(&db)
+        .arg("-i")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Bytes past the last commit: a reader warns that it reads up to the last whole block.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(db.join("log.000001"))
+        .unwrap()
+        .write_all(&[0xab; 7])
+        .unwrap();
+    let o = bin()
+        .env_remove("NO_COLOR")
+        .args(["info", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stderr(&o);
+    assert!(
+        text.contains("WARN") && text.contains("incomplete"),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text:?}");
+}
