@@ -246,7 +246,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
             let db_dir = args.db_dir.clone().unwrap_or_else(|| out.join("databases"));
             // Ctrl-C (or SIGTERM, SIGHUP) ends the study at its next block and deletes its
             // databases (GBs at study scale) as its normal end does; a second one quits at once.
-            stop_on_signals(|| {
+            crate::signals::stop_on_signals(|| {
                 if bintrie_bench::runner::request_stop() {
                     std::process::exit(130);
                 }
@@ -309,30 +309,6 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     .and_then(|()| stdout.flush())
     .context(crate::WRITING)?;
     Ok(())
-}
-
-/// Calls `handler` on Ctrl-C, SIGTERM and SIGHUP (ctrlc's `termination`), except for a signal
-/// the process was started ignoring, which stays ignored (as Unix programs keep an inherited
-/// SIG_IGN): a study run under `nohup` outlives its terminal, one started in the background
-/// by a shell without job control is not stopped by the terminal's Ctrl-C.
-#[allow(unsafe_code)]
-fn stop_on_signals(handler: impl FnMut() + Send + 'static) {
-    let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    // SAFETY: `sigaction` with no new action only reads the current one into `old`.
-    let ignored = signals.map(|signal| unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
-            && old.sa_sigaction == libc::SIG_IGN
-    });
-    let _ = ctrlc::set_handler(handler);
-    for (signal, ignored) in signals.into_iter().zip(ignored) {
-        if ignored {
-            // SAFETY: puts back the disposition the process started with; installs no handler.
-            unsafe {
-                libc::signal(signal, libc::SIG_IGN);
-            }
-        }
-    }
 }
 
 /// What `bench` renders: a study to run, or results read back.

@@ -60,6 +60,12 @@ pub(crate) enum GetReadPath {
     Verified,
 }
 
+/// The `KEY VALUE` lines `import` reads, from a file or stdin.
+type Lines = kv::KvLines<Box<dyn BufRead + Send>>;
+
+/// One block's writes, as `import` reads them.
+type Batch = Vec<(TreeKey, [u8; 32])>;
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct ImportArgs {
     /// Database directory (created when absent).
@@ -108,8 +114,11 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
     crate::durability::check_layout(&args.db, args.layout)?;
     args.write.check_for(args.layout, IMPORT_BUFFER_BLOCKS)?;
     let created_dir = std::fs::create_dir(&args.db).is_ok();
+    if !args.bulk {
+        crate::signals::stop_between_blocks();
+    }
     if args.layout == bintrie_bench::model::Layout::Log {
-        let result = import_log(&args, first, &mut lines, batch);
+        let result = import_log(&args, first, lines, batch);
         if let Err(e) = &result
             && created_dir
         {
@@ -134,7 +143,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
             let budget = usize::try_from(args.memory_budget << 20).unwrap_or(usize::MAX);
             bulk_import(store, &args, first, &mut lines, budget)
         } else {
-            import_into(store, first, &mut lines, batch)
+            import_into(store, first, lines, batch)
         }
     });
     if let Err(e) = &result
@@ -201,7 +210,7 @@ fn bulk_import(
     mut store: StateStore,
     args: &ImportArgs,
     first: Vec<(TreeKey, [u8; 32])>,
-    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    lines: &mut Lines,
     budget: usize,
 ) -> Result<()> {
     if args.input != "-" {
@@ -269,7 +278,7 @@ fn bulk_import(
 fn import_into(
     store: StateStore,
     first: Vec<(TreeKey, [u8; 32])>,
-    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    lines: Lines,
     batch_size: usize,
 ) -> Result<()> {
     let meta = store.meta();
@@ -349,7 +358,7 @@ impl ImportTarget for bintrie_logstore::LogStore {
 fn import_blocks<S: ImportTarget>(
     trie: &mut Trie<S>,
     first: Vec<(TreeKey, [u8; 32])>,
-    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    lines: Lines,
     batch_size: usize,
 ) -> Result<()>
 where
@@ -357,6 +366,24 @@ where
     bintrie_trie::TrieError<S::Error>: Into<anyhow::Error>,
 {
     let mut out = std::io::stdout().lock();
+    // The input is read on a thread of its own, a batch ahead: the loop waits for it while
+    // watching for a stop (Ctrl-C), so a stop is taken between blocks even while the input is
+    // stalled (a pipe with nothing in it). A reader still blocked when the loop stops is left
+    // to the process's end.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("import input".into())
+        .spawn(move || {
+            let mut lines = lines;
+            loop {
+                let batch = lines.next_batch(batch_size);
+                let end = batch.as_ref().map_or(true, Vec::is_empty);
+                if tx.send(batch).is_err() || end {
+                    break;
+                }
+            }
+        })
+        .context("starting the input's reader thread")?;
     let mut batch = first;
     while !batch.is_empty() {
         let entries = batch.len();
@@ -386,7 +413,18 @@ where
         )
         .and_then(|()| out.flush())
         .context(crate::WRITING)?;
-        batch = lines.next_batch(batch_size)?;
+        batch = match next_batch_or_stop(&rx)? {
+            Some(batch) => batch,
+            None => {
+                trie.store_mut().sync_last()?;
+                let (block, root) = trie.store().last();
+                bail!(
+                    "stopped by a signal after block {block} (root {}); {}",
+                    hex0x(root),
+                    trie.store().durable_note()
+                );
+            }
+        };
     }
     if trie.store_mut().sync_last()? {
         writeln!(out, "{}", trie.store().durable_note())
@@ -396,11 +434,28 @@ where
     Ok(())
 }
 
+/// The next batch from the input's reader thread, or `None` once a stop is asked for
+/// ([`crate::signals::stop_requested`]), checked before the wait and every 50 ms during it.
+fn next_batch_or_stop(rx: &std::sync::mpsc::Receiver<Result<Batch>>) -> Result<Option<Batch>> {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        if crate::signals::stop_requested() {
+            return Ok(None);
+        }
+        match rx.recv_timeout(std::time::Duration::from_millis(50)) {
+            Ok(batch) => return batch.map(Some),
+            Err(RecvTimeoutError::Timeout) => {}
+            // The reader ends after the last batch (empty) or an error, both sent first.
+            Err(RecvTimeoutError::Disconnected) => return Ok(Some(Vec::new())),
+        }
+    }
+}
+
 /// `import --layout log`: [`import_blocks`] over a log.
 fn import_log(
     args: &ImportArgs,
     first: Vec<(TreeKey, [u8; 32])>,
-    lines: &mut kv::KvLines<Box<dyn BufRead>>,
+    lines: Lines,
     batch_size: usize,
 ) -> Result<()> {
     use bintrie_logstore::LogStore;

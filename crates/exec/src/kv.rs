@@ -160,7 +160,7 @@ impl<R: BufRead> KvLines<R> {
 
 /// Opens `input` for [`kv_lines`]: `-` is stdin (named `<stdin>` in errors), anything else a
 /// file path (its name). Errors name the file that cannot be opened.
-pub fn open_input(input: &str) -> Result<(Box<dyn BufRead>, String)> {
+pub fn open_input(input: &str) -> Result<(Box<dyn BufRead + Send>, String)> {
     if input == "-" {
         return Ok((
             Box::new(std::io::BufReader::new(std::io::stdin())),

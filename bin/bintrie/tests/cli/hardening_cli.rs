@@ -617,3 +617,88 @@ fn a_bus_error_is_explained() {
         "{err}"
     );
 }
+
+/// SIGTERM (as Ctrl-C) during an import whose input has stalled: it stops between blocks,
+/// syncs and closes the state, and says where it stopped; every reader then opens it (killed
+/// by the signal, an MDBX state was refused by readers until a writer opened it). On both
+/// layouts.
+#[test]
+fn a_signal_stops_an_import_between_blocks_and_closes_the_state() {
+    use std::io::{BufRead, BufReader, Write};
+    for layout in ["mdbx", "log"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut child = bin()
+            .args([
+                "import", "--batch", "1", "--layout", layout, "-i", "-", "--db",
+            ])
+            .arg(&db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input(3, 5).as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        // The three blocks committed; the input then stalls (stdin stays open).
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut last = String::new();
+        for _ in 0..3 {
+            last = lines.next().unwrap().unwrap();
+        }
+        assert!(last.starts_with("committed block 3 "), "{layout}: {last}");
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: signals the child this test spawned and still waits for.
+        #[allow(unsafe_code)]
+        let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(sent, 0);
+        let o = child.wait_with_output().unwrap();
+        drop(stdin);
+        assert!(!o.status.success(), "{layout}");
+        let text = stderr(&o);
+        assert!(
+            text.contains("stopped by a signal after block 3") && text.contains("durable through"),
+            "{layout}: {text}"
+        );
+        let info = bin().args(["info", "--db"]).arg(&db).output().unwrap();
+        assert!(info.status.success(), "{layout}: {}", stderr(&info));
+        assert!(
+            stdout(&info).contains("block        3"),
+            "{layout}: {}",
+            stdout(&info)
+        );
+        let verified = bin().args(["verify", "--db"]).arg(&db).output().unwrap();
+        assert!(verified.status.success(), "{layout}: {}", stderr(&verified));
+    }
+}
+
+/// A file-size limit (`ulimit -f`) reached mid-import is a write error naming the file, the
+/// state left at the last committed block, not a kill by SIGXFSZ with no message.
+#[test]
+fn a_file_size_limit_is_an_error_not_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(20_000, 9)).unwrap();
+    for layout in ["mdbx", "log"] {
+        let db = dir.path().join(format!("db-{layout}"));
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -f 2000 && exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_bintrie"))
+            .args(["import", "--batch", "2000", "--layout", layout, "-i"])
+            .arg(&file)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        let text = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{layout}: {text}");
+        assert!(text.contains("File too large"), "{layout}: {text}");
+        assert!(
+            text.contains("the state stays at block"),
+            "{layout}: {text}"
+        );
+    }
+}
