@@ -173,9 +173,14 @@ pub(crate) fn locate(
             !same_directory(keep, dir),
             "--base-db and --db must be different directories"
         );
-        // Before the lock file is made in it: a directory that is not a base keeps no trace.
-        check_base_dir(keep)?;
+        // Before the lock file is made in it, so that a directory that is not a base keeps no
+        // trace; one that holds the lock file may hold a base another exec is building (files
+        // but no marker yet): checked once the lock is held, when no build is under way.
+        if !keep.join(BASE_LOCK).exists() {
+            check_base_dir(keep)?;
+        }
         lock = lock_base(keep);
+        check_base_dir(keep)?;
     }
     ensure!(
         crate::durability::held_layout(dir)?.is_none(),

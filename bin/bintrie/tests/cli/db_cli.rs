@@ -792,7 +792,10 @@ fn a_log_without_a_committed_block_is_refused_by_readers() {
     let g = dir.path().join("g");
     std::fs::create_dir(&g).unwrap();
     let key = format!("0x{}", "11".repeat(32));
-    for bytes in [&b""[..], b"hello world this is not a log\n"] {
+    for (bytes, says) in [
+        (&b""[..], "holds no committed block"),
+        (b"hello world this is not a log\n", "not a state log"),
+    ] {
         std::fs::write(g.join("log.000001"), bytes).unwrap();
         for args in [
             vec!["get", "--db", g.to_str().unwrap(), &key],
@@ -802,11 +805,7 @@ fn a_log_without_a_committed_block_is_refused_by_readers() {
         ] {
             let o = bin().args(&args).output().unwrap();
             assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
-            assert!(
-                stderr(&o).contains("holds no committed block"),
-                "{args:?}: {}",
-                stderr(&o)
-            );
+            assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
             assert!(o.stdout.is_empty(), "{args:?}");
         }
     }

@@ -157,8 +157,9 @@ fn an_internal_node_posing_as_a_stem_does_not_prove_a_present_key_absent() {
     );
     let present = prove(&db, &high(17));
     assert_eq!(present["value"], format!("0x{:064x}", 17));
-    // The root's right child: the sibling at the root of a key that goes left.
-    let left = prove(&db, &format!("{:064x}", 0));
+    // The root's right child: the sibling at the root of a key that goes left (not the zero
+    // stem's: no proof of that one verifies here, and `prove` refuses it).
+    let left = prove(&db, &format!("{:060x}0100", 0));
     assert!(left["stem"].is_null() && left["siblings"].as_array().unwrap().len() == 1);
     let forged = serde_json::json!({
         "root": present["root"],
