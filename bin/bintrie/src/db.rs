@@ -370,7 +370,7 @@ where
     // watching for a stop (Ctrl-C), so a stop is taken between blocks even while the input is
     // stalled (a pipe with nothing in it). A reader still blocked when the loop stops is left
     // to the process's end.
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel(0);
     std::thread::Builder::new()
         .name("import input".into())
         .spawn(move || {
@@ -385,7 +385,13 @@ where
         })
         .context("starting the input's reader thread")?;
     let mut batch = first;
+    let mut committed = false;
     while !batch.is_empty() {
+        // A stop asked for while the store opened, or as a batch arrived (perhaps the last
+        // of an input cut by the same Ctrl-C): nothing more is committed.
+        if crate::signals::stop_requested() {
+            return Err(stopped(trie, committed));
+        }
         let entries = batch.len();
         let (last_block, last_root) = trie.store().last();
         // Where the state stays, unless another writer moved it (its error says where to).
@@ -413,17 +419,10 @@ where
         )
         .and_then(|()| out.flush())
         .context(crate::WRITING)?;
+        committed = true;
         batch = match next_batch_or_stop(&rx)? {
             Some(batch) => batch,
-            None => {
-                trie.store_mut().sync_last()?;
-                let (block, root) = trie.store().last();
-                bail!(
-                    "stopped by a signal after block {block} (root {}); {}",
-                    hex0x(root),
-                    trie.store().durable_note()
-                );
-            }
+            None => return Err(stopped(trie, committed)),
         };
     }
     if trie.store_mut().sync_last()? {
@@ -435,7 +434,9 @@ where
 }
 
 /// The next batch from the input's reader thread, or `None` once a stop is asked for
-/// ([`crate::signals::stop_requested`]), checked before the wait and every 50 ms during it.
+/// ([`crate::signals::stop_requested`]), checked before the wait, every 50 ms during it and
+/// after it (what arrives with a stop, a batch or an error, is dropped: a Ctrl-C in a pipeline
+/// also ends the program feeding it, which may leave its last line cut).
 fn next_batch_or_stop(rx: &std::sync::mpsc::Receiver<Result<Batch>>) -> Result<Option<Batch>> {
     use std::sync::mpsc::RecvTimeoutError;
     loop {
@@ -443,12 +444,37 @@ fn next_batch_or_stop(rx: &std::sync::mpsc::Receiver<Result<Batch>>) -> Result<O
             return Ok(None);
         }
         match rx.recv_timeout(std::time::Duration::from_millis(50)) {
+            Ok(_) if crate::signals::stop_requested() => return Ok(None),
             Ok(batch) => return batch.map(Some),
             Err(RecvTimeoutError::Timeout) => {}
-            // The reader ends after the last batch (empty) or an error, both sent first.
-            Err(RecvTimeoutError::Disconnected) => return Ok(Some(Vec::new())),
+            // The reader sends the end (an empty batch) or an error before it ends: it died.
+            Err(RecvTimeoutError::Disconnected) => {
+                bail!("the input's reader thread ended before the end of the input")
+            }
         }
     }
+}
+
+/// The error a stop ([`crate::signals::stop_between_blocks`]) ends `import` with, after
+/// syncing what its blocks left unsynced: where the state is, and what is durable.
+fn stopped<S: ImportTarget>(trie: &mut Trie<S>, committed: bool) -> anyhow::Error
+where
+    S::Error: Into<anyhow::Error>,
+{
+    if let Err(e) = trie.store_mut().sync_last() {
+        return e.context("stopped by a signal, then syncing the last blocks");
+    }
+    let (block, root) = trie.store().last();
+    let when = if committed {
+        format!("after block {block}")
+    } else {
+        format!("before its first block, at block {block}")
+    };
+    anyhow::anyhow!(
+        "stopped by a signal {when} (root {}); {}",
+        hex0x(root),
+        trie.store().durable_note()
+    )
 }
 
 /// `import --layout log`: [`import_blocks`] over a log.
@@ -714,13 +740,13 @@ pub(crate) fn open_existing(dir: &std::path::Path) -> Result<Existing> {
 
 /// The log in `dir`, read-only, refused unless it holds a whole commit record: without one it
 /// would read as an empty state that no writer committed (a log whose creation was cut short
-/// or is under way, or a short file that is not a log).
+/// or is under way; a segment that cannot be a log's start is refused by the open itself).
 fn open_committed_log(dir: &std::path::Path) -> Result<bintrie_logstore::LogStore> {
     let store = open_log(dir, None)?;
     if !store.found_commit() {
         bail!(
             "{} holds no committed block: its log was cut short while it was being created (or \
-             a writer is creating it now), or its segment is not a state log",
+             a writer is creating it now)",
             dir.display()
         );
     }

@@ -118,9 +118,11 @@ enum Command {
     /// committing one block every `--batch` entries and printing `committed block B entries E
     /// root 0x…` after each.
     ///
-    /// Ctrl-C (or SIGTERM, SIGHUP) stops it after the block being committed, synced, and the
-    /// error names that block; a second one quits at once (the state then opens at a block
-    /// the durability contract promises, as after a kill). Not during `--bulk`.
+    /// Ctrl-C (or SIGTERM, SIGHUP) stops it after the block being committed, synced, and it
+    /// exits with status 1 naming that block (an input cut by the same Ctrl-C, as in a
+    /// pipeline, commits nothing more); a second one quits at once (the state then opens at a
+    /// block the durability contract promises, as after a kill). Not during `--bulk`, which a
+    /// signal ends as a kill does.
     Import(db::ImportArgs),
     /// Show a database's root, block, group depth and counts (MDBX: also its page size and
     /// stem depths; a log: its segments, bytes and index). Opens the database read-only.
@@ -153,7 +155,10 @@ enum Command {
     /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
     /// `subtree_root` and `other_stem_leaf` (iff it ends at another stem: one of that stem's
     /// present leaves, `index`, `value` and 8 `siblings`, without which a subtree root proves
-    /// nothing). Opens the database read-only, either layout.
+    /// nothing). Opens the database read-only, either layout. Each proof is verified before
+    /// it is printed; a key none verifies for (the stem of 31 zero bytes, which no account or
+    /// storage key has, past an empty left subtree: that node hashes as the stem's own) fails
+    /// the command, naming it, and nothing is printed.
     Prove(proof::ProveArgs),
     /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify
@@ -285,8 +290,8 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
-        // Colours only for a terminal: a log file or a pipe gets plain text (and NO_COLOR,
-        // which the subscriber honours, turns them off on a terminal too).
+        // Colours only for a terminal: a log file or a pipe gets plain text, and NO_COLOR
+        // (set and not empty) turns them off on a terminal too.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && no_color_unset())
         .init();
     let cli = parse_cli();

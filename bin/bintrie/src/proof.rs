@@ -102,7 +102,7 @@ fn prove_all<S: NodeStore>(
             // Never print a proof its verifier refuses (one shape has none: `Trie::prove`).
             if let Err(e) = proof.verify::<Sha256Hasher>(&root) {
                 bail!(
-                    "key {}: no proof of it can be verified against root {}: {e}",
+                    "key {}: its proof does not verify against root {} (none is printed): {e}",
                     hex0x(key.to_bytes()),
                     hex0x(root)
                 );

@@ -1596,9 +1596,10 @@ impl LogStore {
 
     /// Whether this handle's open found a whole commit record in the log. Every log a writer
     /// creates holds one from its creation on (the empty state's), so a read-only open that
-    /// found none met a log whose creation was cut short or is under way, or a short file that
-    /// is not a log: it reads as the empty state at block 0, which no writer committed. A
-    /// writer's open of such a log writes that record (and returns true).
+    /// found none met a log whose creation was cut short or is under way (a first segment that
+    /// cannot be one is refused by the open as not a state log): it reads as the empty state at
+    /// block 0, which no writer committed. A writer's open of such a log writes that record
+    /// (and returns true).
     pub fn found_commit(&self) -> bool {
         self.inner.found_commit
     }

@@ -19,8 +19,9 @@ pub(crate) struct BaseArgs {
     /// Seed of the random base.
     #[arg(long, default_value_t = 7864)]
     pub base_seed: u64,
-    /// Keep the base in this directory and reuse it: built there when it holds no database,
-    /// else checked (stems, seed, group depth, root) and copied into the block's database.
+    /// Keep the base in this directory and reuse it: built there when it is empty or new,
+    /// checked (stems, seed, group depth, root) and copied into the block's database when it
+    /// holds a base; anything else there (a state, other files) is refused, left as it was.
     /// Runs started together on one directory take turns there: one builds, the others wait
     /// and copy. Default: the base is built into the block's database and not kept.
     #[arg(long, requires = "base_stems")]
@@ -56,8 +57,8 @@ pub(crate) struct Base {
 const MARKER: &str = "base.json";
 
 /// Puts the base `args` asks for into the empty database directory `dir` (opened with
-/// `options`): built there, or copied from --base-db (built there first if it holds no
-/// database). `None` when no base is asked for.
+/// `options`): built there, or copied from --base-db (built there first if it is empty).
+/// `None` when no base is asked for.
 pub(crate) fn prepare(
     args: &BaseArgs,
     dir: &Path,
@@ -145,7 +146,7 @@ pub(crate) fn same_directory(a: &Path, b: &Path) -> bool {
 }
 
 /// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
-/// (built there first if it holds no database), or `build_into` (empty) when there is no
+/// (built there first if it is empty; refused unless empty or a base, [`check_base_dir`]), or `build_into` (empty) when there is no
 /// --base-db. `None` when no base is asked for. `dir` is the block's database directory. A
 /// --base-db is held ([`lock_base`]) from before it is looked at until the result is dropped:
 /// keep it while copying from it.
