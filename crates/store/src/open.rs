@@ -48,6 +48,28 @@ fn open_in_process(e: &libmdbx::Error) -> bool {
         || matches!(e, libmdbx::Error::Other(code) if *code == libc::EAGAIN)
 }
 
+/// Refuses a data file cut short: MDBX sizes it in whole pages (a database this project makes
+/// has pages of 4 KiB or a multiple), so a length that is not a multiple of 4 KiB is a
+/// truncated copy, never an unclean close. Refused before MDBX opens it: a writer's open
+/// would cut the partial page and fail, changing the damaged file. An empty file (a creation
+/// that failed) is left to the open.
+fn check_whole_pages(data: &FsPath) -> Result<(), StoreError> {
+    let len = match std::fs::metadata(data) {
+        Ok(m) if m.is_file() => m.len(),
+        _ => return Ok(()),
+    };
+    if len % 4096 == 0 {
+        return Ok(());
+    }
+    Err(StoreError::NotADatabase {
+        path: data.to_path_buf(),
+        reason: format!(
+            "{len} bytes, not a whole number of 4 KiB pages: the file was cut short (a \
+             truncated copy?); restore it or build it again"
+        ),
+    })
+}
+
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
 /// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
 /// being created). Never creates, formats or writes the data file.
@@ -170,6 +192,9 @@ impl StateStore {
             && !(1..=8).contains(&g)
         {
             return Err(StoreError::Options(format!("group depth {g} outside 1..8")));
+        }
+        if exists {
+            check_whole_pages(&data)?;
         }
         if !exists && (options.read_only || !options.create) {
             return Err(StoreError::NotFound(dir));

@@ -147,9 +147,19 @@ fn a_file_that_is_not_a_database_is_never_formatted() {
         b.truncate(8192);
         b
     };
+    // Cut inside a page: the writer's open cut the partial page off and then failed, and
+    // readers took it for an unclean close and advised that open.
+    let cut_mid_page = {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), 5, &writes, &[]);
+        let mut b = file_bytes(dir.path());
+        b.truncate(b.len() / 2 + 1000);
+        b
+    };
     let garbage: Vec<u8> = (0..8192).map(|_| rng.random()).collect();
     for (name, content) in [
         ("truncated", truncated),
+        ("cut mid-page", cut_mid_page),
         ("garbage", garbage),
         ("empty", Vec::new()),
         ("zeros", vec![0u8; 4096]),
