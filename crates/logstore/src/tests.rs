@@ -1439,23 +1439,10 @@ fn a_file_that_is_not_a_log_is_refused_and_left_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("log.000001");
     let junk: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
-    std::fs::write(&seg, &junk).unwrap();
-    for read_only in [false, true] {
-        let err = LogStore::open(
-            dir.path(),
-            &LogOptions {
-                read_only,
-                ..opts(5)
-            },
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("not a state log"), "{err}");
-    }
-    assert_eq!(std::fs::read(&seg).unwrap(), junk, "left as it was");
-    // As short as a creation cut short, but not one: refused too (a writer used to cut it to
-    // nothing and start a log there), and left as it was.
-    for short in [&junk[..20], b"my notes\n"] {
-        std::fs::write(&seg, short).unwrap();
+    // Long, and as short as a creation cut short but not one (a writer used to cut such a file
+    // to nothing and start a log there): refused by readers and writers, left as it was.
+    for content in [&junk[..], &junk[..20], b"my notes\n"] {
+        std::fs::write(&seg, content).unwrap();
         for read_only in [false, true] {
             let err = LogStore::open(
                 dir.path(),
@@ -1467,7 +1454,7 @@ fn a_file_that_is_not_a_log_is_refused_and_left_as_it_was() {
             .unwrap_err();
             assert!(err.to_string().contains("not a state log"), "{err}");
         }
-        assert_eq!(std::fs::read(&seg).unwrap(), short, "left as it was");
+        assert_eq!(std::fs::read(&seg).unwrap(), content, "left as it was");
     }
 }
 
