@@ -48,6 +48,13 @@ pub enum StateError {
     /// An account's code hash has no entry in the code table.
     #[error("code {0} is not in the code table")]
     MissingCode(B256),
+    /// A stateless run's account names a code hash the witness holds no code for: the witness
+    /// lacks it, or carries it changed (its codes are found by their keccak-256).
+    #[error(
+        "code {0} is not in the witness (its codes are found by their keccak-256: the witness \
+         lacks this code, or holds it changed)"
+    )]
+    CodeNotInWitness(B256),
     /// BLOCKHASH asked for a block whose hash the caller did not supply.
     #[error("no hash supplied for block {0}")]
     MissingBlockHash(u64),

@@ -388,7 +388,8 @@ pub(crate) fn build_witnesses<S: NodeStore>(
 /// root first: every value execution reads afterwards comes from a tree that hashes to it.
 /// Reads of keys the witness does not prove, and writes to them, are errors naming the missing
 /// path ([`WitnessError::Incomplete`], [`WitnessError::IncompleteLeaf`]); code is looked up by
-/// its keccak-256, so a changed bytecode is simply not found (`MissingCode`). Everything is in
+/// its keccak-256, so a changed bytecode is simply not found (`CodeNotInWitness`, an
+/// incomplete witness as a missing path is, not a state without that code). Everything is in
 /// memory, so a plan needs no prefetch list; one that names a key the witness does not hold
 /// fails like a read of it would.
 #[derive(Debug)]
@@ -457,8 +458,14 @@ impl StateSnapshot for StatelessBackend<'_> {
         self.0.tree.stem_values(stem).map_err(StateError::Witness)
     }
 
+    /// A code the witness does not hold is an error naming the witness
+    /// ([`StateError::CodeNotInWitness`]): the witness is incomplete (as for a stem it does not
+    /// prove), which a missing entry of a store's code table would not say.
     fn code(&self, hash: &B256) -> Result<Option<Bytes>, StateError> {
-        Ok(self.0.codes.get(hash).cloned())
+        match self.0.codes.get(hash) {
+            Some(code) => Ok(Some(code.clone())),
+            None => Err(StateError::CodeNotInWitness(*hash)),
+        }
     }
 
     fn check_leaf(&self, key: &TreeKey) -> Result<(), StateError> {

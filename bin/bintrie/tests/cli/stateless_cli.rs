@@ -157,6 +157,12 @@ fn bad_witnesses_fail_clearly() {
     let mut root_changed = good.clone();
     root_changed[25] ^= 0x40;
     fails(&root_changed, "does not prove its pre-state");
+    // The last byte of the last code (the codes end the file): that code is no longer the
+    // one its account names, and the run says the witness lacks it (it said "not in the code
+    // table", as of a store).
+    let mut code_changed = good.clone();
+    *code_changed.last_mut().unwrap() ^= 0x01;
+    fails(&code_changed, "is not in the witness");
     // Flipped bytes across the file: refused, or (a byte that cannot matter) the same root.
     for i in (52..good.len()).step_by(good.len() / 37) {
         let mut bad = good.clone();
