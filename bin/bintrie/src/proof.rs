@@ -99,7 +99,8 @@ fn prove_all<S: NodeStore>(
     keys.iter()
         .map(|key| {
             let proof = trie.prove(key)?;
-            // Never print a proof its verifier refuses (one shape has none: `Trie::prove`).
+            // Never print a proof its verifier refuses: the one shape none verifies for is the
+            // trie's `Unprovable` error above; this catches any other.
             if let Err(e) = proof.verify::<Sha256Hasher>(&root) {
                 bail!(
                     "key {}: its proof does not verify against root {} (none is printed): {e}",

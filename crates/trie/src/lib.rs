@@ -94,6 +94,17 @@ pub enum TrieError<E: std::error::Error + 'static> {
     /// A path longer than 248 bits (only a corrupt store can cause it).
     #[error("path deeper than 248 bits")]
     TooDeep,
+    /// [`Trie::prove`] of the one key no proof can show: its stem is 31 zero bytes (no account
+    /// or storage key has it) and its walk ends in an empty subtree below the root, so the
+    /// node above that subtree hashes alike as the stem's own node and
+    /// [`crate::Proof::verify`] would refuse any proof of it.
+    #[error(
+        "no proof of key 0x{} can be verified: its stem is 31 zero bytes and its walk ends in \
+         an empty left subtree, whose parent hashes alike as that stem's own node (no account or \
+         storage key has this stem)",
+        hex(&.0.to_bytes())
+    )]
+    Unprovable(bintrie_keys::TreeKey),
     /// A node does not hash to what its parent holds for it: a blob loaded from the store
     /// (checked on every load, against the hash in its parent group or the root hash given to
     /// [`Trie::open`]), or a node [`Trie::verify`] recomputed. The blob is not used: the failed

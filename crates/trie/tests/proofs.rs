@@ -178,8 +178,11 @@ fn an_internal_node_posing_as_another_stem_proves_nothing() {
         present.push(k);
     }
     let root = t.root();
-    // The right child's hash: the sibling at the root of a key that goes left.
-    let left = t.prove(&TreeKey::from_bytes([0; 32])).unwrap();
+    // The right child's hash: the sibling at the root of a key that goes left (not the zero
+    // stem's, which `prove` refuses: `prove_refuses_the_zero_stem_where_no_proof_can_show_it`).
+    let mut goes_left = [0u8; 32];
+    goes_left[30] = 1;
+    let left = t.prove(&TreeKey::from_bytes(goes_left)).unwrap();
     assert!(left.stem.is_none() && left.siblings.len() == 1);
     let right = left.siblings[0];
     let key = TreeKey::from_bytes(present[17]);
@@ -260,6 +263,38 @@ fn a_stem_read_as_an_internal_node_does_not_prove_its_key_absent() {
         "{err}"
     );
     assert_eq!(honest.verify::<H>(&root), Ok(Some([1; 32])));
+}
+
+/// The zero stem's absence below the root has no proof `verify` accepts (the node above the
+/// empty subtree poses as the stem's own): `prove` refuses it instead of returning one. In an
+/// empty tree (no node above), or with the zero stem present, it is proven as any key.
+#[test]
+fn prove_refuses_the_zero_stem_where_no_proof_can_show_it() {
+    type H = Sha256Hasher;
+    let zero = TreeKey::from_bytes([0; 32]);
+    let mut t: Trie<MemoryStore, H> = Trie::new(MemoryStore::new(), 5).unwrap();
+    assert_eq!(t.prove(&zero).unwrap().verify::<H>(&t.root()), Ok(None));
+    let mut high = [0u8; 32];
+    high[0] = 0x80;
+    t.insert(TreeKey::from_bytes(high), [1; 32]).unwrap();
+    high[0] = 0xc0;
+    t.insert(TreeKey::from_bytes(high), [2; 32]).unwrap();
+    let err = t.prove(&zero).unwrap_err();
+    assert!(
+        matches!(err, bintrie_trie::TrieError::Unprovable(k) if k == zero),
+        "{err}"
+    );
+    // Another key that goes left (not the zero stem) is proven absent as before.
+    let mut left = [0u8; 32];
+    left[30] = 1;
+    let left = TreeKey::from_bytes(left);
+    assert_eq!(t.prove(&left).unwrap().verify::<H>(&t.root()), Ok(None));
+    // With the zero stem present, its keys are proven.
+    t.insert(TreeKey::from_bytes([0; 32]), [3; 32]).unwrap();
+    assert_eq!(
+        t.prove(&zero).unwrap().verify::<H>(&t.root()),
+        Ok(Some([3; 32]))
+    );
 }
 
 proptest! {

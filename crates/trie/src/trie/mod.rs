@@ -779,10 +779,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
     /// needs. Uncommitted changes are included (the proof is against the current root).
     ///
     /// One shape has no proof that [`crate::Proof::verify`] accepts: a key whose stem is 31
-    /// zero bytes (no account or storage key has it) whose walk passes an internal node with
-    /// an empty left subtree, since that node hashes alike as the stem's own node. The proof
-    /// returned for it is refused by `verify`; a caller that hands proofs on checks them
-    /// first (`bintrie prove` does).
+    /// zero bytes (no account or storage key has it) whose walk ends in an empty subtree below
+    /// the root, since the node above it hashes alike as the stem's own node. That is
+    /// [`TrieError::Unprovable`], never a proof.
     pub fn prove(&mut self, key: &TreeKey) -> Result<crate::Proof, TrieError<S::Error>> {
         // Every loaded node's hash is cached after this, so every sibling has one.
         self.root();
@@ -820,6 +819,11 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                     None => s.values.subtree_root::<H>().0,
                 });
             }
+        }
+        // The zero stem goes left at every level, so an empty subtree where its walk ends is
+        // the left child of the node above it: that node poses as the stem's own (`Proof`).
+        if matches!(end, Node::Empty) && !siblings.is_empty() && key.stem == [0; 31] {
+            return Err(TrieError::Unprovable(*key));
         }
         proof.siblings = siblings;
         Ok(proof)
