@@ -385,12 +385,12 @@ where
         })
         .context("starting the input's reader thread")?;
     let mut batch = first;
-    let mut committed = false;
+    let start = trie.store().last().0;
     while !batch.is_empty() {
         // A stop asked for while the store opened, or as a batch arrived (perhaps the last
         // of an input cut by the same Ctrl-C): nothing more is committed.
         if crate::signals::stop_requested() {
-            return Err(stopped(trie, committed));
+            return Err(stopped(trie, start));
         }
         let entries = batch.len();
         let (last_block, last_root) = trie.store().last();
@@ -419,10 +419,9 @@ where
         )
         .and_then(|()| out.flush())
         .context(crate::WRITING)?;
-        committed = true;
         batch = match next_batch_or_stop(&rx)? {
             Some(batch) => batch,
-            None => return Err(stopped(trie, committed)),
+            None => return Err(stopped(trie, start)),
         };
     }
     if trie.store_mut().sync_last()? {
@@ -456,8 +455,9 @@ fn next_batch_or_stop(rx: &std::sync::mpsc::Receiver<Result<Batch>>) -> Result<O
 }
 
 /// The error a stop ([`crate::signals::stop_between_blocks`]) ends `import` with, after
-/// syncing what its blocks left unsynced: where the state is, and what is durable.
-fn stopped<S: ImportTarget>(trie: &mut Trie<S>, committed: bool) -> anyhow::Error
+/// syncing what its blocks left unsynced: where the state is (past `start`, the block it
+/// opened at, once it committed one), and what is durable.
+fn stopped<S: ImportTarget>(trie: &mut Trie<S>, start: u64) -> anyhow::Error
 where
     S::Error: Into<anyhow::Error>,
 {
@@ -465,7 +465,7 @@ where
         return e.context("stopped by a signal, then syncing the last blocks");
     }
     let (block, root) = trie.store().last();
-    let when = if committed {
+    let when = if block > start {
         format!("after block {block}")
     } else {
         format!("before its first block, at block {block}")

@@ -78,9 +78,7 @@ pub(crate) fn scan(
             // state's), so a log without one is either one whose creation was cut short (at
             // most that record's bytes) or not a state log at all: that one is refused, never
             // cut to nothing.
-            if index.meta.is_none()
-                && (seg.len > (HEADER + record::COMMIT_LEN) as u64 || !torn_creation(path)?)
-            {
+            if index.meta.is_none() && !torn_creation(path)? {
                 return Err(LogError::Corrupt(format!(
                     "{} holds {} bytes but no commit record: not a state log",
                     path.display(),
@@ -403,10 +401,10 @@ pub(crate) fn for_each_record(
     for_each_record_until(file, path, from, to, to, f).map(|_| ())
 }
 
-/// Whether the segment at `path`, which holds no commit record and at most a commit record's
-/// bytes, may be a log's creation cut short ([`record::may_be_torn_creation`]): only then may a
-/// writer cut it and start the log there (a short file of someone else's is refused, not
-/// overwritten).
+/// Whether the segment at `path`, which holds no commit record, may be a log's creation cut
+/// short ([`record::may_be_torn_creation`]; at most a commit record's bytes, so no more than
+/// one byte past them is read): only then may a writer cut it and start the log there (a file
+/// of someone else's is refused, not overwritten).
 fn torn_creation(path: &Path) -> Result<bool, LogError> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)

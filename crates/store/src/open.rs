@@ -48,8 +48,11 @@ fn open_in_process(e: &libmdbx::Error) -> bool {
         || matches!(e, libmdbx::Error::Other(code) if *code == libc::EAGAIN)
 }
 
+/// The smallest page size a database is made with ([`StoreOptions::page_size`]).
+const MIN_PAGE_SIZE: usize = 4096;
+
 /// Refuses a data file cut short: MDBX sizes it in whole pages (a database this project makes
-/// has pages of 4 KiB or a multiple), so a length that is not a multiple of 4 KiB is a
+/// has pages of [`MIN_PAGE_SIZE`] or a multiple), so a length that is not a multiple of 4 KiB is a
 /// truncated copy, never an unclean close. Refused before MDBX opens it: a writer's open
 /// would cut the partial page and fail, changing the damaged file. An empty file (a creation
 /// that failed) is left to the open.
@@ -58,7 +61,7 @@ fn check_whole_pages(data: &FsPath) -> Result<(), StoreError> {
         Ok(m) if m.is_file() => m.len(),
         _ => return Ok(()),
     };
-    if len % 4096 == 0 {
+    if len.is_multiple_of(MIN_PAGE_SIZE as u64) {
         return Ok(());
     }
     Err(StoreError::NotADatabase {
@@ -275,7 +278,9 @@ impl StateStore {
         };
         let page_size = match options.page_size {
             None => None,
-            Some(p) if p.is_power_of_two() && (4096..=65536).contains(&p) => Some(PageSize::Set(p)),
+            Some(p) if p.is_power_of_two() && (MIN_PAGE_SIZE..=65536).contains(&p) => {
+                Some(PageSize::Set(p))
+            }
             Some(p) => {
                 return Err(StoreError::Options(format!(
                     "page size {p}: a power of two from 4096 to 65536"

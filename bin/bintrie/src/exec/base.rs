@@ -146,10 +146,10 @@ pub(crate) fn same_directory(a: &Path, b: &Path) -> bool {
 }
 
 /// The base `args` asks for as an MDBX database, and the directory that holds it: --base-db
-/// (built there first if it is empty; refused unless empty or a base, [`check_base_dir`]), or `build_into` (empty) when there is no
-/// --base-db. `None` when no base is asked for. `dir` is the block's database directory. A
-/// --base-db is held ([`lock_base`]) from before it is looked at until the result is dropped:
-/// keep it while copying from it.
+/// (built there first if it is empty; refused unless empty or a base, [`check_base_dir`]),
+/// or `build_into` (empty) when there is no --base-db. `None` when no base is asked for.
+/// `dir` is the block's database directory. A --base-db is held ([`lock_base`]) from before
+/// it is looked at until the result is dropped: keep it while copying from it.
 pub(crate) fn locate(
     args: &BaseArgs,
     dir: &Path,
