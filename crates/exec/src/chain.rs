@@ -241,8 +241,9 @@ const BLOB_FORKS: [BlobFork; 5] = [
 ];
 
 /// Refuses a geth `blobSchedule` whose parameters are not the ones this executor applies for
-/// the fork ([`BLOB_FORKS`]), or that names another fork the config schedules: a chain with other blob parameters would be
-/// checked against the wrong ones, its blocks' blob counts and fees judged by mainnet's.
+/// the fork ([`BLOB_FORKS`]), or that names another fork the config schedules: a chain with
+/// other blob parameters would be checked against the wrong ones, its blocks' blob counts and
+/// fees judged by mainnet's.
 fn check_blob_schedule(config: &serde_json::Map<String, Value>) -> Result<()> {
     let Some(schedule) = config.get("blobSchedule") else {
         return Ok(());
