@@ -67,6 +67,15 @@ pub(crate) fn scan(
             Ok(())
         }
     };
+    // Numbered from 1 (read handles are kept by number - 1): a `log.000000` is no segment
+    // this code made, and nothing is read or cut before it is refused.
+    if let Some((_, path)) = files.iter().find(|(n, _)| *n == 0) {
+        return Err(LogError::Corrupt(format!(
+            "{} is not a segment of a log: segments are numbered from {}",
+            path.display(),
+            segment_name(1)
+        )));
+    }
     let mut index = sizes.map_or_else(Index::default, Index::with_sizes);
     let mut building = false;
     let mut end = 0;

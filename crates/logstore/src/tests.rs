@@ -1458,6 +1458,55 @@ fn a_file_that_is_not_a_log_is_refused_and_left_as_it_was() {
     }
 }
 
+/// Segments are numbered from 1: a `log.000000`, alone (empty) or beside a log's segments, is
+/// refused as damage by readers and writers (it used to panic every command), and nothing in
+/// the directory is changed.
+#[test]
+fn a_segment_numbered_zero_is_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("log.000000");
+    std::fs::write(&zero, b"").unwrap();
+    let open = |read_only| {
+        LogStore::open(
+            dir.path(),
+            &LogOptions {
+                read_only,
+                ..opts(5)
+            },
+        )
+    };
+    for read_only in [false, true] {
+        let err = open(read_only).unwrap_err().to_string();
+        assert!(
+            err.contains("log.000000") && err.contains("numbered from"),
+            "{err}"
+        );
+    }
+    assert!(
+        !dir.path().join("log.000001").exists(),
+        "no log made beside it"
+    );
+    std::fs::remove_file(&zero).unwrap();
+    let mut trie = Trie::new(open(false).unwrap(), 5).unwrap();
+    commit(
+        &mut trie,
+        random_writes(&mut StdRng::seed_from_u64(3), 50),
+        1,
+    );
+    drop(trie);
+    let segment = std::fs::read(dir.path().join("log.000001")).unwrap();
+    std::fs::write(&zero, b"junk").unwrap();
+    for read_only in [false, true] {
+        let err = open(read_only).unwrap_err().to_string();
+        assert!(err.contains("log.000000"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("log.000001")).unwrap(),
+        segment
+    );
+    assert_eq!(std::fs::read(&zero).unwrap(), b"junk");
+}
+
 /// A log's creation is the empty state's commit record (`record::creation`), and a creation
 /// cut short anywhere, or with bytes a crash left unwritten (zeros), starts the log afresh at
 /// block 0, at any group depth.
