@@ -98,12 +98,23 @@ pub(crate) struct ImportArgs {
     memory_budget: u64,
     /// `mdbx` (default) or `log`: every block appended to a log of blobs with an in-memory
     /// index (one sequential write and, when durable, one fdatasync per block; README, "The
-    /// log layout"). The write buffer, --page-size and --bulk are MDBX's.
-    #[arg(long, value_enum, default_value = "mdbx", conflicts_with_all = ["bulk", "page_size"])]
+    /// log layout"). The write buffer, --page-size and --bulk are MDBX's (refused with `log`).
+    #[arg(long, value_enum, default_value = "mdbx")]
     layout: bintrie_bench::model::Layout,
 }
 
 pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
+    if args.layout == Layout::Log {
+        for (given, flag) in [
+            (args.bulk, "--bulk"),
+            (args.page_size.is_some(), "--page-size"),
+        ] {
+            anyhow::ensure!(
+                !given,
+                "{flag} applies to the MDBX layout only, not --layout log"
+            );
+        }
+    }
     let (reader, source) = kv::open_input(&args.input)?;
     let mut lines = kv::kv_lines(reader, &source);
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);

@@ -477,6 +477,23 @@ fn import_into_the_log_layout_matches_mdbx() {
             "{args:?}: {e}"
         );
     }
+    // --bulk and --page-size are MDBX's: refused with the log layout (nothing made), taken
+    // with `--layout mdbx` spelled out (which clap used to refuse as well).
+    let fresh = dir.path().join("fresh");
+    let fr = fresh.to_str().unwrap();
+    for flags in [&["--bulk"][..], &["--page-size", "4096"]] {
+        let mut args = vec!["import", "--db", fr, "-i", f, "--layout", "log"];
+        args.extend_from_slice(flags);
+        let e = fails(&args);
+        assert!(
+            e.contains(&format!("{} applies to the MDBX layout only", flags[0])),
+            "{args:?}: {e}"
+        );
+        assert!(!fresh.exists(), "{args:?}");
+        args[6] = "mdbx";
+        run_ok(bin().args(&args));
+        std::fs::remove_dir_all(&fresh).unwrap();
+    }
     // A bad line in the second batch: block 1 stays committed.
     let bad = dir.path().join("bad.txt");
     std::fs::write(&bad, input(1200, 3) + "zz 00\n").unwrap();
