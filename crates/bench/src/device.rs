@@ -161,7 +161,7 @@ fn aligned(storage: &mut Vec<u8>, len: usize) -> &mut [u8] {
 /// Creates `path` anew for reads and writes with `O_DIRECT`: whatever was at the name (a link
 /// planted there included) is removed first, never opened through.
 fn create_direct(path: &Path) -> Result<File> {
-    remove_if_there(path)?;
+    remove_if_there(path).context("making the disk probe's scratch file")?;
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -224,6 +224,10 @@ pub fn probe_disk(dir: &Path, options: &ProbeOptions) -> Result<Disk> {
             && options.file_bytes.is_multiple_of(SEQ_CHUNK as u64),
         "the probe file must be a positive multiple of 1 MiB"
     );
+    match std::fs::metadata(dir) {
+        Ok(m) => ensure!(m.is_dir(), "{} is not a directory", dir.display()),
+        Err(e) => return Err(e).with_context(|| format!("probing the disk in {}", dir.display())),
+    }
     remove_stale_scratch(dir);
     if let Some(free) = bintrie_store::free_bytes(dir) {
         ensure!(
@@ -549,5 +553,26 @@ mod tests {
             ..Default::default()
         };
         assert!(probe_disk(dir.path(), &options).is_err());
+    }
+
+    /// A file, or nothing, where the directory should be: said as such (a file was reported
+    /// as "removing FILE/.bintrie-disk-probe-PID: Not a directory"), the file left alone.
+    #[test]
+    fn a_dir_that_is_not_one_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, b"mine").unwrap();
+        let err = format!(
+            "{:#}",
+            probe_disk(&file, &ProbeOptions::default()).unwrap_err()
+        );
+        assert!(err.contains("is not a directory"), "{err}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"mine");
+        let gone = dir.path().join("gone");
+        let err = format!(
+            "{:#}",
+            probe_disk(&gone, &ProbeOptions::default()).unwrap_err()
+        );
+        assert!(err.contains("No such file"), "{err}");
     }
 }
