@@ -10,7 +10,7 @@ use bintrie_bench::runner::{StudyOptions, run_study};
 use bintrie_bench::{report, stats};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `bintrie bench`.
 #[derive(clap::Args, Debug)]
@@ -78,12 +78,15 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 7864)]
     seed: u64,
     /// Report directory (default: target/bench/TIMESTAMP, the start time in UTC). One that
-    /// already holds another invocation's report is refused.
+    /// already holds another invocation's report, or a file a report writes (report.md,
+    /// index.html, *.svg) with no results.json beside it, is refused.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Where databases are built, one at a time (default: OUT/databases). One study at a time
     /// per directory: a second one started on it fails at once (a study holds the directory
-    /// locked while it runs), as it would delete the first one's databases.
+    /// locked while it runs), as it would delete the first one's databases. A database
+    /// directory the study did not make (no record of the study's in it) is refused, never
+    /// deleted.
     #[arg(long)]
     db_dir: Option<PathBuf>,
     /// Keep each database instead of deleting it when its group depth is done.
@@ -225,6 +228,15 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
                 out.display()
             );
         }
+    } else if let Some(name) = report_file_in(&out)? {
+        // No report there, yet a file the report writes: someone else's, which it would
+        // replace.
+        bail!(
+            "--out {} holds {name}, and no {} beside it: it is not a bench report, and the \
+             report would replace it; give another directory",
+            out.display(),
+            bintrie_bench::report::RESULTS_FILE
+        );
     }
     // The results are written at the end: a directory that takes no file would lose the whole
     // run then, so try one now (a new file: a link planted at the name is not written through).
@@ -413,6 +425,26 @@ pub(crate) fn cmd_probe_disk(args: ProbeDiskArgs) -> Result<()> {
         disk.write_iops_qd16, disk.fsync_us, disk.seq_write_mb_s
     ));
     crate::print_line(&text)
+}
+
+/// The first file in `out` of a name the report writes (`report.md`, `index.html`, a chart's
+/// `*.svg`), `None` when there is none (or no `out`).
+fn report_file_in(out: &Path) -> Result<Option<String>> {
+    let entries = match std::fs::read_dir(out) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading --out {}", out.display())),
+    };
+    for entry in entries {
+        let name = entry
+            .with_context(|| format!("reading --out {}", out.display()))?
+            .file_name();
+        let name = name.to_string_lossy();
+        if name == report::MARKDOWN_FILE || name == report::HTML_FILE || name.ends_with(".svg") {
+            return Ok(Some(name.into_owned()));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

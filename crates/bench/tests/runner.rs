@@ -398,11 +398,13 @@ fn a_second_study_on_the_same_database_directory_is_refused_and_deletes_nothing(
     let dir = tempfile::tempdir().unwrap();
     let dbs = dir.path().join("dbs");
     let opts = tiny_approve_study(dbs.clone(), 1, bintrie_bench::model::Layout::Mdbx);
-    // What the second study would delete first: a database it takes for stale.
-    // Its marker is named as a bench database's file (the study deletes no directory holding
-    // anything else), one an MDBX database never holds.
+    // What the second study would delete first: a database it takes for stale, an earlier
+    // study's (its mark, `bench-database`: the study deletes no directory without one of its
+    // records). Its other file is named as a bench database's file (the study deletes no
+    // directory holding anything else), one an MDBX database never holds.
     let stale = dbs.join("db-p4096-g4");
     std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("bench-database"), b"").unwrap();
     std::fs::write(stale.join("index-sizes"), b"").unwrap();
     // The first study, as another process holds it.
     let lock = bintrie_bench::runner::lock_db_dir(&dbs).unwrap();

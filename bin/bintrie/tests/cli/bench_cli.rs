@@ -389,8 +389,49 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     );
     assert_eq!(std::fs::read(mine.join("notes.txt")).unwrap(), b"mine");
     assert!(!db_dir.join("db-p4096-g5").exists(), "a database was built");
-    // Without it, the study runs (and deletes its own databases).
     std::fs::remove_dir_all(&mine).unwrap();
+    // A user's database that only bears a name the study uses (no record of the study's in
+    // it): refused, kept whole. (It used to be deleted, the study exiting 0.)
+    let theirs = db_dir.join("db-p4096-g5");
+    let imported = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+        .args(["import", "--db"])
+        .arg(&theirs)
+        .args(["-i", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            let line = format!("{:064x} {:064x}\n", 5, 7);
+            c.stdin.take().unwrap().write_all(line.as_bytes())?;
+            c.wait()
+        })
+        .unwrap();
+    assert!(imported.success());
+    let data = std::fs::read(theirs.join("mdbx.dat")).unwrap();
+    let o = bench(&dir.path().join("out"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("holds a database this study did not make"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(theirs.join("mdbx.dat")).unwrap(), data);
+    std::fs::remove_dir_all(&theirs).unwrap();
+    // An --out holding a file the report writes, but no report: someone else's, refused.
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("report.md"), "mine").unwrap();
+    let o = bench(&notes);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("holds report.md") && err.contains("not a bench report"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(notes.join("report.md")).unwrap(), b"mine");
+    // Without them, the study runs (and deletes its own databases).
     let out = dir.path().join("out");
     let o = bench(&out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -118,6 +118,7 @@ impl Bench {
         let state = loop {
             if !reused {
                 super::remove_database_dir(dir)?;
+                super::claim_database_dir(dir)?;
                 copy_into_log(src, dir, &options)?;
                 copied = Some(t.elapsed());
             }

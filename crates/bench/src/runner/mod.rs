@@ -478,8 +478,10 @@ fn database_dirs(
 /// do), but only when every entry in it is a file a bench database holds: the store's
 /// ([`bintrie_store::is_store_file_name`]), the log's ([`bintrie_logstore::is_log_file_name`])
 /// and the study's own records, or a record's `.tmp` (a crash between its write and its
-/// rename). Anything else (a user's file in a directory that happens to bear the name) makes
-/// it an error naming the file, and nothing is deleted.
+/// rename); and only when the study made it: a directory holding anything at all must hold
+/// one of the study's records ([`claim_database_dir`]'s mark, or the records a build or a copy
+/// leaves). Anything else (a user's file, or a user's database, in a directory that happens to
+/// bear the name) makes it an error naming the directory, and nothing is deleted.
 pub(crate) fn remove_database_dir(dir: &Path) -> Result<()> {
     if check_database_dir(dir)? {
         std::fs::remove_dir_all(dir).with_context(|| format!("deleting {}", dir.display()))?;
@@ -495,9 +497,12 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
     };
+    let (mut any, mut marked) = (false, false);
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
         let name = entry.file_name();
+        any = true;
+        marked |= name.to_str().is_some_and(|n| RECORDS.contains(&n));
         let record = name.to_str().is_some_and(is_record_name);
         let ours = record
             || bintrie_store::is_store_file_name(&name)
@@ -510,7 +515,33 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
             dir.display()
         );
     }
+    ensure!(
+        marked || !any,
+        "{} holds a database this study did not make (none of its records: {}): bench deletes \
+         and rebuilds its databases in --db-dir, so it leaves this one alone; move it, or give \
+         another --db-dir",
+        dir.display(),
+        RECORDS.join(", ")
+    );
     Ok(true)
+}
+
+/// The study's mark on a database directory it makes (written before anything else goes in):
+/// what lets [`remove_database_dir`] delete a directory whose build or copy was cut short.
+const OWNER_FILE: &str = "bench-database";
+
+/// The study's records in a database directory: any one marks the directory as the study's.
+const RECORDS: [&str; 3] = [OWNER_FILE, BuiltFrom::FILE, block::BASE_FILE];
+
+/// Makes `dir` (a database directory under `--db-dir` that [`remove_database_dir`] left
+/// absent or empty) and marks it as the study's ([`OWNER_FILE`]) before a build or a copy puts
+/// anything in it, so that a build cut short is still deleted by the next study, not refused.
+pub(crate) fn claim_database_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_replacing(
+        &dir.join(OWNER_FILE),
+        b"made by bintrie bench, which deletes and rebuilds this directory\n",
+    )
 }
 
 /// Writes `value` as JSON (and a newline) to `path` through a new temporary file beside it
@@ -557,7 +588,7 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
 /// of one ([`write_json_replacing`]'s `NAME.XXXXXX.tmp`, or `NAME.tmp` of older versions) that
 /// a kill left.
 fn is_record_name(name: &str) -> bool {
-    [BuiltFrom::FILE, block::BASE_FILE].iter().any(|file| {
+    RECORDS.iter().any(|file| {
         name == *file
             || name
                 .strip_prefix(file)
@@ -628,6 +659,7 @@ impl Study<'_> {
         let reuse = opts.reuse_databases && dir.join("mdbx.dat").exists();
         if !reuse {
             remove_database_dir(&dir)?;
+            claim_database_dir(&dir)?;
         }
         self.overall
             .set_message(format!("building g={g} page={page_size} stems={stems}"));
@@ -800,9 +832,35 @@ mod tests {
             assert!(dir.join(foreign).exists());
             std::fs::remove_dir_all(&dir).unwrap();
         }
-        fill(&["mdbx.dat"]);
+        fill(&["mdbx.dat", "bench-database"]);
         std::fs::create_dir(dir.join("log.000002")).unwrap();
         assert!(remove_database_dir(&dir).is_err());
         assert!(dir.join("mdbx.dat").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A database of the store's or the log's files alone is a user's, whose name only
+        // happens to be one the study uses: refused, left whole. Any one of the study's
+        // records makes it the study's; an empty directory is removed.
+        for files in [
+            &["mdbx.dat", "mdbx.lck"][..],
+            &["log.000001", "index-sizes"],
+        ] {
+            fill(files);
+            let err = format!("{:#}", remove_database_dir(&dir).unwrap_err());
+            assert!(err.contains("did not make"), "{err}");
+            assert!(files.iter().all(|f| dir.join(f).exists()));
+            for record in RECORDS {
+                std::fs::write(dir.join(record), b"").unwrap();
+                assert!(check_database_dir(&dir).unwrap(), "{record}");
+                std::fs::remove_file(dir.join(record)).unwrap();
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        std::fs::create_dir(&dir).unwrap();
+        remove_database_dir(&dir).unwrap();
+        assert!(!dir.exists());
+        claim_database_dir(&dir).unwrap();
+        fill(&["mdbx.dat", "mdbx.lck"]);
+        remove_database_dir(&dir).unwrap();
+        assert!(!dir.exists(), "a directory the study claimed is deleted");
     }
 }
