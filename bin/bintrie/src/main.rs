@@ -170,11 +170,11 @@ enum Command {
     /// The pre-state is imported into a new database (temporary unless --db), the block runs
     /// through alloy-evm's Ethereum block executor (system calls, withdrawals, the fork and blob
     /// parameters of its timestamp) over the revm adapter with prefetch, and is committed. Gas
-    /// used, receipts root, logs bloom (and the requests hash from Prague) must match the header,
-    /// and every post value the fixture records must equal the committed state; otherwise the
-    /// differences are printed and the exit status is non-zero. Reports timings (state read,
-    /// execution, trie update, commit), Mgas/s over their total, keys read and written, store
-    /// reads and read amplification, and the new root.
+    /// used, blob gas used, receipts root, logs bloom (and the requests hash from Prague) must
+    /// match the header, and every post value the fixture records must equal the committed
+    /// state; otherwise the differences are printed and the exit status is non-zero. Reports
+    /// timings (state read, execution, trie update, commit), Mgas/s over their total, keys read
+    /// and written, store reads and read amplification, and the new root.
     Exec(exec::ExecArgs),
     /// Run Ethereum's blockchain tests (ethereum/tests `BlockchainTests`) on the binary-trie
     /// state.

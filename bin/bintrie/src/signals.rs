@@ -1,7 +1,7 @@
 //! Signals: a graceful stop on Ctrl-C, SIGTERM and SIGHUP for the commands that run long
 //! (`bench`, `import`), and SIGXFSZ ignored, so that a file-size limit (`ulimit -f`) is a write
 //! error the commands report, not a silent kill. The binary's `unsafe` code is here and in
-//! main.rs (the closed-stdout check).
+//! main.rs (the allocator option, the SIGBUS handler, the closed-stdout check).
 
 /// Calls `handler` on Ctrl-C, SIGTERM and SIGHUP (ctrlc's `termination`), except for a signal
 /// the process was started ignoring, which stays ignored (as Unix programs keep an inherited

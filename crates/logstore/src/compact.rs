@@ -217,8 +217,10 @@ impl LogStore {
     /// until it is at most that (copying from the emptiest segments first copies the least
     /// for the bytes it frees), taking none with less than `max_garbage` garbage of its own
     /// (so each frees at least that share of what it reads back; the garbage of the segment
-    /// being written waits until it is sealed). What [`LogOptions::compact_garbage`] runs
-    /// after every block that leaves the log over it.
+    /// being written waits until it is sealed). The automatic compaction
+    /// ([`LogOptions::compact_garbage`]) applies the same bound one slice per block (a
+    /// segment at a time, on the background thread when there is one); this does it all at
+    /// once.
     /// Errors and guarantees as [`LogStore::compact`]; nothing to do is not an error.
     ///
     /// [`LogOptions::compact_garbage`]: crate::LogOptions::compact_garbage

@@ -269,9 +269,10 @@ impl<S: WarmTriePaths> TriePrefetcher for Trie<S> {
     }
 }
 
-/// A committed binary-trie state that blocks run on: [`MemoryState`](crate::MemoryState) or,
-/// with the `mdbx` feature, `BinTrieState`. [`BlockState::run_block`] is the block pipeline
-/// over any of them.
+/// A committed binary-trie state that blocks run on: [`MemoryState`](crate::MemoryState),
+/// [`StatelessState`](crate::StatelessState) (a block witness), `BinTrieState` (MDBX, feature
+/// `mdbx`) or `LogState` (the log, feature `logstore`). [`BlockState::run_block`] is the block
+/// pipeline over any of them.
 pub trait BlockState {
     /// The backend of this state's block databases (it may borrow the state).
     type Backend<'a>: StateBackend
