@@ -1209,10 +1209,12 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
 }
 
 /// Whether `dir` holds a state log: at least one segment file (`log.NNNNNN`; after a
-/// compaction the first ones may be gone). A missing directory holds none; one that cannot be
-/// listed (no permission, a file, an I/O error) is the error, not "none".
+/// compaction the first ones may be gone), or the index-sizes file a writer leaves (a log that
+/// lost every segment, which an open refuses as such). A missing directory holds none; one
+/// that cannot be listed (no permission, a file, an I/O error) is the error, not "none".
 pub fn holds_log(dir: &FsPath) -> std::io::Result<bool> {
-    scan::segment_files(dir).map(|files| !files.is_empty())
+    Ok(!scan::segment_files(dir)?.is_empty()
+        || std::fs::symlink_metadata(dir.join(sizes::SIZES_FILE)).is_ok())
 }
 
 /// Removes `dir` when it holds nothing worth keeping: nothing at all, or only a log's files
@@ -1380,13 +1382,13 @@ impl LogStore {
         #[cfg(test)]
         tests::after_listing(&dir);
         if files.is_empty() {
-            if !(writing && options.create) {
-                return Err(LogError::NotFound(dir));
-            }
-            // Every segment of a log that held blocks is gone: refused before a new one is
-            // made.
+            // Every segment of a log that held blocks is gone: refused (by a writer, before a
+            // new one is made).
             if held > 0 {
                 return Err(sizes::lost_blocks(&dir, 0, held));
+            }
+            if !(writing && options.create) {
+                return Err(LogError::NotFound(dir));
             }
             let path = dir.join(segment_name(1));
             File::create(&path).map_err(io_err(&path))?;

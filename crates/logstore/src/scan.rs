@@ -89,9 +89,12 @@ pub(crate) fn scan(
             // cut to nothing.
             if index.meta.is_none() && !torn_creation(path)? {
                 return Err(LogError::Corrupt(format!(
-                    "{} holds {} bytes but no commit record: not a state log",
+                    "{} holds {} bytes but no commit record it can read: not a state log, or \
+                     one damaged in its first record (at byte {}: {}); nothing was changed",
                     path.display(),
-                    seg.len
+                    seg.len,
+                    seg.good_end,
+                    damage.why
                 )));
             }
             #[cfg(test)]

@@ -380,11 +380,19 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
             assert_eq!(std::fs::metadata(&seg).unwrap().len(), cut, "cut at {cut}");
         }
     }
-    // Every segment gone: a writable open refuses before it makes a new, empty log.
+    // Every segment gone: a writable open refuses before it makes a new, empty log, and a
+    // reader refuses it as lost blocks too (it said "no log here"), as does `holds_log`'s
+    // caller: the directory still holds a log, one that lost its segments.
     std::fs::remove_file(&seg).unwrap();
-    match LogStore::open(dir.path(), &opts(5)) {
-        Err(LogError::Corrupt(why)) => assert!(why.contains("ends at block 0"), "{why}"),
-        other => panic!("{:?}", other.map(|s| s.meta())),
+    assert!(crate::holds_log(dir.path()).unwrap());
+    for opened in [
+        LogStore::open(dir.path(), &opts(5)),
+        LogStore::open_read_only(dir.path()),
+    ] {
+        match opened {
+            Err(LogError::Corrupt(why)) => assert!(why.contains("ends at block 0"), "{why}"),
+            other => panic!("{:?}", other.map(|s| s.meta())),
+        }
     }
     assert!(!seg.exists(), "a new segment was made");
     std::fs::write(&seg, &full[..after1 as usize]).unwrap();
