@@ -184,6 +184,11 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
         }
     };
     let made_out = !out.exists();
+    anyhow::ensure!(
+        !out.exists() || out.is_dir(),
+        "--out {} is not a directory",
+        out.display()
+    );
     std::fs::create_dir_all(&out).with_context(|| {
         format!(
             "--out {}: cannot make the report's directory",

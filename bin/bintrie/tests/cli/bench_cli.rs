@@ -431,6 +431,28 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
         "{err}"
     );
     assert_eq!(std::fs::read(notes.join("report.md")).unwrap(), b"mine");
+    // A file given as --out or --db-dir is said to be one ("File exists" before).
+    let file = notes.join("report.md");
+    let o = bench(&file);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not a directory"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = small_study("2k", "2")
+        .arg("--db-dir")
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--db-dir") && err.contains("is not a directory"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out").exists(), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"mine");
     // Without them, the study runs (and deletes its own databases).
     let out = dir.path().join("out");
     let o = bench(&out);

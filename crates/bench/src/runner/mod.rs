@@ -220,8 +220,13 @@ pub fn run_study(opts: &StudyOptions) -> Result<Results> {
     );
     overall.set_prefix("study");
 
-    std::fs::create_dir_all(&opts.db_dir)
-        .with_context(|| format!("creating {}", opts.db_dir.display()))?;
+    std::fs::create_dir_all(&opts.db_dir).with_context(|| {
+        if opts.db_dir.exists() && !opts.db_dir.is_dir() {
+            format!("--db-dir {} is not a directory", opts.db_dir.display())
+        } else {
+            format!("creating --db-dir {}", opts.db_dir.display())
+        }
+    })?;
     let _lock = lock_db_dir(&opts.db_dir)?;
     // Dropped before the lock (declared after it): the directory goes, when empty, while this
     // study still holds it, however the study ends.
