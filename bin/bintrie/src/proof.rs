@@ -206,6 +206,13 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
     let (mut n, mut offset, mut at) = (0usize, 0u64, 0u64);
     let mut verify_one = |value: &[u8], n: usize, at: u64| -> Result<()> {
         let which = || format!("{src}: proof {n} (byte {at})");
+        // serde's own words for an array ("invalid type: map, expected a string") name neither.
+        anyhow::ensure!(
+            value.first() != Some(&b'['),
+            "{}: a JSON array, not a proof: give the proofs one object after another, as \
+             `prove` prints them",
+            which()
+        );
         let json: ProofJson =
             serde_json::from_slice(value).with_context(|| format!("{}: not a proof", which()))?;
         let (own_root, proof) = json.parse().with_context(which)?;

@@ -132,6 +132,13 @@ fn proofs_of_present_and_absent_keys_verify_and_tampered_ones_do_not() {
     let mut p = good.clone();
     p["siblings"] = vec![format!("0x{:064x}", 0); 249].into();
     assert!(refused(&p, &[], "249 levels").contains("248"));
+    // Proofs in a JSON array: said to be one, not serde's "expected a string".
+    let err = refused(
+        &serde_json::json!([good.clone(), good.clone()]),
+        &[],
+        "an array",
+    );
+    assert!(err.contains("a JSON array, not a proof"), "{err}");
     let f = dir.path().join("garbage.json");
     std::fs::write(&f, b"\xff\x00{").unwrap();
     let o = bin()
