@@ -361,6 +361,17 @@ fn small_study(stems: &str, runs: &str) -> Command {
     c
 }
 
+/// [`small_study`] with its databases in `db_dir` and its report in `out`, run to its end.
+fn small_study_at(db_dir: &std::path::Path, out: &std::path::Path) -> std::process::Output {
+    small_study("2k", "2")
+        .arg("--db-dir")
+        .arg(db_dir)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 /// `bench` deletes and rebuilds its databases under --db-dir: a directory bearing a
 /// database's name that holds anything else is refused before any build, and kept. An --out
 /// that takes no file is refused before measuring, not after (which lost the run's results).
@@ -371,21 +382,16 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     let mine = db_dir.join("db-p4096-g5-log");
     std::fs::create_dir_all(&mine).unwrap();
     std::fs::write(mine.join("notes.txt"), "mine").unwrap();
-    let bench = |out: &std::path::Path| {
-        small_study("2k", "2")
-            .arg("--db-dir")
-            .arg(&db_dir)
-            .arg("--out")
-            .arg(out)
-            .output()
-            .unwrap()
+    let bench = |out: &std::path::Path| small_study_at(&db_dir, out);
+    // A run that fails (exit 1) saying `why`.
+    let refused = |o: std::process::Output, why: &str| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(why), "{why}: {err}");
     };
-    let o = bench(&dir.path().join("out"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("holds \"notes.txt\", which a bench database does not"),
-        "{err}"
+    refused(
+        bench(&dir.path().join("out")),
+        "holds \"notes.txt\", which a bench database does not",
     );
     assert_eq!(std::fs::read(mine.join("notes.txt")).unwrap(), b"mine");
     assert!(!db_dir.join("db-p4096-g5").exists(), "a database was built");
@@ -410,12 +416,9 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
         .unwrap();
     assert!(imported.success());
     let data = std::fs::read(theirs.join("mdbx.dat")).unwrap();
-    let o = bench(&dir.path().join("out"));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("holds a database this study did not make"),
-        "{err}"
+    refused(
+        bench(&dir.path().join("out")),
+        "holds a database this study did not make",
     );
     assert_eq!(std::fs::read(theirs.join("mdbx.dat")).unwrap(), data);
     std::fs::remove_dir_all(&theirs).unwrap();
@@ -423,35 +426,19 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     let notes = dir.path().join("notes");
     std::fs::create_dir(&notes).unwrap();
     std::fs::write(notes.join("report.md"), "mine").unwrap();
-    let o = bench(&notes);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("holds report.md") && err.contains("not a bench report"),
-        "{err}"
+    refused(
+        bench(&notes),
+        "holds report.md, and no results.json beside it: it is not a bench report",
     );
     assert_eq!(std::fs::read(notes.join("report.md")).unwrap(), b"mine");
     // A file given as --out or --db-dir is said to be one ("File exists" before).
     let file = notes.join("report.md");
-    let o = bench(&file);
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("is not a directory"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    refused(bench(&file), "is not a directory");
+    refused(
+        small_study_at(&file, &dir.path().join("out")),
+        &format!("--db-dir {} is not a directory", file.display()),
     );
-    let o = small_study("2k", "2")
-        .arg("--db-dir")
-        .arg(&file)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--db-dir") && err.contains("is not a directory"),
-        "{err}"
-    );
-    assert!(!dir.path().join("out").exists(), "{err}");
+    assert!(!dir.path().join("out").exists());
     assert_eq!(std::fs::read(&file).unwrap(), b"mine");
     // Without them, the study runs (and deletes its own databases).
     let out = dir.path().join("out");
@@ -569,13 +556,7 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
     };
     // A second bench into the same --out (with its own --db-dir) would replace this one's
     // results when it ends: refused while this one runs.
-    let second = small_study("2k", "2")
-        .arg("--out")
-        .arg(&out)
-        .arg("--db-dir")
-        .arg(dir.path().join("other-dbs"))
-        .output()
-        .unwrap();
+    let second = small_study_at(&dir.path().join("other-dbs"), &out);
     let second_err = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{second_err}");
     assert!(
