@@ -93,6 +93,21 @@ pub fn load_file(path: &Path) -> Result<Vec<(String, Result<BlockchainTest>)>> {
     let obj = json
         .as_object()
         .ok_or_else(|| anyhow!("{}: not an object of test name -> test", path.display()))?;
+    // Some other JSON object (a report's results.json): said once, not as one failed test per
+    // key. A file with any test-like entry has its other entries fail as tests, by name.
+    let test_like = |t: &Value| {
+        ["network", "genesisRLP", "blocks"]
+            .iter()
+            .any(|f| t.get(f).is_some())
+    };
+    if !obj.is_empty() && !obj.values().any(test_like) {
+        bail!(
+            "{}: not a blockchain test file: none of its {} entries is a test (an object with \
+             `network`, `genesisRLP` and `blocks`)",
+            path.display(),
+            obj.len()
+        );
+    }
     Ok(obj
         .iter()
         .map(|(name, t)| (name.clone(), parse_test(name, t)))

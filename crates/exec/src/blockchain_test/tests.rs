@@ -312,4 +312,31 @@ fn empty_truncated_and_non_object_files_are_named_errors() {
         let e = format!("{:#}", load_file(&path).unwrap_err());
         assert!(e.contains(name), "{name}: {e}");
     }
+    // Another JSON object (a bench report's results): one error for the file, not one failed
+    // test per key; a file with a test among other entries has them fail as tests, by name.
+    let other = dir.path().join("results.json");
+    std::fs::write(
+        &other,
+        br#"{"config": {"runs": 3}, "runs": [], "machine": null}"#,
+    )
+    .unwrap();
+    let e = format!("{:#}", load_file(&other).unwrap_err());
+    assert!(
+        e.contains("not a blockchain test file") && e.contains("3 entries"),
+        "{e}"
+    );
+    let mixed = dir.path().join("mixed.json");
+    std::fs::write(&mixed, br#"{"t": {"network": "Cancun"}, "notes": 1}"#).unwrap();
+    let tests = load_file(&mixed).unwrap();
+    assert_eq!(tests.len(), 2);
+    assert!(tests.iter().all(|(_, t)| t.is_err()));
+    assert!(
+        load_file(&{
+            let empty = dir.path().join("no-tests.json");
+            std::fs::write(&empty, b"{}").unwrap();
+            empty
+        })
+        .unwrap()
+        .is_empty()
+    );
 }
