@@ -6,6 +6,7 @@
 
 use crate::common::*;
 use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,9 @@ fn a_buffered_study_killed_mid_run_leaves_a_verified_database() {
     let mut rng = StdRng::seed_from_u64(13);
     let mut killed = 0;
     for round in 0..rounds() {
-        let mut args = bench_args(&db_dir, &out);
+        // A fresh --out each round: one holding the first run's report refuses the study at
+        // once (and the kill then hit a process that had already exited).
+        let mut args = bench_args(&db_dir, &dir.path().join(format!("out-{round}")));
         args.push("--reuse-databases".into());
         let mut child = bin()
             .args(&args)
@@ -75,7 +78,13 @@ fn a_buffered_study_killed_mid_run_leaves_a_verified_database() {
         let delay = rng.random_range(0..run_time.as_millis().max(50) as u64);
         std::thread::sleep(Duration::from_millis(delay));
         child.kill().unwrap(); // SIGKILL
-        if !child.wait().unwrap().success() {
+        // Counted only when the kill ended it: a study that had failed on its own exits 1.
+        let status = child.wait().unwrap();
+        assert!(
+            status.success() || status.signal() == Some(9),
+            "round {round}: the study failed on its own ({status})"
+        );
+        if status.signal() == Some(9) {
             killed += 1;
         }
         // A writer's open syncs (or replays) what the killed one left, then readers may look.
