@@ -79,7 +79,7 @@ pub(crate) struct BenchArgs {
     seed: u64,
     /// Report directory (default: target/bench/TIMESTAMP, the start time in UTC). One that
     /// already holds another invocation's report, or a file a report writes (report.md,
-    /// index.html, *.svg) with no results.json beside it, is refused.
+    /// index.html, its charts) with no results.json beside it, is refused.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Where databases are built, one at a time (default: OUT/databases). One study at a time
@@ -432,8 +432,9 @@ pub(crate) fn cmd_probe_disk(args: ProbeDiskArgs) -> Result<()> {
     crate::print_line(&text)
 }
 
-/// The first file in `out` of a name the report writes (`report.md`, `index.html`, a chart's
-/// `*.svg`), `None` when there is none (or no `out`).
+/// The first file in `out` of a name the report writes besides its results (`report.md`,
+/// `index.html`, a chart: [`report::is_report_file`]), `None` when there is none (or no
+/// `out`).
 fn report_file_in(out: &Path) -> Result<Option<String>> {
     let entries = match std::fs::read_dir(out) {
         Ok(entries) => entries,
@@ -445,7 +446,7 @@ fn report_file_in(out: &Path) -> Result<Option<String>> {
             .with_context(|| format!("reading --out {}", out.display()))?
             .file_name();
         let name = name.to_string_lossy();
-        if name == report::MARKDOWN_FILE || name == report::HTML_FILE || name.ends_with(".svg") {
+        if name != report::RESULTS_FILE && report::is_report_file(&name) {
             return Ok(Some(name.into_owned()));
         }
     }

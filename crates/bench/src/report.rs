@@ -35,6 +35,12 @@ pub const MARKDOWN_FILE: &str = "report.md";
 /// File name of the HTML page inside the report directory.
 pub const HTML_FILE: &str = "index.html";
 
+/// Whether `name` is a file [`write_report`] may write into its directory: [`RESULTS_FILE`],
+/// [`MARKDOWN_FILE`], [`HTML_FILE`] or one of its charts (`mgas_by_gd_<workload>.svg`, ...).
+pub fn is_report_file(name: &str) -> bool {
+    [RESULTS_FILE, MARKDOWN_FILE, HTML_FILE].contains(&name) || charts::is_chart_name(name)
+}
+
 /// Writes the whole report for `results` into directory `out` (created if missing):
 ///
 /// - `results.json`: `results`, pretty-printed, written first, through a temporary file renamed

@@ -440,11 +440,15 @@ fn bench_leaves_alone_what_it_did_not_make_and_checks_out_first() {
     );
     assert!(!dir.path().join("out").exists());
     assert_eq!(std::fs::read(&file).unwrap(), b"mine");
-    // Without them, the study runs (and deletes its own databases).
+    // Without them, the study runs (and deletes its own databases); a file of the user's in
+    // --out whose name no report writes stays beside the report.
     let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("logo.svg"), "<svg/>").unwrap();
     let o = bench(&out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!db_dir.join("db-p4096-g5").exists());
+    assert_eq!(std::fs::read(out.join("logo.svg")).unwrap(), b"<svg/>");
     // A second study into the same --out would replace its report: refused before measuring;
     // re-rendering that report in place is not.
     let results = std::fs::read(out.join("results.json")).unwrap();

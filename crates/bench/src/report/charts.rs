@@ -118,6 +118,28 @@ struct Series {
     points: Vec<(f64, f64)>,
 }
 
+/// The prefixes of the charts drawn per workload (`PREFIX<workload>.svg`).
+const PER_WORKLOAD: [&str; 4] = ["mgas_by_gd_", "cold_read_", "witness_", "breakdown_"];
+
+/// The charts drawn once per report.
+const ONCE: [&str; 4] = [
+    "state_size_reads.svg",
+    "state_size_writes.svg",
+    "read_paths.svg",
+    "prefetch.svg",
+];
+
+/// Whether `name` is the name of a chart [`write_charts`] may draw (the report's tests check
+/// every chart it draws against this).
+pub(super) fn is_chart_name(name: &str) -> bool {
+    ONCE.contains(&name)
+        || PER_WORKLOAD.iter().any(|p| {
+            name.strip_prefix(p)
+                .and_then(|rest| rest.strip_suffix(".svg"))
+                .is_some_and(|w| Workload::ALL.iter().any(|x| x.name() == w))
+        })
+}
+
 /// Writes every chart whose data is present into `out` and returns them in report order:
 /// per workload the Mgas/s and breakdown charts, then the read-path and prefetch charts.
 pub(super) fn write_charts(view: &View, out: &Path) -> anyhow::Result<Vec<Chart>> {

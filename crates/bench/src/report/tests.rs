@@ -300,6 +300,10 @@ fn full_study_report() {
         ]
     );
     for file in svg_files(dir.path()) {
+        assert!(
+            super::is_report_file(&file),
+            "{file} is not named as a chart"
+        );
         let svg = read(dir.path(), &file);
         assert!(svg.trim_start().starts_with("<svg"), "{file}");
         assert!(svg.trim_end().ends_with("</svg>"), "{file}");

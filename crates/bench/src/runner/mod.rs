@@ -495,7 +495,8 @@ pub(crate) fn remove_database_dir(dir: &Path) -> Result<()> {
 }
 
 /// [`remove_database_dir`]'s check, deleting nothing: `Ok(true)` when `dir` exists and holds
-/// only a bench database's files, `Ok(false)` when it is absent, else the error.
+/// only a bench database's files and, unless it is empty, one of the study's records
+/// ([`RECORDS`]); `Ok(false)` when it is absent; else the error.
 fn check_database_dir(dir: &Path) -> Result<bool> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -524,7 +525,8 @@ fn check_database_dir(dir: &Path) -> Result<bool> {
         marked || !any,
         "{} holds a database this study did not make (none of its records: {}): bench deletes \
          and rebuilds its databases in --db-dir, so it leaves this one alone; move it, or give \
-         another --db-dir",
+         another --db-dir (one that an older bintrie bench left without a record, a build cut \
+         short or one from before 2026-12-06, is to be deleted by hand)",
         dir.display(),
         RECORDS.join(", ")
     );
@@ -541,12 +543,22 @@ const RECORDS: [&str; 3] = [OWNER_FILE, BuiltFrom::FILE, block::BASE_FILE];
 /// Makes `dir` (a database directory under `--db-dir` that [`remove_database_dir`] left
 /// absent or empty) and marks it as the study's ([`OWNER_FILE`]) before a build or a copy puts
 /// anything in it, so that a build cut short is still deleted by the next study, not refused.
+/// The mark is written in place, not through a temporary file renamed over it: only its name
+/// matters, and a kill between a temporary file and its rename would leave a directory with
+/// no mark, refused from then on.
 pub(crate) fn claim_database_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    write_replacing(
-        &dir.join(OWNER_FILE),
-        b"made by bintrie bench, which deletes and rebuilds this directory\n",
-    )
+    let path = dir.join(OWNER_FILE);
+    let claim = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut file = std::fs::File::create(&path)?;
+        std::io::Write::write_all(
+            &mut file,
+            b"made by bintrie bench, which deletes and rebuilds this directory\n",
+        )?;
+        file.sync_all()?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    claim().with_context(|| format!("marking {} as the study's", dir.display()))
 }
 
 /// Writes `value` as JSON (and a newline) to `path` through a new temporary file beside it
@@ -619,8 +631,7 @@ impl BuiltFrom {
                 .with_context(|| format!("--reuse-databases: reading {}", path.display()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
                 "--reuse-databases: {} does not record what it was built from (no {}: its build \
-                 was interrupted, or it was built before 2026-12-06): run once without \
-                 --reuse-databases to rebuild it",
+                 was interrupted): run once without --reuse-databases to rebuild it",
                 dir.display(),
                 Self::FILE
             ),
