@@ -138,8 +138,9 @@ pub(crate) fn held_layout(
     })?;
     match (dir.join("mdbx.dat").exists(), log) {
         (true, true) => anyhow::bail!(
-            "{} holds both an MDBX database (mdbx.dat) and a log (log.NNNNNN segments): which is \
-             the state cannot be told; move one of them to a directory of its own",
+            "{} holds both an MDBX database (mdbx.dat) and a log (log.NNNNNN segments, or the \
+             index-sizes of one that held blocks): which is the state cannot be told; move one \
+             of them to a directory of its own",
             dir.display()
         ),
         (true, false) => Ok(Some(Layout::Mdbx)),

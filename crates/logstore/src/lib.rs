@@ -1209,12 +1209,13 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
 }
 
 /// Whether `dir` holds a state log: at least one segment file (`log.NNNNNN`; after a
-/// compaction the first ones may be gone), or the index-sizes file a writer leaves (a log that
-/// lost every segment, which an open refuses as such). A missing directory holds none; one
-/// that cannot be listed (no permission, a file, an I/O error) is the error, not "none".
+/// compaction the first ones may be gone), or an index-sizes file naming a block past 0 (a
+/// log that lost every segment, which every open refuses as such; one naming block 0, or
+/// unreadable, holds no state). A missing directory holds none; one that cannot be listed (no
+/// permission, a file, an I/O error) is the error, not "none".
 pub fn holds_log(dir: &FsPath) -> std::io::Result<bool> {
     Ok(!scan::segment_files(dir)?.is_empty()
-        || std::fs::symlink_metadata(dir.join(sizes::SIZES_FILE)).is_ok())
+        || sizes::read_unbounded(dir).block.is_some_and(|b| b > 0))
 }
 
 /// Removes `dir` when it holds nothing worth keeping: nothing at all, or only a log's files

@@ -90,10 +90,10 @@ pub(crate) fn scan(
             if index.meta.is_none() && !torn_creation(path)? {
                 return Err(LogError::Corrupt(format!(
                     "{} holds {} bytes but no commit record it can read: not a state log, or \
-                     one damaged in its first record (at byte {}: {}); nothing was changed",
+                     one damaged before its first commit (at byte {}: {}); nothing was changed",
                     path.display(),
                     seg.len,
-                    seg.good_end,
+                    damage.at,
                     damage.why
                 )));
             }

@@ -395,6 +395,12 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
         }
     }
     assert!(!seg.exists(), "a new segment was made");
+    // The index-sizes of a log that held no block, its segment gone: no state there.
+    let empty = tempfile::tempdir().unwrap();
+    drop(LogStore::open(empty.path(), &opts(5)).unwrap());
+    std::fs::remove_file(empty.path().join("log.000001")).unwrap();
+    assert!(empty.path().join(crate::INDEX_SIZES_FILE).exists());
+    assert!(!crate::holds_log(empty.path()).unwrap());
     std::fs::write(&seg, &full[..after1 as usize]).unwrap();
     std::fs::remove_file(dir.path().join(crate::INDEX_SIZES_FILE)).unwrap();
     let store = LogStore::open(dir.path(), &opts(5)).unwrap();
