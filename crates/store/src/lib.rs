@@ -7,8 +7,10 @@
 //! | `nodes` | path key (SPEC §5)        | group blob or stem blob, as the trie commits  |
 //! | `stems` | stem (31 bytes)           | the stem's bitmap and present values          |
 //! | `code`  | code hash (32 bytes)      | bytecode                                      |
-//! | `meta`  | name                      | root, block, group depth, format, page size,  |
-//! |         |                           | `check` (root + CRC-32), `building` (a sort)  |
+//! | `meta`  | name                      | root, block, group depth, format, page size   |
+//!
+//! `meta` also holds `check` (the root with a CRC-32) and, while a sorted build is under way,
+//! `building`.
 //!
 //! [`StateStore`] is the trie's [`NodeStore`]: [`StateStore::write_block`] writes a commit's
 //! blobs, removed paths, flat stems, code and the new meta in ONE write transaction, so a crash
