@@ -165,7 +165,7 @@ pub(crate) struct BenchArgs {
     from_results: Option<PathBuf>,
     /// Print results.json to stdout when done (the report is written either way).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `bintrie bench`.
@@ -387,7 +387,7 @@ pub(crate) struct ProbeDiskArgs {
     point_ms: u64,
     /// Print the measurement as JSON (the `machine.disk` object of results.json).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `bintrie probe-disk`.
@@ -571,7 +571,7 @@ pub(crate) struct CompareArgs {
     metrics: Vec<Metric>,
     /// Print the rows as a JSON array instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `bintrie compare`.

@@ -579,7 +579,7 @@ pub(crate) struct CompactArgs {
     min_garbage: f64,
     /// One JSON object instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// A share within 0..=1, for `--min-garbage`.
@@ -728,7 +728,7 @@ pub(crate) struct InfoArgs {
     db: PathBuf,
     /// One JSON object instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// An existing state opened read-only, in the layout its directory holds.
@@ -896,36 +896,18 @@ pub(crate) struct VerifyArgs {
     /// (a log: `"layout": "log"` and no `groups`), or `{"ok": false, "error": "…"}` (exit
     /// status 1).
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
-}
-
-/// `verify`'s end when the database cannot even be opened: with `--json`, the promised
-/// `{"ok": false, "error": …}` on stdout before the error (exit status 1).
-fn verify_unopened(args: &VerifyArgs, e: anyhow::Error) -> Result<()> {
-    if args.json {
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"ok": false, "error": format!("{e:#}")})
-        )
-        .and_then(|()| out.flush())
-        .context(crate::WRITING)?;
-    }
-    Err(e)
 }
 
 /// `verify` on a log: every blob reachable from the root re-hashed, no blob the index holds
 /// unreachable, every stem entry at a blob of the tree, every code entry hashing to its key.
 fn verify_log(args: &VerifyArgs) -> Result<()> {
     use bintrie_logstore::LogStore;
-    let store = match open_committed_log(&args.db) {
-        Ok(store) => store,
-        Err(e) => return verify_unopened(args, e),
-    };
+    // One that cannot be opened: `main` prints `{"ok": false, "error": …}` for --json.
+    let store = open_committed_log(&args.db)?;
     let (meta, info) = (store.meta(), store.info());
     let bar = if args.no_progress {
         indicatif::ProgressBar::hidden()
@@ -995,6 +977,9 @@ fn verify_log(args: &VerifyArgs) -> Result<()> {
         (Err(_), false) => Ok(()),
     };
     written.and_then(|()| out.flush()).context(crate::WRITING)?;
+    if args.json {
+        crate::json_written();
+    }
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }
@@ -1009,10 +994,7 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
         let (_, total_stems, _) = store.counts()?;
         Ok((store, total_stems))
     });
-    let (store, total_stems) = match opened {
-        Ok(opened) => opened,
-        Err(e) => return verify_unopened(&args, e),
-    };
+    let (store, total_stems) = opened?;
     let bar = if args.no_progress {
         indicatif::ProgressBar::hidden()
     } else {
@@ -1059,6 +1041,9 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
         (Err(_), false) => Ok(()),
     };
     written.and_then(|()| out.flush()).context(crate::WRITING)?;
+    if args.json {
+        crate::json_written();
+    }
     result.with_context(|| format!("{} failed verification", args.db.display()))?;
     Ok(())
 }

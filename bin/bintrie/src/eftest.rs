@@ -17,7 +17,7 @@ pub(crate) struct BlockchainTestArgs {
     /// Print one JSON object instead of the summary: `{"passed", "failed", "skipped",
     /// "results": [{"file", "name", "status", "reason"}]}`.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Tests run in parallel (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -90,6 +90,7 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
         };
         serde_json::to_writer(&mut out, &report).context(crate::WRITING)?;
         writeln!(out).context(crate::WRITING)?;
+        crate::json_written();
     } else {
         for r in results
             .iter()

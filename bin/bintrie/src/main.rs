@@ -238,7 +238,7 @@ struct RootArgs {
     alloc: Option<PathBuf>,
     /// Print a JSON object (root, group depth, entries, stems, blobs, bytes) instead of the root.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Whether descriptor 1 (standard output) was closed when the process started, as
@@ -295,6 +295,7 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && no_color_unset())
         .init();
     let cli = parse_cli();
+    let json = cli.command.json();
     let result = match cli.command {
         Command::Root(args) => cmd_root(args),
         Command::Import(args) => db::cmd_import(args),
@@ -313,7 +314,47 @@ fn main() {
     if let Err(e) = result {
         // Never `eprintln!`: it panics when stderr is closed.
         let _ = writeln!(std::io::stderr(), "error: {e:#}");
+        // A script reading `--json` gets one object whatever happened: the command's own, or
+        // this one (a closed stdout is no further error).
+        if json && !JSON_WRITTEN.load(std::sync::atomic::Ordering::SeqCst) {
+            let mut out = std::io::stdout().lock();
+            let error = serde_json::json!({"ok": false, "error": format!("{e:#}")});
+            let _ = writeln!(out, "{error}").and_then(|()| out.flush());
+        }
         std::process::exit(1);
+    }
+}
+
+/// Set once a `--json` command has written its object to stdout: when it then fails (a block
+/// that does not validate, tests that fail, a database that fails `verify`), that object,
+/// which says so, is its output, and `main` adds no error object after it.
+static JSON_WRITTEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records that this `--json` command wrote its object to stdout ([`JSON_WRITTEN`]). Every
+/// command that can fail after writing it calls this right after the write.
+pub(crate) fn json_written() {
+    JSON_WRITTEN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+impl Command {
+    /// Whether `--json` was given: the command's output is one JSON value, and a failure
+    /// before it is written prints `{"ok": false, "error": "…"}` in its place (README,
+    /// "JSON output").
+    fn json(&self) -> bool {
+        match self {
+            Command::Root(a) => a.json,
+            Command::Info(a) => a.json,
+            Command::Compact(a) => a.json,
+            Command::Verify(a) => a.json,
+            Command::Exec(a) => a.json,
+            Command::BlockchainTest(a) => a.json,
+            Command::Bench(a) => a.json,
+            Command::ProbeDisk(a) => a.json,
+            Command::Compare(a) => a.json,
+            Command::Import(_) | Command::Get(_) | Command::Prove(_) | Command::VerifyProof(_) => {
+                false
+            }
+        }
     }
 }
 

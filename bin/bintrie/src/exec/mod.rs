@@ -47,7 +47,7 @@ pub(crate) struct ExecArgs {
     group_depth: u8,
     /// One JSON object instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Do not prefetch: every key is read from the store when execution first asks for it.
     #[arg(long)]
     no_prefetch: bool,
@@ -439,6 +439,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
             },
         });
         writeln!(out, "{j}").context(crate::WRITING)?;
+        crate::json_written();
     } else {
         writeln!(
             out,

@@ -191,6 +191,7 @@ pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
             },
         });
         writeln!(out, "{j}").context(WRITING)?;
+        crate::json_written();
     } else {
         writeln!(
             out,

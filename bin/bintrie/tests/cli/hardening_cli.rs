@@ -702,3 +702,82 @@ fn a_file_size_limit_is_an_error_not_a_kill() {
         );
     }
 }
+
+/// Every command with `--json` prints one JSON value whatever happens: its own object, or,
+/// when it fails before writing it, `{"ok": false, "error": …}` (exit status 1; they printed
+/// nothing, or `verify` alone printed it); a command that wrote its object and then fails
+/// (tests that fail) adds nothing after it.
+#[test]
+fn a_failed_json_command_prints_one_error_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let missing = d.join("missing");
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let file = d.join("afile");
+    std::fs::write(&file, "zz\n").unwrap();
+    let other = d.join("other.json");
+    std::fs::write(&other, r#"{"hello": 1}"#).unwrap();
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let cases: Vec<Vec<String>> = [
+        vec!["info", "--db", &path(&missing)],
+        vec!["verify", "--no-progress", "--db", &path(&missing)],
+        vec!["compact", "--db", &path(&empty)],
+        vec!["root", "-i", &path(&file)],
+        vec!["probe-disk", "--dir", &path(&file)],
+        vec![
+            "compare",
+            "--before",
+            &path(&missing),
+            "--after",
+            &path(&empty),
+        ],
+        vec!["exec", "--fixture", &path(&other)],
+        vec![
+            "bench",
+            "--scale",
+            "smoke",
+            "--layouts",
+            "log",
+            "--out",
+            &path(&d.join("o")),
+        ],
+    ]
+    .into_iter()
+    .map(|v| v.into_iter().map(String::from).collect())
+    .collect();
+    for args in cases {
+        let o = bin().args(&args).arg("--json").output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {:?}", String::from_utf8_lossy(&o.stdout)));
+        assert_eq!(j["ok"], false, "{args:?}: {j}");
+        let error = j["error"].as_str().unwrap();
+        assert!(
+            !error.is_empty() && stderr.contains(error),
+            "{args:?}: {j} / {stderr}"
+        );
+    }
+    // Tests that fail: their report is the output, and nothing follows it.
+    let tests = d.join("tests");
+    std::fs::create_dir(&tests).unwrap();
+    std::fs::write(
+        tests.join("t.json"),
+        r#"{"t": {"network": "Cancun", "blocks": []}}"#,
+    )
+    .unwrap();
+    let o = bin()
+        .args(["blockchain-test", "--json"])
+        .arg(&tests)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["failed"], 1, "{j}");
+}
