@@ -746,12 +746,18 @@ fn a_failed_json_command_prints_one_error_object() {
     .into_iter()
     .map(|v| v.into_iter().map(String::from).collect())
     .collect();
-    for args in cases {
-        let o = bin().args(&args).arg("--json").output().unwrap();
-        let stderr = String::from_utf8_lossy(&o.stderr);
+    // Run with --json: exit status 1, one JSON value on stdout, and stderr.
+    let failed_json = |args: &[String]| {
+        let o = bin().args(args).arg("--json").output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("{args:?}: {e}: {:?}", String::from_utf8_lossy(&o.stdout)));
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let j: serde_json::Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout:?}"));
+        (j, stderr)
+    };
+    for args in cases {
+        let (j, stderr) = failed_json(&args);
         assert_eq!(j["ok"], false, "{args:?}: {j}");
         let error = j["error"].as_str().unwrap();
         assert!(
@@ -767,17 +773,6 @@ fn a_failed_json_command_prints_one_error_object() {
         r#"{"t": {"network": "Cancun", "blocks": []}}"#,
     )
     .unwrap();
-    let o = bin()
-        .args(["blockchain-test", "--json"])
-        .arg(&tests)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (j, _) = failed_json(&["blockchain-test".to_string(), path(&tests)]);
     assert_eq!(j["failed"], 1, "{j}");
 }
