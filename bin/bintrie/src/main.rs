@@ -162,8 +162,10 @@ enum Command {
     Prove(proof::ProveArgs),
     /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify
-    /// against --root (default: its own root field) and why. An absence proof that ends at
-    /// another stem must open one of its present leaves (`other_stem_leaf`).
+    /// against --root (default: its own root field) and why. The proofs are read as a stream:
+    /// the values of those before a bad one are printed before it is found, so a script takes
+    /// the output only with exit status 0. An absence proof that ends at another stem must open
+    /// one of its present leaves (`other_stem_leaf`).
     VerifyProof(proof::VerifyProofArgs),
     /// Execute a mainnet block from a fixture on a binary-trie database and validate it.
     ///
