@@ -173,9 +173,14 @@ pub(crate) fn lost_blocks(dir: &Path, found: u64, held: u64) -> crate::LogError 
 fn parse_file(dir: &Path) -> Option<(Sizes, Option<u64>)> {
     use std::io::Read as _;
     // The file is a few lines: reading at most MAX_FILE bytes, a larger one (it is not ours)
-    // is refused without being read whole.
+    // is refused without being read whole. Only a regular file is opened: a FIFO there would
+    // block the open (every command asks whether a directory holds a log, `holds_log`).
+    let path = dir.join(SIZES_FILE);
+    if !std::fs::metadata(&path).ok()?.is_file() {
+        return None;
+    }
     let mut text = Vec::new();
-    std::fs::File::open(dir.join(SIZES_FILE))
+    std::fs::File::open(&path)
         .ok()?
         .take(MAX_FILE + 1)
         .read_to_end(&mut text)

@@ -401,6 +401,19 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
     std::fs::remove_file(empty.path().join("log.000001")).unwrap();
     assert!(empty.path().join(crate::INDEX_SIZES_FILE).exists());
     assert!(!crate::holds_log(empty.path()).unwrap());
+    // A FIFO in the file's place is not opened (the open would block every command asking
+    // whether the directory holds a log): no log there, and an open of one does not hang.
+    std::fs::remove_file(empty.path().join(crate::INDEX_SIZES_FILE)).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(empty.path().join(crate::INDEX_SIZES_FILE))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert!(!crate::holds_log(empty.path()).unwrap());
+    assert!(matches!(
+        LogStore::open_read_only(empty.path()),
+        Err(LogError::NotFound(_))
+    ));
     std::fs::write(&seg, &full[..after1 as usize]).unwrap();
     std::fs::remove_file(dir.path().join(crate::INDEX_SIZES_FILE)).unwrap();
     let store = LogStore::open(dir.path(), &opts(5)).unwrap();
