@@ -155,10 +155,9 @@ enum Command {
     /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
     /// `subtree_root` and `other_stem_leaf` (iff it ends at another stem: one of that stem's
     /// present leaves, `index`, `value` and 8 `siblings`, without which a subtree root proves
-    /// nothing). Opens the database read-only, either layout. Each proof is verified before
-    /// it is printed; a key none verifies for (the stem of 31 zero bytes, which no account or
-    /// storage key has, past an empty left subtree: that node hashes as the stem's own) fails
-    /// the command, naming it, and nothing is printed.
+    /// nothing). Opens the database read-only, either layout. A key no proof can show (the stem
+    /// of 31 zero bytes, which no account or storage key has, past an empty left subtree: that
+    /// node hashes as the stem's own) fails the command, naming it, and nothing is printed.
     Prove(proof::ProveArgs),
     /// Check proofs printed by `prove` (one, or many one per line): exit 0 printing each value
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify

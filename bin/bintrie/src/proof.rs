@@ -98,16 +98,8 @@ fn prove_all<S: NodeStore>(
     let mut trie: Trie<S> = Trie::open(store, group_depth, root)?;
     keys.iter()
         .map(|key| {
+            // The one key no proof can show is the trie's `Unprovable` error, never a proof.
             let proof = trie.prove(key)?;
-            // Never print a proof its verifier refuses: the one shape none verifies for is the
-            // trie's `Unprovable` error above; this catches any other.
-            if let Err(e) = proof.verify::<Sha256Hasher>(&root) {
-                bail!(
-                    "key {}: its proof does not verify against root {} (none is printed): {e}",
-                    hex0x(key.to_bytes()),
-                    hex0x(root)
-                );
-            }
             Ok(serde_json::to_string(&ProofJson::new(&root, &proof))?)
         })
         .collect()
