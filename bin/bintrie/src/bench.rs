@@ -185,7 +185,7 @@ pub(crate) fn cmd_bench(args: BenchArgs) -> Result<()> {
     };
     let made_out = !out.exists();
     anyhow::ensure!(
-        !out.exists() || out.is_dir(),
+        made_out || out.is_dir(),
         "--out {} is not a directory",
         out.display()
     );
