@@ -1,8 +1,9 @@
 //! What the adapter reads: [`StateSnapshot`] (flat stem reads and code by hash from one
 //! consistent snapshot) and [`StateBackend`] (opens snapshots, one per reader thread).
 //!
-//! Implementations: the MDBX store ([`MdbxBackend`] / [`MdbxSnapshot`], feature `mdbx`) and the
-//! in-memory state ([`crate::MemoryState`] / [`crate::MemorySnapshot`]).
+//! Implementations: the MDBX store ([`MdbxBackend`] / [`MdbxSnapshot`], feature `mdbx`), the
+//! appending log (`LogBackend` / `LogSnapshot`, feature `logstore`), the in-memory state ([`crate::MemoryState`] /
+//! [`crate::MemorySnapshot`]) and a block witness ([`crate::StatelessBackend`]).
 
 use crate::StateError;
 use alloy_primitives::{B256, Bytes};
@@ -37,7 +38,10 @@ pub struct StemsBatch {
 /// Contract: `stem` returns the stem's present values exactly as the tree holds them (`None`
 /// when the stem is absent; a present zero value is present); `code` returns the bytes stored
 /// under a code hash, unchecked (the adapter checks that they hash to it). Errors are I/O or
-/// corruption, never "absent". `Send + Sync`, so a [`crate::TrieDb`] over it can be shared.
+/// corruption, never "absent"; a snapshot that holds only part of the state (a witness) says
+/// "not held" with an error for which [`StateError::is_not_held`] is true, and a prefetch
+/// then leaves that key to be read on demand. `Send + Sync`, so a [`crate::TrieDb`] over it
+/// can be shared.
 pub trait StateSnapshot: Send + Sync {
     /// The values of `stem`, or `None` when the tree has no such stem.
     fn stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError>;

@@ -143,8 +143,8 @@ struct SlotChange {
 }
 
 /// One block's state: revm `Database + DatabaseCommit` over a snapshot of a [`StateBackend`]
-/// (the MDBX store through `MdbxBackend`, or the in-memory
-/// [`crate::MemorySnapshot`]).
+/// (the MDBX store through `MdbxBackend`, the log through `LogBackend`, the in-memory
+/// [`crate::MemorySnapshot`], or a block witness through [`crate::StatelessBackend`]).
 ///
 /// Reads go: the block's own writes, then the cache (when enabled), then the snapshot (counted
 /// and timed). `commit` (called by revm after each transaction) records changes with the value
@@ -337,9 +337,13 @@ impl<B: StateBackend> BlockDb<B> {
     /// code-chunk stems (tree indices 1..=3) listed beside its header stem, and rebuilds the
     /// code from the chunks as they arrive, checked against the code hash; code longer than
     /// three chunk stems hold (27,776 bytes), or whose chunks do not rebuild it, is read by
-    /// hash. Present chunk stems count as reads; rebuilt code does not. Without the cache this only
-    /// warms the OS page cache. Returns the number of store reads made. A failed commit inside
-    /// revm (a store error while recording changes) is reported by [`BlockDb::into_changes`].
+    /// hash. Present chunk stems count as reads; rebuilt code does not. Without the cache this
+    /// only warms the OS page cache. A stem or code the snapshot does not hold
+    /// ([`StateError::is_not_held`], a witness that lacks it) is not cached and not an error:
+    /// execution's own read of it fails. Returns the number of store reads made. On an error
+    /// nothing is cached and the `BlockDb` stays usable (execution reads on demand). A failed
+    /// commit inside revm (a store error while recording changes) is reported by
+    /// [`BlockDb::into_changes`].
     pub fn prefetch(&mut self, list: &PrefetchList, workers: usize) -> Result<u64, StateError> {
         let start = Instant::now();
         let listed = self.listed(list, false);
@@ -357,7 +361,12 @@ impl<B: StateBackend> BlockDb<B> {
             None => {
                 let (read, io) =
                     parallel_read(&self.backend, &listed, workers, |r, (stem, account)| {
-                        let values = r.stem(stem)?;
+                        // A stem the snapshot does not hold (a witness that lacks it: the list
+                        // is a guess) is left out, uncached: a read on demand fails with it.
+                        let values = match r.stem(stem) {
+                            Err(e) if e.is_not_held() => return Ok(None),
+                            read => read?,
+                        };
                         let mut code: Option<Code> = None;
                         if let Some(h) = values
                             .as_ref()
@@ -365,12 +374,17 @@ impl<B: StateBackend> BlockDb<B> {
                         {
                             // Code that fails its hash or does not decode is kept as the
                             // error: the read on demand reports it (`CorruptCode`); missing
-                            // code is not cached either (`MissingCode` on demand). The batch
-                            // path keeps it the same way.
-                            code =
-                                Some((h, r.code(&h)?.map(|raw| crate::db::decode_code(&h, raw))));
+                            // code is not cached either (`MissingCode` on demand), nor code
+                            // the snapshot does not hold (`CodeNotInWitness` on demand: a
+                            // contract coinbase's code is listed, never run, never in the
+                            // witness). The batch path keeps it the same way.
+                            let raw = match r.code(&h) {
+                                Err(e) if e.is_not_held() => Some(Err(e)),
+                                read => read?.map(|raw| crate::db::decode_code(&h, raw)),
+                            };
+                            code = Some((h, raw));
                         }
-                        Ok((values, code))
+                        Ok(Some((values, code)))
                     })?;
                 ListedRead {
                     read,
@@ -502,7 +516,12 @@ impl<B: StateBackend> BlockDb<B> {
         // Code rebuilt from its chunk stems was not read itself: the stems count.
         let mut reads = (listed.len() + chunk_stems.len()) as u64;
         self.seen_stems.extend(chunk_stems);
-        for ((stem, _), (values, code)) in listed.into_iter().zip(read) {
+        for ((stem, _), read) in listed.into_iter().zip(read) {
+            let Some((values, code)) = read else {
+                // Not held: not read, not cached.
+                reads -= 1;
+                continue;
+            };
             self.seen_stems.insert(stem);
             if let Some((h, code)) = code {
                 if !rebuilt.contains(&h) {
@@ -673,8 +692,9 @@ type Code = (B256, Option<Result<Bytecode, StateError>>);
 
 /// What a prefetch of listed stems read.
 struct ListedRead {
-    /// Each listed stem's values (in the list's order), with the code read for it.
-    read: Vec<(Option<StemValues>, Option<Code>)>,
+    /// Each listed stem's values (in the list's order), with the code read for it; `None`
+    /// for a stem the snapshot does not hold ([`StateError::is_not_held`]: nothing cached).
+    read: Vec<Option<(Option<StemValues>, Option<Code>)>>,
     io: SnapshotIo,
     /// Code-chunk stems read beside the listed ones (present in the store).
     chunk_stems: Vec<Stem>,
@@ -719,7 +739,7 @@ fn read_batch<S: StateSnapshot>(
                 .and_then(|_| v.as_ref()?.get(bintrie_keys::CODE_HASH_LEAF_KEY))
                 .map(|h| B256::from(*h))
                 .and_then(|h| codes.remove(&h).map(|c| (h, c)));
-            (v, code)
+            Some((v, code))
         })
         .collect();
     Some(Ok(ListedRead {

@@ -21,8 +21,9 @@ pub enum StateError {
     #[cfg(feature = "mdbx")]
     #[error("trie: {0}")]
     Trie(TrieError<StoreError>),
-    /// Another backend failed (the in-memory state's trie, or a backend implemented outside
-    /// this crate): its own error, boxed.
+    /// Another backend failed (the log layout's store or trie, the in-memory state's trie, a
+    /// backend implemented outside this crate) or a pipeline thread panicked: its own error,
+    /// boxed.
     #[error("backend: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A block witness does not prove what was asked (the path it is missing), is malformed,
@@ -88,6 +89,21 @@ impl StateError {
             return Err(StateError::BlockOrder { block, last });
         }
         Ok(())
+    }
+
+    /// True when the snapshot does not hold what was asked, as opposed to failing to read it:
+    /// a stateless state's witness lacks the stem ([`bintrie_trie::WitnessError::Incomplete`])
+    /// or the code ([`StateError::CodeNotInWitness`]). A read execution makes fails with it;
+    /// a prefetch, whose list is a guess, leaves that key to be read on demand instead.
+    pub fn is_not_held(&self) -> bool {
+        matches!(
+            self,
+            StateError::CodeNotInWitness(_)
+                | StateError::Witness(
+                    bintrie_trie::WitnessError::Incomplete { .. }
+                        | bintrie_trie::WitnessError::IncompleteLeaf { .. }
+                )
+        )
     }
 }
 

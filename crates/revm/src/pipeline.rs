@@ -309,7 +309,8 @@ pub trait BlockState {
 
     /// The witness of block `block`, about to be committed on this state (so built from the
     /// last committed one): both encodings for the tree keys the block read or wrote
-    /// (`keys`, sorted) and the bytecode of `codes` (see [`crate::BlockWitness`]). Reads what
+    /// (`keys`, sorted) and the bytecode of `codes` (any order; the witness holds each once,
+    /// sorted by hash: see [`crate::BlockWitness`]). Reads what
     /// the walks need; changes nothing.
     fn witness(
         &self,

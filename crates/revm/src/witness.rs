@@ -154,6 +154,9 @@ fn malformed(msg: impl Into<String>) -> StateError {
 }
 
 impl BlockWitness {
+    /// The bytes every witness file starts with ([`BlockWitness::encode`]).
+    pub const MAGIC: &'static [u8; 9] = MAGIC;
+
     /// Which encoding the nodes are in.
     pub fn encoding(&self) -> WitnessEncoding {
         match self.nodes {
@@ -360,7 +363,11 @@ pub(crate) fn build_witnesses<S: NodeStore>(
     stems.sort_unstable();
     stems.dedup();
     let blobs = trie.witness_blobs(&stems).map_err(&err)?;
-    let codes = codes
+    // Sorted by hash, each once, in whatever order the caller gave them (BlockWitness::codes).
+    let mut hashes = codes.to_vec();
+    hashes.sort_unstable();
+    hashes.dedup();
+    let codes = hashes
         .iter()
         .map(|h| code(h)?.ok_or(StateError::MissingCode(*h)))
         .collect::<Result<Vec<Bytes>, StateError>>()?;
@@ -390,8 +397,9 @@ pub(crate) fn build_witnesses<S: NodeStore>(
 /// path ([`WitnessError::Incomplete`], [`WitnessError::IncompleteLeaf`]); code is looked up by
 /// its keccak-256, so a changed bytecode is simply not found (`CodeNotInWitness`, an
 /// incomplete witness as a missing path is, not a state without that code). Everything is in
-/// memory, so a plan needs no prefetch list; one that names a key the witness does not hold
-/// fails like a read of it would.
+/// memory, so a plan needs no prefetch list; one that names a key or code the witness does
+/// not hold is not an error (the list is a guess: a contract coinbase's code is listed and
+/// never run), only a read execution makes of it ([`StateError::is_not_held`]).
 #[derive(Debug)]
 pub struct StatelessState {
     tree: PartialTree,

@@ -490,6 +490,78 @@ fn blocks_run_stateless_from_either_witness() {
 
 /// A snapshot keeps the state it was opened at while the state commits (copy-on-write), and a
 /// `'static` `TrieDb` answers from another thread.
+/// A prefetch is a guess (an access list may name what a block never reads): a stateless
+/// run whose prefetch lists what the witness does not hold runs as it would without the
+/// prefetch, and only a read execution itself makes of it fails. Here execution reads STORE's
+/// account but never runs its code (as a block paying a contract coinbase does), so the
+/// witness holds STORE's header stem and not its code; the list also names an account the
+/// block never reads, whose stem the witness does not hold.
+#[test]
+fn a_stateless_prefetch_of_what_the_witness_does_not_hold_is_no_error() {
+    let mut state = memory_state();
+    let store_code = keccak256(runtime());
+    let plan = BlockPlan {
+        number: 1,
+        ..Default::default()
+    };
+    fn read_store<D: Database>(db: &mut D) -> Result<(), D::Error> {
+        let code_hash = db.basic(STORE)?.map(|a| a.code_hash);
+        assert_eq!(code_hash, Some(keccak256(runtime())));
+        Ok(())
+    }
+    let ran = state
+        .run_block(
+            &plan,
+            &PipelineOptions::default().with_witness(true),
+            read_store,
+        )
+        .unwrap();
+    let root = ran.commit.root;
+    let w = ran.witness.unwrap();
+    // An account the block never reads, whose walk leaves both witnesses.
+    let held: Vec<StatelessState> = [&w.multiproof, &w.blobs]
+        .map(|w| StatelessState::from_witness(w.clone()).unwrap())
+        .into();
+    let unread = (1u64..)
+        .map(|i| Address::left_padding_from(&i.to_be_bytes()))
+        .find(|a| {
+            held.iter()
+                .all(|s| TrieDb::open(&s.backend()).unwrap().basic_ref(*a).is_err())
+        })
+        .unwrap();
+    for witness in [w.multiproof, w.blobs] {
+        assert!(witness.codes.is_empty(), "STORE's code never ran");
+        let mut list = bintrie_revm::PrefetchList::new();
+        list.account(STORE)
+            .account(unread)
+            .slot(unread, U256::from(7));
+        let plan = BlockPlan {
+            number: 1,
+            prefetch: Some(list),
+            ..Default::default()
+        };
+        let mut stateless = StatelessState::from_witness(witness.clone()).unwrap();
+        let ran = stateless
+            .run_block(&plan, &PipelineOptions::default(), |db| read_store(db))
+            .unwrap();
+        assert_eq!(ran.commit.root, root);
+        // What the witness does not hold still fails when execution reads it.
+        let mut stateless = StatelessState::from_witness(witness).unwrap();
+        let err = stateless
+            .run_block(&plan, &PipelineOptions::default(), |db| {
+                db.code_by_hash(store_code).map(|_| ())
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("not in the witness"), "{err}");
+        let err = stateless
+            .run_block(&plan, &PipelineOptions::default(), |db| {
+                db.basic(unread).map(|_| ())
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("witness incomplete"), "{err}");
+    }
+}
+
 #[test]
 fn memory_snapshots_are_isolated_and_shareable() {
     let mut state = memory_state();
