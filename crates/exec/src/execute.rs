@@ -44,7 +44,8 @@ pub enum Prefetch {
 pub struct ExecOptions {
     /// Cache, read path and workers of the pipeline.
     pub pipeline: PipelineOptions,
-    /// What to prefetch (state, and the tree paths of the same keys).
+    /// What the state prefetch reads. No trie prefetch runs during execution: the pipeline
+    /// loads the paths of the stems the block wrote, in parallel, after it.
     pub prefetch: Prefetch,
 }
 
@@ -286,6 +287,41 @@ pub fn execute_block<S: BlockState>(
     })
 }
 
+/// EIP-7002 and EIP-7251: a Prague block whose withdrawal or consolidation request contract
+/// has no code when its end-of-block system call runs is invalid (alloy-evm 0.39 calls the
+/// address and takes the empty output as "no requests"). Read from the block's state after
+/// the calls, where the calls left those accounts cached.
+fn request_contracts_have_code<B: bintrie_revm::StateBackend>(
+    db: &mut bintrie_revm::BlockDb<B>,
+) -> Result<(), Rejected> {
+    use revm::Database as _;
+    for (eip, what, address) in [
+        (
+            7002,
+            "withdrawal",
+            alloy_eips::eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_ADDRESS,
+        ),
+        (
+            7251,
+            "consolidation",
+            alloy_eips::eip7251::CONSOLIDATION_REQUEST_PREDEPLOY_ADDRESS,
+        ),
+    ] {
+        let info = db.basic(address).map_err(|e| {
+            Rejected::Check(format!(
+                "reading the EIP-{eip} {what} request contract {address}: {e}"
+            ))
+        })?;
+        if info.is_none_or(|i| i.code_hash == revm::primitives::KECCAK_EMPTY) {
+            return Err(Rejected::Check(format!(
+                "no code at the EIP-{eip} {what} request contract {address}: a Prague block is \
+                 invalid without it"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// One block as alloy-evm's executor takes it.
 pub(crate) struct EvmBlock<'a> {
     /// The header (the environment: number, timestamp, coinbase, fees, parent beacon root).
@@ -359,6 +395,12 @@ pub(crate) fn run_evm_block<S: BlockState, T>(
         };
         let executor = factory.create_executor(evm, ctx);
         let result = executor.execute_block(block.transactions.iter().copied())?;
+        if alloy_hardforks::EthereumHardforks::is_prague_active_at_timestamp(
+            chain,
+            header.timestamp,
+        ) {
+            request_contracts_have_code(db)?;
+        }
         // Collected only when the check asks: `bintrie exec` does not.
         let db = &*db;
         let effects = || BlockEffects {

@@ -58,8 +58,10 @@ pub enum ExecError {
     /// The fixture could not be read or is malformed; the message names the file and the field.
     #[error("{0}")]
     Fixture(String),
-    /// The block is outside what the executor supports (another chain, block 0, a database
-    /// that is not empty for an import).
+    /// The block is outside what the executor supports (block 0, a block before the Merge),
+    /// or the database is not the one an import expects (not empty, or not the base it was
+    /// built on). A fixture of another chain is refused when it is read
+    /// ([`ExecError::Fixture`]).
     #[error("{0}")]
     Unsupported(String),
     /// The state failed (store, trie, corrupt data).

@@ -472,6 +472,38 @@ fn missing_pieces_are_named() {
     assert!(text.contains("not a known fixture"), "{text}");
 }
 
+/// EIP-7002 and EIP-7251: a Prague block is invalid when its withdrawal or consolidation
+/// request contract has no code (absent, or its code removed), whatever its requests; with the
+/// contracts in place the same block is valid (`every_fixture_validates`).
+#[test]
+fn a_prague_block_without_a_request_contract_is_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    for (eip, address) in [
+        (7002, "0x00000961ef480eb55e80d19ad83579a64c007002"),
+        (7251, "0x0000bbddc7ce488642fb579f8b00f3a590007251"),
+    ] {
+        for absent in [true, false] {
+            let f = edited(dir.path(), ZKPI_PRAGUE, |j| {
+                let pre = j["extra"]["preState"].as_object_mut().unwrap();
+                let account = pre
+                    .get_mut(address)
+                    .expect("the fixture holds the contract");
+                if absent {
+                    *account = Value::Null;
+                } else {
+                    account["code"] = "0x".into();
+                    account["codeHash"] = format!("{}", alloy_primitives::KECCAK256_EMPTY).into();
+                }
+            });
+            let text = exec_fails(&f, &[]);
+            assert!(
+                text.contains(&format!("no code at the EIP-{eip}")),
+                "{eip}, absent {absent}: {text}"
+            );
+        }
+    }
+}
+
 #[test]
 fn wrong_values_are_reported() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,6 +13,28 @@ const MIN_GAS_LIMIT: u64 = 5000;
 /// The highest gas limit a block may have (EIP-1985).
 const MAX_GAS_LIMIT: u64 = i64::MAX as u64;
 
+/// The parent may be a test's genesis, never checked itself: a gas used over its gas limit,
+/// or a base fee whose next value overflows u64, would make the next base fee's formula
+/// overflow (a panic in a debug build, a wrapped value in a release one). The block is then
+/// invalid.
+fn parent_in_range(parent: &Header) -> Result<(), String> {
+    if parent.gas_used > parent.gas_limit {
+        return Err(format!(
+            "the parent's gas used {} is over its gas limit {}: no base fee follows from it",
+            parent.gas_used, parent.gas_limit
+        ));
+    }
+    // With the gas used within the limit, the base fee rises by at most an eighth, plus 1.
+    if let Some(fee) = parent.base_fee_per_gas
+        && fee.checked_add(fee / 8 + 1).is_none()
+    {
+        return Err(format!(
+            "the parent's base fee {fee} is out of range: the next one would pass 2^64"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `block` against `parent` (the last block accepted) under `chain`'s rules: number,
 /// parent hash, timestamp, gas limit bounds, gas used, extra data, proof-of-work fields zero
 /// (post-merge), no ommers, base fee, the fork fields (withdrawals root, blob gas, parent beacon
@@ -31,6 +53,7 @@ pub(crate) fn check_block(
             h.parent_hash
         ));
     }
+    parent_in_range(parent)?;
     // Checked: a parent at u64::MAX has no next number (wrapped, block 0 followed it).
     if parent.number.checked_add(1) != Some(h.number) {
         return Err(format!(
@@ -115,6 +138,19 @@ pub(crate) fn check_block(
             ));
         }
         let parent_params = chain.blob_params(parent.timestamp).unwrap_or(params);
+        // The parent may be a test's genesis, never checked itself: fields whose sum or product
+        // overflows u64 in the next excess's formula make this block invalid, not a panic.
+        let (p_excess, p_used) = (
+            parent.excess_blob_gas.unwrap_or(0),
+            parent.blob_gas_used.unwrap_or(0),
+        );
+        if p_used > parent_params.max_blob_gas_per_block() || p_excess.checked_add(p_used).is_none()
+        {
+            return Err(format!(
+                "the parent's blob gas ({p_used} used, {p_excess} excess) is out of range: no \
+                 excess blob gas follows from it"
+            ));
+        }
         let expected = parent
             .next_block_excess_blob_gas(parent_params)
             .unwrap_or(0);
@@ -157,6 +193,75 @@ mod tests {
 
     /// A parent at the highest block number has no next one: block 0 (what `+ 1` wrapped to)
     /// is refused, as any number that is not the parent's plus one.
+    /// A parent (a test's genesis, never checked itself) whose gas, base fee or blob gas
+    /// fields overflow the next block's formulas makes the block invalid, without a panic (in
+    /// this debug build alloy's formulas would panic on the overflow).
+    #[test]
+    fn a_parent_whose_fields_overflow_the_formulas_makes_the_block_invalid() {
+        let chain = ChainSpec::mainnet();
+        // In Cancun, before Prague.
+        let timestamp = 1_720_000_000;
+        let good = Header {
+            number: 1,
+            timestamp,
+            gas_limit: 30_000_000,
+            gas_used: 15_000_000,
+            base_fee_per_gas: Some(7),
+            withdrawals_root: Some(alloy_consensus::constants::EMPTY_WITHDRAWALS),
+            blob_gas_used: Some(0),
+            excess_blob_gas: Some(0),
+            parent_beacon_block_root: Some(Default::default()),
+            ..Default::default()
+        };
+        let child = |parent: &Header| Block::<TxEnvelope> {
+            header: Header {
+                number: 2,
+                parent_hash: parent.hash_slow(),
+                timestamp: timestamp + 12,
+                gas_limit: 30_000_000,
+                base_fee_per_gas: Some(7),
+                transactions_root: alloy_consensus::constants::EMPTY_TRANSACTIONS,
+                ..good.clone()
+            },
+            body: alloy_consensus::BlockBody {
+                withdrawals: Some(Default::default()),
+                ..Default::default()
+            },
+        };
+        // The child of the good parent passes (so the cases below fail on their own field).
+        check_block(&chain, &good, &child(&good)).unwrap();
+        let over_gas = Header {
+            gas_used: 30_000_001,
+            ..good.clone()
+        };
+        let high_fee = Header {
+            gas_used: 30_000_000,
+            base_fee_per_gas: Some(u64::MAX - 1),
+            ..good.clone()
+        };
+        let blob_excess = Header {
+            excess_blob_gas: Some(u64::MAX),
+            blob_gas_used: Some(DATA_GAS_PER_BLOB),
+            ..good.clone()
+        };
+        let blob_used = Header {
+            blob_gas_used: Some(u64::MAX / 2),
+            ..good.clone()
+        };
+        for (parent, want) in [
+            (over_gas, "over its gas limit"),
+            (high_fee, "base fee"),
+            (blob_excess, "blob gas"),
+            (blob_used, "blob gas"),
+        ] {
+            let err = check_block(&chain, &parent, &child(&parent)).unwrap_err();
+            assert!(
+                err.contains(want) && err.contains("parent"),
+                "{want}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn the_block_after_the_highest_number_is_refused() {
         let chain = ChainSpec::mainnet();
