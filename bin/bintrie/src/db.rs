@@ -129,7 +129,15 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
         crate::signals::stop_between_blocks();
     }
     if args.layout == bintrie_bench::model::Layout::Log {
-        let result = import_log(&args, first, lines, batch);
+        // The directory's lock for the whole import, the layout checked again under it: an
+        // MDBX writer's open takes the same lock, and refuses to make a database beside a log,
+        // so of two writers of different layouts starting on one new directory the second is
+        // refused.
+        let result =
+            bintrie_bench::runner::lock_dir(&args.db, "import", "--db").and_then(|_lock| {
+                crate::durability::check_layout(&args.db, args.layout)?;
+                import_log(&args, first, lines, batch)
+            });
         if let Err(e) = &result
             && created_dir
         {

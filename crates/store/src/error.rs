@@ -70,6 +70,14 @@ pub enum StoreError {
         /// What was wrong with it.
         reason: String,
     },
+    /// A writer's open would create a database in a directory that holds the log layout's
+    /// segments (`log.NNNNNN`): a state of the other layout, made before this open or beside
+    /// it by another process. Nothing was created.
+    #[error(
+        "{0} holds a state in the log layout (log.NNNNNN segments): an MDBX database is not \
+         made beside it, and nothing was written"
+    )]
+    OtherLayout(PathBuf),
     /// Another writer committed since this store read its meta: committing would build on a
     /// state that is no longer the database's. Nothing was written.
     #[error(

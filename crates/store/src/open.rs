@@ -34,6 +34,19 @@ impl DirLock {
     }
 }
 
+/// Whether `dir` holds a file named as a log layout segment (`log.` and six digits), the
+/// appending layout's state (crate `bintrie-logstore`, which this crate does not depend on).
+fn holds_log_segment(dir: &FsPath) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("log."))
+                .is_some_and(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
+}
+
 /// What a reopened handle keeps: its write buffer and its (locked) journal.
 pub(crate) struct Kept {
     meta: Meta,
@@ -254,6 +267,12 @@ impl StateStore {
         check_room_for_lock(&dir)?;
         let _open_lock = DirLock::exclusive(&dir);
         let exists = exists || data.exists();
+        // Under the directory's lock, which the command line's log-layout writers also hold
+        // while they make a log: of two writers of different layouts starting on one new
+        // directory, the second finds the first's state and is refused.
+        if !exists && holds_log_segment(&dir) {
+            return Err(StoreError::OtherLayout(dir));
+        }
         if exists {
             // Validate before MDBX opens it for writing: never format over a file that is not
             // a database of this format.

@@ -184,6 +184,40 @@ fn a_file_that_is_not_a_database_is_never_formatted() {
     }
 }
 
+/// A writer never makes a database beside a log layout's state (one made first, or by another
+/// writer starting on the same new directory): the open is refused and creates nothing. Other
+/// files, even ones named like a segment but for the digits, do not count.
+#[test]
+fn a_database_is_never_made_beside_a_log() {
+    for (name, log) in [
+        ("log.000001", true),
+        ("log.000042", true),
+        ("log.1", false),
+        ("log.00000x", false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(name), b"").unwrap();
+        let opened = StateStore::open(dir.path(), &opts(5));
+        if log {
+            assert!(
+                matches!(&opened, Err(StoreError::OtherLayout(d)) if d == dir.path()),
+                "{name}: {opened:?}"
+            );
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(
+                left,
+                [std::ffi::OsString::from(name)],
+                "nothing was created"
+            );
+        } else {
+            assert!(opened.is_ok(), "{name}: {opened:?}");
+        }
+    }
+}
+
 #[test]
 fn a_second_writer_handle_cannot_commit_over_a_newer_block() {
     let dir = tempfile::tempdir().unwrap();

@@ -366,6 +366,16 @@ fn read_marker(keep: &Path) -> Result<Base> {
 fn copy_database(from: &Path, to: &Path) -> Result<()> {
     let (src, dst) = (from.join("mdbx.dat"), to.join("mdbx.dat"));
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    // Under the directory's lock, which a log-layout `exec` or `import` holds while it runs
+    // there: a database is never copied in beside a log another process is making.
+    let _lock = bintrie_bench::runner::lock_dir(to, "exec", "--db")?;
+    if crate::durability::held_layout(to)?.is_some() {
+        anyhow::bail!(
+            "{} holds a database made by another process meanwhile: the base is not copied \
+             in beside it",
+            to.display()
+        );
+    }
     std::fs::copy(&src, &dst)
         .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
     std::fs::File::open(&dst)

@@ -208,12 +208,20 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     // With the log layout the database is made only once the base is built (seconds to
     // minutes), so a second run on the same --db found it empty meanwhile and went on, and one
     // of the two failed later. One `exec` at a time there. (MDBX's own open takes this lock on
-    // the directory, and refuses a second run by itself.)
-    let _db_lock = match (&args.db, args.layout) {
-        (Some(db), Layout::Log) => Some(bintrie_bench::runner::lock_dir(db, "exec", "--db")?),
+    // the directory, and refuses a second run by itself; it also refuses to make a database
+    // beside a log, and a base copied in takes the lock for its copy.) The directory is
+    // checked again under the lock: an MDBX writer may have made a database meanwhile.
+    let locked = match (&args.db, args.layout) {
+        (Some(db), Layout::Log) => Some(
+            bintrie_bench::runner::lock_dir(db, "exec", "--db")
+                .and_then(|lock| check_new_db(db).map(|()| lock)),
+        ),
         _ => None,
     };
-    let result = exec_checked(&args);
+    let result = match locked {
+        Some(Err(e)) => Err(e),
+        _ => exec_checked(&args),
+    };
     // A run that failed before committing a block removes the directory it made. One that
     // imported the pre-state keeps it (a block that failed can be looked at).
     if let (Err(e), Some(db)) = (&result, new_db) {

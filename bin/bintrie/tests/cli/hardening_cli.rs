@@ -119,6 +119,50 @@ fn two_racing_importers_never_lose_an_update() {
     }
 }
 
+/// Two importers of different layouts started at once on one new directory: at most one
+/// succeeds, the other is refused saying why, and the directory is then usable (never both
+/// layouts in it, which every command refuses).
+#[test]
+fn two_importers_of_different_layouts_never_both_make_a_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, input(2000, 5)).unwrap();
+    for trial in 0..6 {
+        let db = dir.path().join(format!("mix{trial}"));
+        let spawn = |layout: &str| {
+            bin()
+                .args(["import", "--relaxed", "--layout", layout, "--db"])
+                .arg(&db)
+                .arg("-i")
+                .arg(&file)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn("mdbx"), spawn("log"));
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        assert!(
+            !(a.status.success() && b.status.success()),
+            "trial {trial}: both made a state"
+        );
+        assert!(
+            a.status.success() || b.status.success(),
+            "trial {trial}: neither did: {} / {}",
+            stderr(&a),
+            stderr(&b)
+        );
+        let loser = if a.status.success() { &b } else { &a };
+        let said = stderr(loser);
+        assert!(
+            said.contains("log layout") || said.contains("MDBX database"),
+            "trial {trial}: {said}"
+        );
+        let info = bin().args(["info", "--db"]).arg(&db).output().unwrap();
+        assert!(info.status.success(), "trial {trial}: {}", stderr(&info));
+    }
+}
+
 #[test]
 fn readers_never_write_and_coexist_with_a_relaxed_writer() {
     let (dir, _file, db) = imported(3000, 3, "1000", &[]);
