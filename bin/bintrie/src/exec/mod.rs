@@ -79,7 +79,9 @@ pub(crate) struct ExecArgs {
     /// the block reads or writes and the code it runs, enough for a verifier without the state
     /// to execute the block and compute the post-state root (`--stateless`). Both encodings
     /// are built and measured; --json reports their sizes. File format: README, "Block
-    /// witnesses".
+    /// witnesses". Written whole (a new file renamed into place) and only for a block that
+    /// validates; refused before the block runs when FILE exists and is not a witness, or
+    /// lies in a directory holding a database.
     #[arg(long, value_name = "FILE")]
     witness_out: Option<PathBuf>,
     /// The encoding written by --witness-out: `multiproof` (the tree pruned to the block's
@@ -196,6 +198,9 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     );
     // Before anything is read or made (`--db` is new or empty: no layout to check against).
     args.write.check_for(args.layout, 0)?;
+    if let Some(out) = &args.witness_out {
+        witness::check_out_path(out, args.db.as_deref())?;
+    }
     let new_db = match &args.db {
         Some(db) => {
             check_new_db(db)?;
@@ -347,20 +352,23 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
         }
     };
     let encoding = args.witness_encoding.into();
+    // A block that does not validate leaves --witness-out as it was (the run fails).
     let witness_json = match (&args.witness_out, &executed.run.witness) {
-        (Some(path), Some(w)) => Some(witness::write(w, encoding, path).with_context(|| {
-            // The block is in the database by now: a rerun would be refused ("not an empty
-            // database"), so the error says where it is.
-            match &args.db {
-                Some(db) => format!(
-                    "block {number} is committed to {}{}, but its witness could not be written",
-                    db.display(),
-                    durable_block
-                        .map_or_else(String::new, |b| format!(" (durable through block {b})"))
-                ),
-                None => format!("block {number} ran, but its witness could not be written"),
-            }
-        })?),
+        (Some(path), Some(w)) if v.valid() => {
+            Some(witness::write(w, encoding, path).with_context(|| {
+                // The block is in the database by now: a rerun would be refused ("not an empty
+                // database"), so the error says where it is.
+                match &args.db {
+                    Some(db) => format!(
+                        "block {number} is committed to {}{}, but its witness could not be written",
+                        db.display(),
+                        durable_block
+                            .map_or_else(String::new, |b| format!(" (durable through block {b})"))
+                    ),
+                    None => format!("block {number} ran, but its witness could not be written"),
+                }
+            })?)
+        }
         _ => None,
     };
 
@@ -537,13 +545,20 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
         )
         .context(crate::WRITING)?;
         writeln!(out, "  root        {}", run.commit.root).context(crate::WRITING)?;
-        if let (Some(path), Some(w)) = (&args.witness_out, &run.witness) {
-            writeln!(
+        match (&args.witness_out, &run.witness, &witness_json) {
+            (Some(path), Some(w), Some(_)) => writeln!(
                 out,
                 "  witness     {}",
                 witness::describe(w, encoding, path)
             )
-            .context(crate::WRITING)?;
+            .context(crate::WRITING)?,
+            (Some(path), _, None) => writeln!(
+                out,
+                "  witness     not written to {}: the block does not validate",
+                path.display()
+            )
+            .context(crate::WRITING)?,
+            _ => {}
         }
         for e in &v.findings {
             writeln!(out, "  MISMATCH    {e}").context(crate::WRITING)?;

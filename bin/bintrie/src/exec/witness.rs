@@ -40,12 +40,99 @@ fn bytes_json(b: &WitnessBytes) -> Value {
     json!({"nodes": b.nodes, "values": b.values, "code": b.code, "total": b.total})
 }
 
-/// Writes the chosen encoding of `w` to `path`; returns what `exec --json` reports as
-/// `witness`.
+/// Refuses a `--witness-out` path before the block runs: the file is replaced whole, so a
+/// mistyped path must not cost a database, a fixture or any other file. Refused: a path whose
+/// directory does not exist, a directory, an existing regular file that is not a witness (an
+/// empty one, or one starting with the witness's magic, is replaced), and any path in a
+/// directory that holds a database (the `--db` being made, or another). A device or a FIFO
+/// (`/dev/null`) is written to as it is ([`write()`]).
+pub(crate) fn check_out_path(out: &Path, db: Option<&Path>) -> Result<()> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // As written first: --db may not exist yet.
+    let lexically_in_db = db.is_some_and(|db| {
+        std::path::absolute(parent)
+            .ok()
+            .zip(std::path::absolute(db).ok())
+            .is_some_and(|(p, db)| p.starts_with(db))
+    });
+    if lexically_in_db {
+        bail!(
+            "--witness-out {}: it is inside --db: a witness is not written among a database's \
+             files; choose a path outside it",
+            out.display()
+        );
+    }
+    let dir = std::fs::canonicalize(parent).with_context(|| {
+        format!(
+            "--witness-out {}: its directory {} cannot be used",
+            out.display(),
+            parent.display()
+        )
+    })?;
+    let in_db = db
+        .and_then(|db| std::fs::canonicalize(db).ok())
+        .is_some_and(|db| dir.starts_with(db));
+    if in_db || crate::durability::held_layout(&dir).is_ok_and(|l| l.is_some()) {
+        bail!(
+            "--witness-out {}: its directory holds a database (or is --db): a witness is not \
+             written among a database's files; choose a path outside it",
+            out.display()
+        );
+    }
+    match std::fs::metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("--witness-out {}", out.display())),
+        Ok(m) if m.is_dir() => bail!("--witness-out {} is a directory", out.display()),
+        Ok(m) if !m.is_file() => Ok(()),
+        Ok(_) => {
+            let mut head = Vec::new();
+            std::fs::File::open(out)
+                .and_then(|f| {
+                    use std::io::Read as _;
+                    f.take(BlockWitness::MAGIC.len() as u64)
+                        .read_to_end(&mut head)
+                })
+                .with_context(|| format!("--witness-out {}: reading it", out.display()))?;
+            if head.is_empty() || head == BlockWitness::MAGIC {
+                Ok(())
+            } else {
+                bail!(
+                    "--witness-out {} holds something other than a witness: it is not \
+                     replaced (remove it, or choose another path)",
+                    out.display()
+                )
+            }
+        }
+    }
+}
+
+/// Writes the chosen encoding of `w` to `path`, whole or not at all: into a new file beside
+/// it, synced, then renamed over it (a failure, a full disk, leaves what was there). A path
+/// that is a device or a FIFO is written to directly (renaming over it would replace it).
+/// Returns what `exec --json` reports as `witness`.
 pub(crate) fn write(w: &Witnesses, encoding: WitnessEncoding, path: &Path) -> Result<Value> {
     let chosen = w.get(encoding);
-    std::fs::write(path, chosen.encode())
-        .with_context(|| format!("writing the witness to {}", path.display()))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let write = || -> std::io::Result<()> {
+        if special {
+            return std::fs::write(path, chosen.encode());
+        }
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".bintrie-witness-")
+            .tempfile_in(dir)?;
+        tmp.write_all(&chosen.encode())?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    write().with_context(|| format!("writing the witness to {}", path.display()))?;
     Ok(json!({
         "path": path.display().to_string(),
         "encoding": encoding.name(),

@@ -229,5 +229,82 @@ fn bad_witnesses_fail_clearly() {
         "--witness-out".as_ref(),
         dir.path().as_os_str(),
     ]);
-    assert!(stderr(&o).contains("writing the witness"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+}
+
+/// `--witness-out` replaces only a witness: a path among a database's files (the `--db` being
+/// made, or another database), or a file that is not a witness (the fixture itself), is refused
+/// before the block runs and left as it was; a witness is replaced whole; a block that does
+/// not validate writes none. No temporary file is left beside the witness.
+#[test]
+fn a_witness_never_overwrites_what_is_not_a_witness() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx.json");
+    std::fs::copy(fixture(FIXTURES[0]), &fx).unwrap();
+    let before = std::fs::read(&fx).unwrap();
+    let db = dir.path().join("db");
+    let exec_to = |w: &Path, extra: &[&std::ffi::OsStr]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "--relaxed".as_ref(),
+            "--fixture".as_ref(),
+            fx.as_os_str(),
+            "--witness-out".as_ref(),
+            w.as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    // Into the --db being made: refused, and no database made.
+    let o = exec_to(&db.join("mdbx.dat"), &["--db".as_ref(), db.as_os_str()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("inside --db"), "{}", stderr(&o));
+    assert!(!db.exists());
+    // Another database's file: refused, the database intact.
+    let other = dir.path().join("other");
+    let o = exec_to(
+        dir.path().join("w").as_path(),
+        &["--db".as_ref(), other.as_os_str()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let data = std::fs::read(other.join("mdbx.dat")).unwrap();
+    let o = exec_to(&other.join("mdbx.dat"), &[]);
+    assert!(stderr(&o).contains("holds a database"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(other.join("mdbx.dat")).unwrap(), data);
+    // The fixture itself: refused, unchanged.
+    let o = exec_to(&fx, &[]);
+    assert!(
+        stderr(&o).contains("holds something other than a witness"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&fx).unwrap(), before);
+    // A witness is replaced (here by the other encoding), whole.
+    let w = dir.path().join("w");
+    let first = std::fs::read(&w).unwrap();
+    let o = exec_to(&w, &["--witness-encoding".as_ref(), "blobs".as_ref()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let second = std::fs::read(&w).unwrap();
+    assert!(second.starts_with(b"BTWITNESS") && second != first);
+    // A block that does not validate (its recorded gas used changed) writes none.
+    let bad = edited(dir.path(), FIXTURES[0], |j| {
+        j["blocks"][0]["header"]["gasUsed"] = "0x1450d6".into();
+    });
+    let o = run(&[
+        "--relaxed".as_ref(),
+        "--fixture".as_ref(),
+        bad.as_os_str(),
+        "--witness-out".as_ref(),
+        w.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("not written to"), "{}", stdout(&o));
+    assert_eq!(std::fs::read(&w).unwrap(), second);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with(".bintrie-witness")),
+        "{names:?}"
+    );
 }
