@@ -63,7 +63,9 @@ pub trait StateSnapshot: Send + Sync {
     /// io_uring). As each present stem arrives, `code_of(i, Some(values))` names the code hash
     /// to read for `stems[i]`, if any; each hash named is read once, its read overlapping the
     /// stems still in flight. Each absent stem is reported as `code_of(i, None)` as soon as it
-    /// is known to be absent (what that call returns is ignored). `None` (the default): no
+    /// is known to be absent (what that call returns is ignored). The values come back one per
+    /// stem asked for, in order: another count is refused as [`StateError::Backend`], and a
+    /// `code_of` index past the stems is ignored. `None` (the default): no
     /// batch path; the caller reads them one by one, from several threads. A snapshot that
     /// has one says so in [`StateSnapshot::has_batch_path`]: [`crate::BlockDb`] asks that
     /// first.

@@ -329,7 +329,8 @@ impl<B: StateBackend> BlockDb<B> {
     }
 
     /// Reads the stems of `list`, and the code of every listed account that has code, with
-    /// `workers` threads in parallel, each with its own read transaction, and fills the cache.
+    /// `workers` threads in parallel (scoped threads, ended when this returns), each with its
+    /// own read transaction, and fills the cache.
     /// Keys are grouped by stem, sorted and deduplicated; stems already cached are skipped. A
     /// worker reads an account's code (and checks and decodes it) right after its header stem,
     /// so code reads overlap stem reads; each code hash is read once. A backend with a batch
@@ -337,7 +338,8 @@ impl<B: StateBackend> BlockDb<B> {
     /// code-chunk stems (tree indices 1..=3) listed beside its header stem, and rebuilds the
     /// code from the chunks as they arrive, checked against the code hash; code longer than
     /// three chunk stems hold (27,776 bytes), or whose chunks do not rebuild it, is read by
-    /// hash. Present chunk stems count as reads; rebuilt code does not. Without the cache this
+    /// hash (the batch path checks rebuilt code on one more thread of its own). Present chunk
+    /// stems count as reads; rebuilt code does not. Without the cache this
     /// only warms the OS page cache. A stem or code the snapshot does not hold
     /// ([`StateError::is_not_held`], a witness that lacks it) is not cached and not an error:
     /// execution's own read of it fails. Returns the number of store reads made. On an error

@@ -292,7 +292,9 @@ pub(crate) fn batch_read<S: StateSnapshot>(
             })
             .collect();
         let batch = snapshot.stems_batch(&stems, &mut |j, v| {
-            let i = order[j];
+            // A backend that names a stem it was not asked for is ignored here, and refused
+            // below by the count of its values.
+            let &i = order.get(j)?;
             let Some((stem, account)) = listed.get(i) else {
                 if let Some(v) = v {
                     chunked.chunk_stem(i - listed.len(), v);
@@ -328,6 +330,18 @@ pub(crate) fn batch_read<S: StateSnapshot>(
         Ok(b) => b,
         Err(e) => return Some(Err(e)),
     };
+    // One value per stem asked for: a backend's short or long list would leave stems cached
+    // as absent that it never read.
+    if read.len() != order.len() {
+        return Some(Err(StateError::Backend(
+            format!(
+                "the batch read returned {} stems' values for {} stems asked for",
+                read.len(),
+                order.len()
+            )
+            .into(),
+        )));
+    }
     // Back in the list's order (chunk stems dropped).
     let mut values: Vec<Option<StemValues>> = vec![None; listed.len()];
     for (i, v) in order.into_iter().zip(read) {
@@ -380,6 +394,46 @@ pub(crate) fn batch_read<S: StateSnapshot>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch path that reads every stem but the last, and names a stem it was not asked for.
+    struct Short(crate::MemorySnapshot);
+
+    impl StateSnapshot for Short {
+        fn stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError> {
+            self.0.stem(stem)
+        }
+        fn code(&self, hash: &B256) -> Result<Option<Bytes>, StateError> {
+            self.0.code(hash)
+        }
+        fn has_batch_path(&self) -> bool {
+            true
+        }
+        fn stems_batch(
+            &self,
+            stems: &[Stem],
+            code_of: &mut dyn FnMut(usize, Option<&StemValues>) -> Option<B256>,
+        ) -> Option<Result<StemsBatch, StateError>> {
+            code_of(stems.len() + 7, None);
+            let values = stems[..stems.len() - 1].iter().map(|_| None).collect();
+            Some(Ok(StemsBatch {
+                values,
+                codes: Vec::new(),
+            }))
+        }
+    }
+
+    /// A backend's batch that returns fewer values than stems asked for is an error, not the
+    /// missing stems taken for absent; an index past the stems is no panic.
+    #[test]
+    fn a_batch_of_the_wrong_length_is_refused() {
+        let state = crate::MemoryState::new(5).unwrap();
+        let snapshot = Short(crate::StateBackend::snapshot(&state).unwrap());
+        let listed = [(get_stem(&Address::ZERO, &U256::ZERO), None)];
+        let claims = crate::stream::Claims::new(HashSet::default());
+        let read = batch_read(&snapshot, &listed, &claims).unwrap();
+        let e = read.unwrap_err().to_string();
+        assert!(e.contains("returned 0 stems' values for 1 stems"), "{e}");
+    }
 
     #[test]
     fn a_taken_job_leaves_the_queue_to_the_other_threads() {

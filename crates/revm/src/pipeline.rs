@@ -297,7 +297,8 @@ pub trait BlockState {
     /// in-memory tree is back at the last committed root (the failed block's changes never
     /// reach a later block). `block` may repeat the last committed block (a pre-state imported
     /// in parts) but not go below it: [`StateError::BlockOrder`], before anything is applied,
-    /// on every backend.
+    /// on every backend. The sort, the trie update and the rehash run on rayon's global
+    /// thread pool.
     fn commit_block(
         &mut self,
         changes: BlockChanges,

@@ -50,7 +50,9 @@ impl BinTrieState {
 
     /// Closes the database, calls `between` (to evict it from the page cache, say), and opens
     /// it again with empty caches and a fresh trie, keeping the store's write buffer
-    /// ([`StateStore::reopen`]).
+    /// ([`StateStore::reopen`]). On an error (from `between` or the open) this state is gone:
+    /// what it committed is in the database (its buffered blocks in the journal, replayed by
+    /// the next writer), which [`BinTrieState::open`] opens again.
     pub fn reopen(
         self,
         between: impl FnOnce(&Path) -> std::io::Result<()>,

@@ -202,7 +202,9 @@ impl BlockWitness {
         }
     }
 
-    /// The file form (module docs).
+    /// The file form (module docs). Blob and code lengths are written as 32 bits (none of a
+    /// block's comes near 4 GiB); a `group_depth` outside 1..=8, which no witness this crate
+    /// builds has, is written as it is and refused by [`BlockWitness::decode`].
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);

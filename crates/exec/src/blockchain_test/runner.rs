@@ -75,7 +75,8 @@ impl Summary {
 /// results sorted by file and name. A file that cannot be read or parsed gives one failed
 /// result with an empty name; a test that does not parse, a failed result with the parse
 /// error. A test that panics (a bug: the runner's own, or a dependency's) is a failure that
-/// says so, and the run goes on.
+/// says so, and the run goes on; the panic hook in place still runs (the default one prints
+/// the panic on stderr: install another with `std::panic::set_hook` to keep it quiet).
 pub fn run_files(
     files: &[PathBuf],
     options: &TestOptions,
