@@ -83,8 +83,9 @@ pub(crate) struct ImportArgs {
     #[command(flatten)]
     write: crate::durability::WriteArgs,
     /// MDBX page size of a new database: a power of two from 4096 to 65536 (default: the OS
-    /// page size). An existing database keeps the page size it was created with.
-    #[arg(long)]
+    /// page size). An existing database keeps the page size it was created with: another
+    /// value is refused.
+    #[arg(long, value_parser = parse_page_size)]
     page_size: Option<usize>,
     /// Build a new (or empty) database from the whole input as block 1, for inputs of any
     /// size: the lines are sorted in runs of --memory-budget (spilled to temporary files beside
@@ -115,7 +116,7 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
             );
         }
     }
-    let (reader, source) = kv::open_input(&args.input)?;
+    let (reader, source) = crate::open_input(&args.input)?;
     let mut lines = kv::kv_lines(reader, &source);
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
     // The first batch is parsed before the database is opened: bad input never creates one.
@@ -591,6 +592,19 @@ pub(crate) struct CompactArgs {
 }
 
 /// A share within 0..=1, for `--min-garbage`.
+/// `--page-size`: a power of two from 4096 to 65536 (a usage error otherwise, exit status 2).
+fn parse_page_size(s: &str) -> std::result::Result<usize, String> {
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of bytes"))?;
+    if v.is_power_of_two() && (4096..=65536).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a power of two from 4096 to 65536"))
+    }
+}
+
 fn parse_share(s: &str) -> std::result::Result<f64, String> {
     let v: f64 = s
         .trim()

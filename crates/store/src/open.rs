@@ -68,11 +68,26 @@ const MIN_PAGE_SIZE: usize = 4096;
 /// has pages of [`MIN_PAGE_SIZE`] or a multiple), so a length that is not a multiple of 4 KiB is a
 /// truncated copy, never an unclean close. Refused before MDBX opens it: a writer's open
 /// would cut the partial page and fail, changing the damaged file. An empty file (a creation
-/// that failed) is left to the open.
+/// that failed) is left to the open. A data file that is not a regular file (a directory) is
+/// refused too.
 fn check_whole_pages(data: &FsPath) -> Result<(), StoreError> {
     let len = match std::fs::metadata(data) {
         Ok(m) if m.is_file() => m.len(),
-        _ => return Ok(()),
+        // MDBX said "File descriptor in bad state" of a directory there.
+        Ok(m) => {
+            return Err(StoreError::NotADatabase {
+                path: data.to_path_buf(),
+                reason: format!(
+                    "not a regular file but {}",
+                    if m.is_dir() {
+                        "a directory"
+                    } else {
+                        "a device, a FIFO or a socket"
+                    }
+                ),
+            });
+        }
+        Err(_) => return Ok(()),
     };
     if len.is_multiple_of(MIN_PAGE_SIZE as u64) {
         return Ok(());
@@ -215,11 +230,18 @@ impl StateStore {
         if !exists && (options.read_only || !options.create) {
             return Err(StoreError::NotFound(dir));
         }
-        let check_depth = |meta: &Meta| match options.group_depth {
-            Some(req) if req != meta.group_depth => Err(StoreError::GroupDepthMismatch {
+        // The shape a database was made with: a group depth or page size asked for that is not
+        // its own is refused, never silently ignored.
+        let check_depth = |meta: &Meta| match (options.group_depth, options.page_size) {
+            (Some(req), _) if req != meta.group_depth => Err(StoreError::GroupDepthMismatch {
                 stored: meta.group_depth,
                 requested: req,
             }),
+            (_, Some(p)) if p != meta.page_size as usize => Err(StoreError::Options(format!(
+                "the database's page size is {} bytes, not the {p} asked for: a page size is \
+                 chosen when a database is made",
+                meta.page_size
+            ))),
             _ => Ok(()),
         };
         if options.read_only {

@@ -40,7 +40,8 @@ pub struct StoreOptions {
     /// Group depth: required to match an existing database; used to create a new one
     /// (default [`DEFAULT_GROUP_DEPTH`](crate::DEFAULT_GROUP_DEPTH)).
     pub group_depth: Option<u8>,
-    /// Page size of a new database, a power of two in 4096..=65536 (default: MDBX's, the OS page).
+    /// Page size of a new database, a power of two in 4096..=65536 (default: MDBX's, the OS page);
+    /// given for an existing database, it must be that database's (refused otherwise).
     pub page_size: Option<usize>,
     /// Commit durability.
     pub durability: Durability,

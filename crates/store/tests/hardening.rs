@@ -182,6 +182,22 @@ fn a_file_that_is_not_a_database_is_never_formatted() {
             "{name}: the file was changed"
         );
     }
+    // A directory in the data file's place: said as that (MDBX said "File descriptor in bad
+    // state").
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("mdbx.dat")).unwrap();
+    for opened in [
+        StateStore::open_read_only(dir.path()),
+        StateStore::open(dir.path(), &opts(5)),
+    ] {
+        let Err(e) = opened else {
+            panic!("a directory is no database")
+        };
+        assert!(
+            e.to_string().contains("not a regular file but a directory"),
+            "{e}"
+        );
+    }
 }
 
 /// A writer never makes a database beside a log layout's state (one made first, or by another
@@ -214,6 +230,42 @@ fn a_database_is_never_made_beside_a_log() {
             );
         } else {
             assert!(opened.is_ok(), "{name}: {opened:?}");
+        }
+    }
+}
+
+/// A page size asked for that is not an existing database's own is refused by every open,
+/// never silently ignored (the database keeps the one it was made with); its own is taken.
+#[test]
+fn a_page_size_that_is_not_the_databases_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = StoreOptions {
+        page_size: Some(8192),
+        ..opts(5)
+    };
+    drop(StateStore::open(dir.path(), &made).unwrap());
+    for (page_size, ok) in [
+        (Some(8192), true),
+        (None, true),
+        (Some(4096), false),
+        (Some(16384), false),
+    ] {
+        let opened = StateStore::open(
+            dir.path(),
+            &StoreOptions {
+                page_size,
+                ..opts(5)
+            },
+        );
+        match opened {
+            Ok(store) => {
+                assert!(ok, "{page_size:?} was taken");
+                assert_eq!(store.meta().page_size, 8192);
+            }
+            Err(e) => {
+                assert!(!ok, "{page_size:?}: {e}");
+                assert!(e.to_string().contains("page size is 8192 bytes"), "{e}");
+            }
         }
     }
 }

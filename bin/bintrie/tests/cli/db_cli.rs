@@ -494,6 +494,22 @@ fn import_into_the_log_layout_matches_mdbx() {
         run_ok(bin().args(&args));
         std::fs::remove_dir_all(&fresh).unwrap();
     }
+    // An existing database keeps its page size: another is refused, not ignored; a value that
+    // is no page size is a usage error (exit status 2).
+    run_ok(bin().args(["import", "--db", fr, "-i", f, "--page-size", "8192"]));
+    let e = fails(&["import", "--db", fr, "-i", f, "--page-size", "16384"]);
+    assert!(e.contains("page size is 8192 bytes"), "{e}");
+    let o = bin()
+        .args(["import", "--db", fr, "-i", f, "--page-size", "3000"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::remove_dir_all(&fresh).unwrap();
     // A bad line in the second batch: block 1 stays committed.
     let bad = dir.path().join("bad.txt");
     std::fs::write(&bad, input(1200, 3) + "zz 00\n").unwrap();
