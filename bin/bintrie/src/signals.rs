@@ -47,14 +47,20 @@ static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(
 /// by the next writer, as after a kill). Without it a signal killed the import with no
 /// message, leaving an MDBX state that readers refuse until a writer opens it.
 pub(crate) fn stop_between_blocks() {
-    stop_on_signals(|| {
+    stop_at_next_step(
+        b"stopping after the block being committed, synced (Ctrl-C again to quit at once)\n",
+    );
+}
+
+/// The first Ctrl-C (or SIGTERM, SIGHUP) sets the flag [`stop_requested`] reads and prints
+/// `message` on stderr; a second one quits at once (exit 130). For `import`
+/// ([`stop_between_blocks`]) and `exec`, whose steps check the flag between them.
+pub(crate) fn stop_at_next_step(message: &'static [u8]) {
+    stop_on_signals(move || {
         if STOP.swap(true, std::sync::atomic::Ordering::SeqCst) {
             std::process::exit(130);
         }
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            b"stopping after the block being committed, synced (Ctrl-C again to quit at once)\n",
-        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), message);
     });
 }
 

@@ -105,8 +105,8 @@ pub(crate) struct ExecArgs {
     /// witness must be against it; without this option the witness's own pre-state root is
     /// taken, so a valid run shows the block executes on *a* state with that root (printed as
     /// `pre-root`), which the caller must compare with the one it trusts.
-    #[arg(long, value_name = "0x…", requires = "stateless")]
-    pre_root: Option<String>,
+    #[arg(long, value_name = "0x…", requires = "stateless", value_parser = parse_root)]
+    pre_root: Option<[u8; 32]>,
     #[command(flatten)]
     write: crate::durability::WriteArgs,
     #[command(flatten)]
@@ -223,16 +223,60 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         ),
         _ => None,
     };
+    crate::signals::stop_at_next_step(
+        b"stopping before the next step; the database this run made is removed (Ctrl-C again \
+          to quit at once)\n",
+    );
     let result = match locked {
         Some(Err(e)) => Err(e),
         _ => exec_checked(&args),
     };
     // A run that failed before committing a block removes the directory it made. One that
-    // imported the pre-state keeps it (a block that failed can be looked at).
+    // imported the pre-state keeps it (a block that failed can be looked at), unless a signal
+    // stopped it before the block ran: that directory holds nothing anyone asked for, and
+    // would only make the rerun be refused.
     if let (Err(e), Some(db)) = (&result, new_db) {
-        crate::db::remove_failed_new_db(db, args.layout, e);
+        if e.downcast_ref::<Stopped>().is_some() {
+            if let Err(removing) =
+                bintrie_trie::remove_store_dir_if(db, |_| true, || Some(()), || true)
+            {
+                tracing::warn!(dir = %db.display(), error = %removing, "the stopped run's database could not be removed");
+            }
+        } else {
+            crate::db::remove_failed_new_db(db, args.layout, e);
+        }
     }
     result
+}
+
+/// `--pre-root`: 32 bytes in hex (a usage error otherwise, exit status 2).
+fn parse_root(s: &str) -> std::result::Result<[u8; 32], String> {
+    bintrie_exec::kv::parse_b32(s).map_err(|e| format!("{e:#}"))
+}
+
+/// A signal's stop ([`crate::signals::stop_at_next_step`]), found between two of `exec`'s
+/// steps before the block ran.
+#[derive(Debug)]
+struct Stopped(u64);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "stopped by a signal before block {} ran: nothing of it was committed",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// [`Stopped`] once a signal asked for a stop.
+fn stop_point(number: u64) -> Result<()> {
+    if crate::signals::stop_requested() {
+        return Err(Stopped(number).into());
+    }
+    Ok(())
 }
 
 /// [`cmd_exec`] once `--db` was checked.
@@ -242,6 +286,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
     let load_time = t.elapsed();
     let number = fx.number();
     let parent = fx.parent()?;
+    stop_point(number)?;
 
     let tmp;
     let dir: &Path = match &args.db {
@@ -284,12 +329,14 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
             let base = base::prepare(&args.base, dir, &options, args.group_depth)?;
             let mut state = BinTrieState::open(dir, &options)
                 .with_context(|| format!("opening {}", dir.display()))?;
+            stop_point(number)?;
             let import = import_over(&mut state, &fx, base.as_ref(), dir)?;
             if args.cold {
                 state = state
                     .reopen(|dir| bintrie_store::evict_page_cache(dir).map(drop))
                     .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
             }
+            stop_point(number)?;
             let executed = execute_block(&mut state, &fx, &exec_options)
                 .map_err(|e| block_error(e.into(), &fx, args.db.as_deref()))?;
             let v = validate(&state, &fx, &executed, read_path)?;
@@ -333,6 +380,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
             };
             let mut state = LogState::from_store(crate::db::open_log(dir, Some(&log_options))?)
                 .with_context(|| format!("opening {}", dir.display()))?;
+            stop_point(number)?;
             let import = import_over(&mut state, &fx, base.as_ref(), dir)?;
             if args.cold {
                 state.store().sync()?;
@@ -340,6 +388,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
                     .with_context(|| format!("evicting {} from the page cache", dir.display()))?;
                 state = state.drop_trie()?;
             }
+            stop_point(number)?;
             let executed = execute_block(&mut state, &fx, &exec_options)
                 .map_err(|e| block_error(e.into(), &fx, args.db.as_deref()))?;
             let v = validate_over(&LogBackend::new(state.store()), &fx, &executed)?;

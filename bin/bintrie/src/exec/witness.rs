@@ -206,16 +206,15 @@ pub(crate) fn cmd_stateless(args: &ExecArgs, path: &Path) -> Result<()> {
             witness.block
         );
     }
-    if let Some(trusted) = &args.pre_root {
-        let trusted = bintrie_exec::kv::parse_b32(trusted).context("--pre-root")?;
-        if witness.pre_root.0 != trusted {
-            bail!(
-                "{} is a witness against pre-state root {}, not the trusted --pre-root {}",
-                path.display(),
-                witness.pre_root,
-                alloy_primitives::B256::from(trusted)
-            );
-        }
+    if let Some(trusted) = args.pre_root
+        && witness.pre_root.0 != trusted
+    {
+        bail!(
+            "{} is a witness against pre-state root {}, not the trusted --pre-root {}",
+            path.display(),
+            witness.pre_root,
+            alloy_primitives::B256::from(trusted)
+        );
     }
     let bytes = witness.bytes();
     let (encoding, group_depth, codes) =

@@ -504,6 +504,59 @@ fn a_prague_block_without_a_request_contract_is_invalid() {
     }
 }
 
+/// Ctrl-C (here SIGTERM) before the block ran stops `exec --db` at its next step, with a
+/// message, and removes the database directory the run made (a rerun into it was refused as
+/// "already holds a database"). Here the run waits on a FIFO for its fixture when the signal
+/// comes; the fixture is then written, and the run stops instead of going on.
+#[test]
+fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fixture.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let db = dir.path().join("db");
+    let child = Command::new(env!("CARGO_BIN_EXE_bintrie"))
+        .args(["exec", "--relaxed", "--fixture"])
+        .arg(&fifo)
+        .arg("--db")
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The directory is made just before the signals are taken; the fixture's open then waits.
+    let start = std::time::Instant::now();
+    while !db.exists() {
+        assert!(start.elapsed().as_secs() < 60, "exec never made --db");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&fifo, std::fs::read(fixture(ZKPI_PRAGUE)).unwrap()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopping before the next step"), "{err}");
+    assert!(
+        err.contains("stopped by a signal before block 22615247 ran"),
+        "{err}"
+    );
+    assert!(!db.exists(), "the stopped run's database was left behind");
+}
+
 #[test]
 fn wrong_values_are_reported() {
     let dir = tempfile::tempdir().unwrap();

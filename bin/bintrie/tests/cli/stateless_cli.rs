@@ -197,7 +197,9 @@ fn bad_witnesses_fail_clearly() {
         "{}",
         stderr(&o)
     );
+    // A value that is no root is a usage error (exit status 2), as every bad value is.
     let o = with_root("0x12");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--pre-root"), "{}", stderr(&o));
     // Another block's witness.
     let w2 = dir.path().join("w2");
