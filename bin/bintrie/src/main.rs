@@ -246,18 +246,39 @@ struct RootArgs {
 /// [`note_closed_stdout`] found it.
 static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Notes whether standard output is closed, before the standard library starts (an ELF
-/// `.init_array` entry runs before `main`): the library then opens /dev/null on a closed
-/// descriptor 0-2, so every write to stdout would succeed and the output vanish, with status
-/// 0 (`bintrie info --json >&-`). `main` refuses to run instead.
+/// Whether descriptor 0 (standard input) was closed when the process started, as
+/// [`note_closed_stdout`] found it: the standard library then opens /dev/null there, and an
+/// input read from it would be empty (`bintrie root <&-` printed the empty tree's root).
+static STDIN_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`kv::open_input`], refusing `-` when standard input was closed at the start
+/// ([`STDIN_WAS_CLOSED`]): nothing can be read there, which is not an empty input.
+pub(crate) fn open_input(input: &str) -> Result<(Box<dyn std::io::BufRead + Send>, String)> {
+    if input == "-" && STDIN_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        bail!(
+            "standard input is closed: there is no input to read (give it with -i FILE, or \
+             pipe it in)"
+        );
+    }
+    kv::open_input(input)
+}
+
+/// Notes whether standard output (and standard input) is closed, before the standard library
+/// starts (an ELF `.init_array` entry runs before `main`): the library then opens /dev/null on
+/// a closed descriptor 0-2, so every write to stdout would succeed and the output vanish, with
+/// status 0 (`bintrie info --json >&-`). `main` refuses to run instead; a closed stdin is
+/// refused where an input is read from it ([`open_input`]).
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 extern "C" fn note_closed_stdout() {
-    // SAFETY: fcntl(F_GETFD) reads the flags of a descriptor number; a closed one is -1 with
-    // EBADF (any other failure, a sandbox refusing the call, is not taken for closed).
-    let closed = unsafe { libc::fcntl(1, libc::F_GETFD) } == -1
-        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF);
-    STDOUT_WAS_CLOSED.store(closed, std::sync::atomic::Ordering::Relaxed);
+    let closed = |fd| {
+        // SAFETY: fcntl(F_GETFD) reads the flags of a descriptor number; a closed one is -1
+        // with EBADF (any other failure, a sandbox refusing the call, is not taken for closed).
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        flags == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
+    };
+    STDIN_WAS_CLOSED.store(closed(0), std::sync::atomic::Ordering::Relaxed);
+    STDOUT_WAS_CLOSED.store(closed(1), std::sync::atomic::Ordering::Relaxed);
 }
 
 /// [`note_closed_stdout`]'s place among the functions the loader runs before `main`.
@@ -387,7 +408,7 @@ fn cmd_root(args: RootArgs) -> Result<()> {
         let json = bintrie_exec::input::read_json_at_most(path, MAX_ALLOC_BYTES)?;
         bintrie_exec::alloc::alloc_writes(&json).with_context(|| format!("{}", path.display()))?
     } else {
-        let (reader, source) = kv::open_input(&args.input)?;
+        let (reader, source) = open_input(&args.input)?;
         kv::read_kv_lines(reader, &source)?
     };
     let entries = writes.len();

@@ -202,6 +202,37 @@ fn a_stdout_closed_at_the_start_is_an_error() {
     assert!(String::from_utf8_lossy(&piped.stdout).starts_with("bintrie "));
 }
 
+/// A standard input closed at the start (`<&-`) is no input to read: `root` and `import`
+/// reading it are refused (they took it for an empty input, printing the empty tree's root or
+/// making an empty database); an empty input given as one (`</dev/null`) is no error.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_stdin_closed_at_the_start_is_no_empty_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let run = |args: &str, redirect: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" {args} {redirect}"))
+            .arg(env!("CARGO_BIN_EXE_bintrie"))
+            .output()
+            .unwrap()
+    };
+    let import = format!("import --db {}", db.display());
+    for args in ["root", import.as_str()] {
+        let closed = run(args, "<&-");
+        assert_eq!(closed.status.code(), Some(1), "{args}: {}", stderr(&closed));
+        assert!(
+            stderr(&closed).contains("standard input is closed"),
+            "{args}: {}",
+            stderr(&closed)
+        );
+        assert!(!db.exists(), "{args}: a database was made");
+    }
+    let empty = run("root", "</dev/null");
+    assert_eq!(empty.status.code(), Some(0), "{}", stderr(&empty));
+}
+
 /// `exec > /dev/full` and `exec | head -0` panicked in `println!`.
 #[test]
 fn exec_output_to_a_full_or_closed_stdout_is_an_error() {
