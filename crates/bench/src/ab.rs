@@ -59,7 +59,9 @@ pub struct Rounds {
 }
 
 /// Exact two-sided sign test: the probability, with `n` fair coin flips, of a count at least as
-/// far from `n / 2` as `k` (capped at 1). `None` when `n` is 0 or `k > n`.
+/// far from `n / 2` as `k` (capped at 1, and rounded to 12 decimals: the CDF's floating-point
+/// noise printed one round against none as 0.9999999999999991). `None` when `n` is 0 or
+/// `k > n`.
 pub fn sign_test_p(k: usize, n: usize) -> Option<f64> {
     if n == 0 || k > n {
         return None;
@@ -67,7 +69,8 @@ pub fn sign_test_p(k: usize, n: usize) -> Option<f64> {
     use statrs::distribution::{Binomial, DiscreteCDF};
     let tail = k.min(n - k);
     let coin = Binomial::new(0.5, n as u64).ok()?;
-    Some((2.0 * coin.cdf(tail as u64)).min(1.0))
+    let p = (2.0 * coin.cdf(tail as u64)).min(1.0);
+    Some((p * 1e12).round() / 1e12)
 }
 
 /// Compares `after` with `before` (each a list of `results.json` contents, one per
@@ -245,6 +248,9 @@ mod tests {
         // 5 of 6: 2 x 7 / 64.
         assert!((sign_test_p(5, 6).unwrap() - 14.0 / 64.0).abs() < 1e-12);
         assert_eq!(sign_test_p(3, 6), Some(1.0));
+        // One round against none is as likely as not: exactly 1.
+        assert_eq!(sign_test_p(0, 1), Some(1.0));
+        assert_eq!(sign_test_p(1, 1), Some(1.0));
         // Many rounds stay finite: 60 of 100 is about 0.057.
         let p = sign_test_p(60, 100).unwrap();
         assert!((p - 0.0569).abs() < 1e-3, "{p}");
