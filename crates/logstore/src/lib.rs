@@ -1226,11 +1226,28 @@ pub fn holds_log(dir: &FsPath) -> std::io::Result<bool> {
 /// (a writer's open takes it first); the directory is renamed aside before it is removed, so
 /// a writer that comes to it after the check finds no directory, never one emptied under it.
 pub fn remove_if_empty(dir: &FsPath) -> bool {
+    remove_own(dir, false)
+}
+
+/// Removes `dir`, a log directory a command made and was stopped in (by the user) before its
+/// work was done, whatever blocks it holds: as [`remove_if_empty`] (nothing but a log's files,
+/// and not while a writer has it open: the writer's lock), without the check for committed
+/// blocks. Returns whether it was removed.
+pub fn remove_made(dir: &FsPath) -> bool {
+    remove_own(dir, true)
+}
+
+/// [`remove_if_empty`], or with `any_blocks` [`remove_made`].
+fn remove_own(dir: &FsPath, any_blocks: bool) -> bool {
     let removed = bintrie_trie::remove_store_dir_if(
         dir,
         |e| is_log_file_name(&e.file_name()),
         || writer_lock(dir).ok(),
-        || LogStore::open_read_only(dir).is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0),
+        || {
+            any_blocks
+                || LogStore::open_read_only(dir)
+                    .is_ok_and(|l| l.meta().block == 0 && l.info().nodes == 0)
+        },
     );
     removed.unwrap_or_else(|e| {
         tracing::warn!(dir = %dir.display(), error = %e, "an empty log could not be removed");

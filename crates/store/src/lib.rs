@@ -44,7 +44,7 @@ pub(crate) use error::map_err;
 pub use evict::{WarmBranches, evict_page_cache, warm_branch_pages};
 pub use meta::Meta;
 pub(crate) use meta::{put_meta, read_meta};
-pub use open::remove_if_empty;
+pub use open::{remove_if_empty, remove_made};
 pub use options::{Durability, StoreOptions};
 pub use reader::{ReadPath, ReadStats, Reader};
 pub use shape::Shape;

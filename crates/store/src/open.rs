@@ -558,10 +558,23 @@ impl StateStore {
 /// aside before it is removed, so a writer that comes to it after the check finds no
 /// directory, never one emptied under it.
 pub fn remove_if_empty(dir: &std::path::Path) -> bool {
+    remove_own(dir, false)
+}
+
+/// Removes `dir`, a database directory a command made and was stopped in (by the user) before
+/// its work was done, whatever blocks it holds: as [`remove_if_empty`] (nothing but the
+/// database's own files, and not while a writer has it open: the journal's lock), without the
+/// check for committed blocks. Returns whether it was removed.
+pub fn remove_made(dir: &std::path::Path) -> bool {
+    remove_own(dir, true)
+}
+
+/// [`remove_if_empty`], or with `any_blocks` [`remove_made`].
+fn remove_own(dir: &std::path::Path, any_blocks: bool) -> bool {
     let own = |e: &std::fs::DirEntry| {
         let name = e.file_name();
         crate::is_store_file_name(&name)
-            && (name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
+            && (any_blocks || name != buffer::JOURNAL || e.metadata().is_ok_and(|m| m.len() == 0))
     };
     let lock = || {
         let journal = std::fs::OpenOptions::new()
@@ -577,27 +590,30 @@ pub fn remove_if_empty(dir: &std::path::Path) -> bool {
             _ => Some(journal),
         }
     };
-    let unused = || match StateStore::open_read_only(dir) {
-        Ok(store) => {
-            let meta = store.meta();
-            meta.block == 0 && meta.root == [0; 32]
-        }
-        // Refused before MDBX looked at the file (a full disk): a database stays, whatever it
-        // holds.
-        Err(StoreError::NoRoomToOpen { .. }) => {
-            let none = !dir.join("mdbx.dat").exists();
-            if !none {
-                tracing::warn!(
-                    "{} is kept: with the disk full it cannot be opened to check whether it \
+    let unused = || {
+        any_blocks
+            || match StateStore::open_read_only(dir) {
+                Ok(store) => {
+                    let meta = store.meta();
+                    meta.block == 0 && meta.root == [0; 32]
+                }
+                // Refused before MDBX looked at the file (a full disk): a database stays, whatever it
+                // holds.
+                Err(StoreError::NoRoomToOpen { .. }) => {
+                    let none = !dir.join("mdbx.dat").exists();
+                    if !none {
+                        tracing::warn!(
+                            "{} is kept: with the disk full it cannot be opened to check whether it \
                      holds a committed block. Free some space and run `bintrie info --db {0}`",
-                    dir.display()
-                );
+                            dir.display()
+                        );
+                    }
+                    none
+                }
+                // No database, or an empty file: a creation that failed before writing. A file with
+                // bytes that does not open may hold blocks (one a writer must recover): kept.
+                Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
             }
-            none
-        }
-        // No database, or an empty file: a creation that failed before writing. A file with
-        // bytes that does not open may hold blocks (one a writer must recover): kept.
-        Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
     };
     let removed = bintrie_trie::remove_store_dir_if(dir, own, lock, unused);
     removed.unwrap_or_else(|e| {

@@ -105,7 +105,7 @@ pub(crate) struct ExecArgs {
     /// witness must be against it; without this option the witness's own pre-state root is
     /// taken, so a valid run shows the block executes on *a* state with that root (printed as
     /// `pre-root`), which the caller must compare with the one it trusts.
-    #[arg(long, value_name = "0x…", requires = "stateless", value_parser = parse_root)]
+    #[arg(long, value_name = "0x…", requires = "stateless", value_parser = crate::parse_root_arg)]
     pre_root: Option<[u8; 32]>,
     #[command(flatten)]
     write: crate::durability::WriteArgs,
@@ -223,35 +223,44 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
         ),
         _ => None,
     };
+    // Refused under the lock: another writer has the directory (or made a database in it
+    // meanwhile), which is then its directory, never removed here.
+    if let Some(Err(e)) = locked {
+        return Err(e);
+    }
     crate::signals::stop_at_next_step(
-        b"stopping before the next step; the database this run made is removed (Ctrl-C again \
-          to quit at once)\n",
+        b"stopping before the next step (Ctrl-C again to quit at once)\n",
     );
-    let result = match locked {
-        Some(Err(e)) => Err(e),
-        _ => exec_checked(&args),
-    };
+    let result = exec_checked(&args);
     // A run that failed before committing a block removes the directory it made. One that
     // imported the pre-state keeps it (a block that failed can be looked at), unless a signal
     // stopped it before the block ran: that directory holds nothing anyone asked for, and
     // would only make the rerun be refused.
     if let (Err(e), Some(db)) = (&result, new_db) {
         if e.downcast_ref::<Stopped>().is_some() {
-            if let Err(removing) =
-                bintrie_trie::remove_store_dir_if(db, |_| true, || Some(()), || true)
-            {
-                tracing::warn!(dir = %db.display(), error = %removing, "the stopped run's database could not be removed");
-            }
+            // Its own files only, and never while another writer has it open.
+            let removed = match args.layout {
+                Layout::Mdbx => bintrie_store::remove_made(db),
+                Layout::Log => bintrie_logstore::remove_made(db),
+            };
+            let said = if removed {
+                format!(
+                    "removed {}, the database this stopped run made",
+                    db.display()
+                )
+            } else {
+                format!(
+                    "kept {}: it holds other files than the database's, or another writer has \
+                     it open",
+                    db.display()
+                )
+            };
+            let _ = writeln!(std::io::stderr(), "{said}");
         } else {
             crate::db::remove_failed_new_db(db, args.layout, e);
         }
     }
     result
-}
-
-/// `--pre-root`: 32 bytes in hex (a usage error otherwise, exit status 2).
-fn parse_root(s: &str) -> std::result::Result<[u8; 32], String> {
-    bintrie_exec::kv::parse_b32(s).map_err(|e| format!("{e:#}"))
 }
 
 /// A signal's stop ([`crate::signals::stop_at_next_step`]), found between two of `exec`'s

@@ -529,13 +529,28 @@ fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The directory is made just before the signals are taken; the fixture's open then waits.
+    // The fixture's open waits for a writer: once a non-blocking open for writing finds the
+    // reader there, the run is past the point where it takes the signals.
     let start = std::time::Instant::now();
-    while !db.exists() {
-        assert!(start.elapsed().as_secs() < 60, "exec never made --db");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut writer = loop {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(
+                    start.elapsed().as_secs() < 60,
+                    "exec never opened its fixture"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(db.exists(), "--db is made before the fixture is read");
     let pid = child.id().to_string();
     assert!(
         Command::new("kill")
@@ -544,8 +559,16 @@ fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
             .unwrap()
             .success()
     );
+    // The handler's thread sets the stop; then the fixture is written (blocking writes).
     std::thread::sleep(std::time::Duration::from_millis(300));
-    std::fs::write(&fifo, std::fs::read(fixture(ZKPI_PRAGUE)).unwrap()).unwrap();
+    // SAFETY: clears O_NONBLOCK on a descriptor this test owns.
+    #[allow(unsafe_code)]
+    unsafe {
+        use std::os::fd::AsRawFd as _;
+        libc::fcntl(writer.as_raw_fd(), libc::F_SETFL, 0);
+    }
+    std::io::Write::write_all(&mut writer, &std::fs::read(fixture(ZKPI_PRAGUE)).unwrap()).unwrap();
+    drop(writer);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -554,6 +577,7 @@ fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
         err.contains("stopped by a signal before block 22615247 ran"),
         "{err}"
     );
+    assert!(err.contains("the database this stopped run made"), "{err}");
     assert!(!db.exists(), "the stopped run's database was left behind");
 }
 
