@@ -134,11 +134,10 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
         // MDBX writer's open takes the same lock, and refuses to make a database beside a log,
         // so of two writers of different layouts starting on one new directory the second is
         // refused.
-        let result =
-            bintrie_bench::runner::lock_dir(&args.db, "import", "--db").and_then(|_lock| {
-                crate::durability::check_layout(&args.db, args.layout)?;
-                import_log(&args, first, lines, batch)
-            });
+        // Refused under the lock: another writer has the directory, never removed here.
+        let _lock = bintrie_bench::runner::lock_dir(&args.db, "import", "--db")?;
+        crate::durability::check_layout(&args.db, args.layout)?;
+        let result = import_log(&args, first, lines, batch);
         if let Err(e) = &result
             && created_dir
         {
@@ -591,7 +590,6 @@ pub(crate) struct CompactArgs {
     pub(crate) json: bool,
 }
 
-/// A share within 0..=1, for `--min-garbage`.
 /// `--page-size`: a power of two from 4096 to 65536 (a usage error otherwise, exit status 2).
 fn parse_page_size(s: &str) -> std::result::Result<usize, String> {
     let v: usize = s
@@ -605,6 +603,7 @@ fn parse_page_size(s: &str) -> std::result::Result<usize, String> {
     }
 }
 
+/// A share within 0..=1, for `--min-garbage`.
 fn parse_share(s: &str) -> std::result::Result<f64, String> {
     let v: f64 = s
         .trim()
