@@ -51,21 +51,22 @@ pub(crate) fn check_out_path(out: &Path, db: Option<&Path>) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    // As written first: --db may not exist yet.
+    let dir = std::fs::canonicalize(parent);
+    // A directory that does not exist yet may be inside a --db not made yet: said as that.
     let lexically_in_db = db.is_some_and(|db| {
         std::path::absolute(parent)
             .ok()
             .zip(std::path::absolute(db).ok())
             .is_some_and(|(p, db)| p.starts_with(db))
     });
-    if lexically_in_db {
+    if dir.is_err() && lexically_in_db {
         bail!(
             "--witness-out {}: it is inside --db: a witness is not written among a database's \
              files; choose a path outside it",
             out.display()
         );
     }
-    let dir = std::fs::canonicalize(parent).with_context(|| {
+    let dir = dir.with_context(|| {
         format!(
             "--witness-out {}: its directory {} cannot be used",
             out.display(),
@@ -110,8 +111,9 @@ pub(crate) fn check_out_path(out: &Path, db: Option<&Path>) -> Result<()> {
 }
 
 /// Writes the chosen encoding of `w` to `path`, whole or not at all: into a new file beside
-/// it, synced, then renamed over it (a failure, a full disk, leaves what was there). A path
-/// that is a device or a FIFO is written to directly (renaming over it would replace it).
+/// it, synced, then renamed over it (a failure, a full disk, leaves what was there), with the
+/// replaced file's mode (a new one's: 0666 less the umask). A path that is a device, a FIFO
+/// or a symbolic link is written through directly (renaming over it would replace it).
 /// Returns what `exec --json` reports as `witness`.
 pub(crate) fn write(w: &Witnesses, encoding: WitnessEncoding, path: &Path) -> Result<Value> {
     let chosen = w.get(encoding);
@@ -119,13 +121,22 @@ pub(crate) fn write(w: &Witnesses, encoding: WitnessEncoding, path: &Path) -> Re
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    // Written through as it is: a device or FIFO, and a symbolic link (`/dev/stdout`), which a
+    // rename would replace.
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+        || std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     let write = || -> std::io::Result<()> {
         if special {
             return std::fs::write(path, chosen.encode());
         }
+        // The mode a plain write gives (0666 less the umask), or the replaced file's own.
+        let mode = std::fs::metadata(path).map_or_else(
+            |_| std::os::unix::fs::PermissionsExt::from_mode(0o666),
+            |m| m.permissions(),
+        );
         let mut tmp = tempfile::Builder::new()
             .prefix(".bintrie-witness-")
+            .permissions(mode)
             .tempfile_in(dir)?;
         tmp.write_all(&chosen.encode())?;
         tmp.as_file().sync_all()?;

@@ -287,6 +287,28 @@ fn a_witness_never_overwrites_what_is_not_a_witness() {
     assert!(o.status.success(), "{}", stderr(&o));
     let second = std::fs::read(&w).unwrap();
     assert!(second.starts_with(b"BTWITNESS") && second != first);
+    // With the mode a plain write gives (the same umask), not the temporary file's 0600.
+    use std::os::unix::fs::PermissionsExt as _;
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, b"").unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode();
+    assert_eq!(mode(&w), mode(&plain));
+    // Through a symbolic link (`/dev/stdout` is one): the link stays, its target is written.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&w, &link).unwrap();
+    let o = exec_to(&link, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read(&w).unwrap(),
+        first,
+        "the multiproof again, through the link"
+    );
     // A block that does not validate (its recorded gas used changed) writes none.
     let bad = edited(dir.path(), FIXTURES[0], |j| {
         j["blocks"][0]["header"]["gasUsed"] = "0x1450d6".into();
@@ -300,7 +322,7 @@ fn a_witness_never_overwrites_what_is_not_a_witness() {
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stdout(&o).contains("not written to"), "{}", stdout(&o));
-    assert_eq!(std::fs::read(&w).unwrap(), second);
+    assert_eq!(std::fs::read(&w).unwrap(), first);
     let names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
