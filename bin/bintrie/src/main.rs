@@ -251,14 +251,29 @@ static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 /// input read from it would be empty (`bintrie root <&-` printed the empty tree's root).
 static STDIN_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// A root given as an option (`exec --pre-root`, `verify-proof --root`): 32 bytes in hex, a
+/// usage error otherwise (exit status 2, as every bad value).
+pub(crate) fn parse_root_arg(s: &str) -> std::result::Result<[u8; 32], String> {
+    kv::parse_b32(s).map_err(|e| format!("{e:#}"))
+}
+
+/// Refuses to read standard input when it was closed at the start ([`STDIN_WAS_CLOSED`]):
+/// nothing can be read there, which is not an empty input.
+pub(crate) fn check_stdin_open() -> Result<()> {
+    if STDIN_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        bail!(
+            "standard input is closed: there is no input to read (give it with a file, or \
+             pipe it in)"
+        );
+    }
+    Ok(())
+}
+
 /// [`kv::open_input`], refusing `-` when standard input was closed at the start
 /// ([`STDIN_WAS_CLOSED`]): nothing can be read there, which is not an empty input.
 pub(crate) fn open_input(input: &str) -> Result<(Box<dyn std::io::BufRead + Send>, String)> {
-    if input == "-" && STDIN_WAS_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
-        bail!(
-            "standard input is closed: there is no input to read (give it with -i FILE, or \
-             pipe it in)"
-        );
+    if input == "-" {
+        check_stdin_open()?;
     }
     kv::open_input(input)
 }

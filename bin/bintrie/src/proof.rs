@@ -33,8 +33,8 @@ pub(crate) struct VerifyProofArgs {
     proof: String,
     /// The root to check against (default: each proof's own `root`, which then only shows the
     /// proof is consistent).
-    #[arg(long)]
-    root: Option<String>,
+    #[arg(long, value_parser = crate::parse_root_arg)]
+    root: Option<[u8; 32]>,
 }
 
 pub(crate) fn cmd_prove(args: ProveArgs) -> Result<()> {
@@ -177,12 +177,9 @@ impl Framer {
 }
 
 pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
-    let root = args
-        .root
-        .as_deref()
-        .map(|r| parse_b32(r).context("--root"))
-        .transpose()?;
+    let root = args.root;
     let (src, mut input): (String, Box<dyn Read>) = if args.proof == "-" {
+        crate::check_stdin_open()?;
         ("stdin".into(), Box::new(std::io::stdin().lock()))
     } else {
         let f =

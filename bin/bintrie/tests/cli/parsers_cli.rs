@@ -219,7 +219,7 @@ fn a_stdin_closed_at_the_start_is_no_empty_input() {
             .unwrap()
     };
     let import = format!("import --db {}", db.display());
-    for args in ["root", import.as_str()] {
+    for args in ["root", import.as_str(), "verify-proof --proof -"] {
         let closed = run(args, "<&-");
         assert_eq!(closed.status.code(), Some(1), "{args}: {}", stderr(&closed));
         assert!(
