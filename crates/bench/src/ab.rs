@@ -59,9 +59,9 @@ pub struct Rounds {
 }
 
 /// Exact two-sided sign test: the probability, with `n` fair coin flips, of a count at least as
-/// far from `n / 2` as `k` (capped at 1, and rounded to 12 decimals: the CDF's floating-point
-/// noise printed one round against none as 0.9999999999999991). `None` when `n` is 0 or
-/// `k > n`.
+/// far from `n / 2` as `k` (capped at 1, and 1 when within 1e-12 of it: the CDF's
+/// floating-point noise printed one round against none as 0.9999999999999991). `None` when
+/// `n` is 0 or `k > n`.
 pub fn sign_test_p(k: usize, n: usize) -> Option<f64> {
     if n == 0 || k > n {
         return None;
@@ -70,7 +70,7 @@ pub fn sign_test_p(k: usize, n: usize) -> Option<f64> {
     let tail = k.min(n - k);
     let coin = Binomial::new(0.5, n as u64).ok()?;
     let p = (2.0 * coin.cdf(tail as u64)).min(1.0);
-    Some((p * 1e12).round() / 1e12)
+    Some(if 1.0 - p < 1e-12 { 1.0 } else { p })
 }
 
 /// Compares `after` with `before` (each a list of `results.json` contents, one per
@@ -251,6 +251,8 @@ mod tests {
         // One round against none is as likely as not: exactly 1.
         assert_eq!(sign_test_p(0, 1), Some(1.0));
         assert_eq!(sign_test_p(1, 1), Some(1.0));
+        // A tiny p stays above 0 (42 rounds all one way: 2 / 2^42).
+        assert!(sign_test_p(0, 42).unwrap() > 0.0);
         // Many rounds stay finite: 60 of 100 is about 0.057.
         let p = sign_test_p(60, 100).unwrap();
         assert!((p - 0.0569).abs() < 1e-3, "{p}");

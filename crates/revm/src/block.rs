@@ -380,11 +380,14 @@ impl<B: StateBackend> BlockDb<B> {
                             // the snapshot does not hold (`CodeNotInWitness` on demand: a
                             // contract coinbase's code is listed, never run, never in the
                             // witness). The batch path keeps it the same way.
-                            let raw = match r.code(&h) {
-                                Err(e) if e.is_not_held() => Some(Err(e)),
-                                read => read?.map(|raw| crate::db::decode_code(&h, raw)),
-                            };
-                            code = Some((h, raw));
+                            match r.code(&h) {
+                                // Not read, not counted: execution's own read says it.
+                                Err(e) if e.is_not_held() => {}
+                                read => {
+                                    let raw = read?.map(|raw| crate::db::decode_code(&h, raw));
+                                    code = Some((h, raw));
+                                }
+                            }
                         }
                         Ok(Some((values, code)))
                     })?;

@@ -488,8 +488,6 @@ fn blocks_run_stateless_from_either_witness() {
     assert_eq!(m.code, b.code);
 }
 
-/// A snapshot keeps the state it was opened at while the state commits (copy-on-write), and a
-/// `'static` `TrieDb` answers from another thread.
 /// A prefetch is a guess (an access list may name what a block never reads): a stateless
 /// run whose prefetch lists what the witness does not hold runs as it would without the
 /// prefetch, and only a read execution itself makes of it fails. Here execution reads STORE's
@@ -562,6 +560,8 @@ fn a_stateless_prefetch_of_what_the_witness_does_not_hold_is_no_error() {
     }
 }
 
+/// A snapshot keeps the state it was opened at while the state commits (copy-on-write), and a
+/// `'static` `TrieDb` answers from another thread.
 #[test]
 fn memory_snapshots_are_isolated_and_shareable() {
     let mut state = memory_state();

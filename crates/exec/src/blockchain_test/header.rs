@@ -191,8 +191,6 @@ pub(crate) fn check_fork_fields(chain: &ChainSpec, h: &Header) -> Result<(), Str
 mod tests {
     use super::*;
 
-    /// A parent at the highest block number has no next one: block 0 (what `+ 1` wrapped to)
-    /// is refused, as any number that is not the parent's plus one.
     /// A parent (a test's genesis, never checked itself) whose gas, base fee or blob gas
     /// fields overflow the next block's formulas makes the block invalid, without a panic (in
     /// this debug build alloy's formulas would panic on the overflow).
@@ -262,6 +260,8 @@ mod tests {
         }
     }
 
+    /// A parent at the highest block number has no next one: block 0 (what `+ 1` wrapped to)
+    /// is refused, as any number that is not the parent's plus one.
     #[test]
     fn the_block_after_the_highest_number_is_refused() {
         let chain = ChainSpec::mainnet();
