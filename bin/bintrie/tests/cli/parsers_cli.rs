@@ -175,20 +175,25 @@ fn exec_refuses_block_zero_in_every_format() {
     assert_error(&exec(&r, &[]), MSG);
 }
 
+/// `bintrie ARGS` run by `sh -c 'exec bintrie ARGS'`, so that ARGS may end in redirections of
+/// the process's own descriptors (`>&-`, `<&-`).
+#[cfg(target_os = "linux")]
+fn through_sh(args: &str) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" {args}"))
+        .arg(env!("CARGO_BIN_EXE_bintrie"))
+        .output()
+        .unwrap()
+}
+
 /// A standard output closed at the start (`>&-`) is an error before anything runs: the
 /// standard library put /dev/null in its place, so the output vanished with status 0. A
 /// `>/dev/null` the user asked for is no error.
 #[test]
 #[cfg(target_os = "linux")]
 fn a_stdout_closed_at_the_start_is_an_error() {
-    let run = |redirect: &str| {
-        std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("exec \"$0\" --version {redirect}"))
-            .arg(env!("CARGO_BIN_EXE_bintrie"))
-            .output()
-            .unwrap()
-    };
+    let run = |redirect: &str| through_sh(&format!("--version {redirect}"));
     let closed = run(">&-");
     assert_eq!(closed.status.code(), Some(1), "{}", stderr(&closed));
     assert!(
@@ -202,22 +207,15 @@ fn a_stdout_closed_at_the_start_is_an_error() {
     assert!(String::from_utf8_lossy(&piped.stdout).starts_with("bintrie "));
 }
 
-/// A standard input closed at the start (`<&-`) is no input to read: `root` and `import`
-/// reading it are refused (they took it for an empty input, printing the empty tree's root or
+/// A standard input closed at the start (`<&-`) is no input to read: `root`, `import` and
+/// `verify-proof --proof -` reading it are refused (they took it for an empty input, printing the empty tree's root or
 /// making an empty database); an empty input given as one (`</dev/null`) is no error.
 #[test]
 #[cfg(target_os = "linux")]
 fn a_stdin_closed_at_the_start_is_no_empty_input() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let run = |args: &str, redirect: &str| {
-        std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("exec \"$0\" {args} {redirect}"))
-            .arg(env!("CARGO_BIN_EXE_bintrie"))
-            .output()
-            .unwrap()
-    };
+    let run = |args: &str, redirect: &str| through_sh(&format!("{args} {redirect}"));
     let import = format!("import --db {}", db.display());
     for args in ["root", import.as_str(), "verify-proof --proof -"] {
         let closed = run(args, "<&-");
