@@ -232,7 +232,7 @@ impl StateStore {
         }
         // The shape a database was made with: a group depth or page size asked for that is not
         // its own is refused, never silently ignored.
-        let check_depth = |meta: &Meta| match (options.group_depth, options.page_size) {
+        let check_shape = |meta: &Meta| match (options.group_depth, options.page_size) {
             (Some(req), _) if req != meta.group_depth => Err(StoreError::GroupDepthMismatch {
                 stored: meta.group_depth,
                 requested: req,
@@ -252,7 +252,7 @@ impl StateStore {
                 path: data.clone(),
                 reason: "an MDBX environment without tables: a database still being created".into(),
             })?;
-            check_depth(&meta)?;
+            check_shape(&meta)?;
             // A buffered writer empties its journal at every flush, so one that is not empty
             // holds blocks past MDBX's last sync (or, after a crash between a flush and the
             // emptying, none that count). A stat, not a read: every reader opens here, and
@@ -299,7 +299,7 @@ impl StateStore {
             // Validate before MDBX opens it for writing: never format over a file that is not
             // a database of this format.
             match open_read_only(&dir) {
-                Ok((_, Some(meta))) => check_depth(&meta)?,
+                Ok((_, Some(meta))) => check_shape(&meta)?,
                 Ok((_, None)) => {}
                 // A real MDBX file that a killed writer left for recovery: the open for
                 // writing below recovers it, and its tables and meta are checked after.
@@ -412,7 +412,7 @@ impl StateStore {
             }
             let meta = match read_meta(&txn, &mt)? {
                 Some(meta) => {
-                    check_depth(&meta)?;
+                    check_shape(&meta)?;
                     meta
                 }
                 None => {
@@ -590,36 +590,37 @@ fn remove_own(dir: &std::path::Path, any_blocks: bool) -> bool {
             _ => Some(journal),
         }
     };
-    let unused = || {
-        any_blocks
-            || match StateStore::open_read_only(dir) {
-                Ok(store) => {
-                    let meta = store.meta();
-                    meta.block == 0 && meta.root == [0; 32]
-                }
-                // Refused before MDBX looked at the file (a full disk): a database stays, whatever it
-                // holds.
-                Err(StoreError::NoRoomToOpen { .. }) => {
-                    let none = !dir.join("mdbx.dat").exists();
-                    if !none {
-                        tracing::warn!(
-                            "{} is kept: with the disk full it cannot be opened to check whether it \
-                     holds a committed block. Free some space and run `bintrie info --db {0}`",
-                            dir.display()
-                        );
-                    }
-                    none
-                }
-                // No database, or an empty file: a creation that failed before writing. A file with
-                // bytes that does not open may hold blocks (one a writer must recover): kept.
-                Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
-            }
-    };
+    let unused = || any_blocks || holds_no_block(dir);
     let removed = bintrie_trie::remove_store_dir_if(dir, own, lock, unused);
     removed.unwrap_or_else(|e| {
         tracing::warn!(dir = %dir.display(), error = %e, "an empty database could not be removed");
         !dir.exists()
     })
+}
+
+/// Whether the database in `dir` holds no committed block ([`remove_if_empty`]): block 0 with
+/// the empty root, no database, or an empty data file (a creation that failed before writing).
+/// A data file with bytes that does not open may hold blocks (one a writer must recover), and
+/// one a full disk keeps from being opened may too (said in a warning): both count as holding.
+fn holds_no_block(dir: &std::path::Path) -> bool {
+    match StateStore::open_read_only(dir) {
+        Ok(store) => {
+            let meta = store.meta();
+            meta.block == 0 && meta.root == [0; 32]
+        }
+        Err(StoreError::NoRoomToOpen { .. }) => {
+            let none = !dir.join("mdbx.dat").exists();
+            if !none {
+                tracing::warn!(
+                    "{} is kept: with the disk full it cannot be opened to check whether it \
+                     holds a committed block. Free some space and run `bintrie info --db {0}`",
+                    dir.display()
+                );
+            }
+            none
+        }
+        Err(_) => std::fs::metadata(dir.join("mdbx.dat")).map_or(true, |m| m.len() == 0),
+    }
 }
 
 /// Free bytes on the database's filesystem below which an open whose lock file is not wholly

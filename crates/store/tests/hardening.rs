@@ -697,6 +697,23 @@ fn remove_if_empty_removes_only_what_holds_nothing() {
     assert!(other.join("base").is_dir() && foreign.join("notes.txt").is_file());
 }
 
+/// `remove_made` (a stopped command's cleanup) removes a database with a committed block,
+/// which `remove_if_empty` keeps, and keeps one beside other files. (A writer holding it keeps
+/// it too: the same journal lock as `remove_if_empty`, tested below in a child.)
+#[test]
+fn remove_made_removes_a_database_with_blocks() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let writes = random_writes(&mut rng, 200);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("made");
+    build(&db, 5, &writes, &[]);
+    assert!(!bintrie_store::remove_if_empty(&db), "it holds block 1");
+    std::fs::write(db.join("notes.txt"), b"mine").unwrap();
+    assert!(!bintrie_store::remove_made(&db) && db.join("notes.txt").exists());
+    std::fs::remove_file(db.join("notes.txt")).unwrap();
+    assert!(bintrie_store::remove_made(&db) && !db.exists());
+}
+
 /// Not a test on its own: run by [`remove_if_empty_keeps_a_database_a_writer_has_open`] in a
 /// child process (another command's cleanup), it runs `remove_if_empty` on
 /// `$BINTRIE_REMOVE_IF_EMPTY` and prints `removed` or `kept`.
