@@ -189,6 +189,14 @@ pub enum LogError {
         /// The log's.
         log: u8,
     },
+    /// A writer's open would make a log in a directory that holds an MDBX database
+    /// (`mdbx.dat`): a state of the other layout. Nothing was made.
+    #[error(
+        "{}: holds an MDBX database (mdbx.dat): a log is not made beside it, and nothing was \
+         written",
+        .0.display()
+    )]
+    OtherLayout(PathBuf),
     /// A bulk load into a log that already holds a state.
     #[error("a bulk load needs an empty state log")]
     NotEmpty,
@@ -1386,6 +1394,13 @@ impl LogStore {
                 )));
             }
             std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+            // A log is never made beside an MDBX database (`mdbx.dat`): refused before its
+            // writer's lock file is made there. (The MDBX store refuses the other way round.)
+            if dir.join("mdbx.dat").exists()
+                && scan::segment_files(&dir).map_err(io_err(&dir))?.is_empty()
+            {
+                return Err(LogError::OtherLayout(dir));
+            }
         }
         let lock = if writing {
             Some(writer_lock(&dir)?)

@@ -2005,6 +2005,45 @@ fn remove_if_empty_removes_only_an_empty_log_no_writer_holds() {
     assert_eq!(names.len(), 2, "{names:?}");
 }
 
+/// `remove_made` (a stopped command's cleanup) removes a log with blocks that no writer holds,
+/// and keeps one a writer holds or one beside other files.
+#[test]
+fn remove_made_removes_a_log_with_blocks_only_when_no_writer_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let used = dir.path().join("used");
+    let store = LogStore::open(&used, &LogOptions::default()).unwrap();
+    let mut trie: Trie<LogStore> = Trie::new(store, 5).unwrap();
+    trie.insert(TreeKey::from_bytes([7; 32]), [1; 32]).unwrap();
+    trie.commit().unwrap();
+    assert!(!remove_made(&used), "removed under its writer");
+    drop(trie);
+    std::fs::write(used.join("notes.txt"), b"mine").unwrap();
+    assert!(!remove_made(&used) && used.join("notes.txt").exists());
+    std::fs::remove_file(used.join("notes.txt")).unwrap();
+    assert!(
+        remove_made(&used) && !used.exists(),
+        "the stopped run's log was left"
+    );
+}
+
+/// A writer never makes a log beside an MDBX database (the MDBX store refuses the other way
+/// round): refused, nothing made there; with segments already beside it, the log opens as
+/// before.
+#[test]
+fn a_log_is_never_made_beside_an_mdbx_database() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mdbx.dat"), b"").unwrap();
+    let err = LogStore::open(dir.path(), &LogOptions::default()).unwrap_err();
+    assert!(matches!(err, LogError::OtherLayout(_)), "{err}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["mdbx.dat"], "something was made beside it");
+    std::fs::write(dir.path().join("log.000001"), b"").unwrap();
+    drop(LogStore::open(dir.path(), &LogOptions::default()).unwrap());
+}
+
 /// `found_commit`: a read-only open of a log whose creation was cut short (an empty segment)
 /// found none and reads as the empty state; a writer's open writes the empty state's commit,
 /// after which a reader finds it.
