@@ -13,11 +13,11 @@ const MIN_GAS_LIMIT: u64 = 5000;
 /// The highest gas limit a block may have (EIP-1985).
 const MAX_GAS_LIMIT: u64 = i64::MAX as u64;
 
-/// The parent may be a test's genesis, never checked itself: a gas used over its gas limit,
-/// or a base fee whose next value overflows u64, would make the next base fee's formula
-/// overflow (a panic in a debug build, a wrapped value in a release one). The block is then
-/// invalid.
-fn parent_in_range(parent: &Header) -> Result<(), String> {
+/// The parent may be a test's genesis, never checked itself: a gas used over its gas limit, a
+/// base fee whose next value overflows u64, or blob gas fields whose sum overflows it (or a
+/// blob gas used over its fork's most) would make the next block's formulas overflow (a panic
+/// in a debug build, a wrapped value in a release one). The block is then invalid.
+fn parent_in_range(chain: &ChainSpec, parent: &Header) -> Result<(), String> {
     if parent.gas_used > parent.gas_limit {
         return Err(format!(
             "the parent's gas used {} is over its gas limit {}: no base fee follows from it",
@@ -30,6 +30,18 @@ fn parent_in_range(parent: &Header) -> Result<(), String> {
     {
         return Err(format!(
             "the parent's base fee {fee} is out of range: the next one would pass 2^64"
+        ));
+    }
+    let (excess, used) = (
+        parent.excess_blob_gas.unwrap_or(0),
+        parent.blob_gas_used.unwrap_or(0),
+    );
+    if let Some(params) = chain.blob_params(parent.timestamp)
+        && (used > params.max_blob_gas_per_block() || excess.checked_add(used).is_none())
+    {
+        return Err(format!(
+            "the parent's blob gas ({used} used, {excess} excess) is out of range: no excess \
+             blob gas follows from it"
         ));
     }
     Ok(())
@@ -53,7 +65,7 @@ pub(crate) fn check_block(
             h.parent_hash
         ));
     }
-    parent_in_range(parent)?;
+    parent_in_range(chain, parent)?;
     // Checked: a parent at u64::MAX has no next number (wrapped, block 0 followed it).
     if parent.number.checked_add(1) != Some(h.number) {
         return Err(format!(
@@ -138,19 +150,6 @@ pub(crate) fn check_block(
             ));
         }
         let parent_params = chain.blob_params(parent.timestamp).unwrap_or(params);
-        // The parent may be a test's genesis, never checked itself: fields whose sum or product
-        // overflows u64 in the next excess's formula make this block invalid, not a panic.
-        let (p_excess, p_used) = (
-            parent.excess_blob_gas.unwrap_or(0),
-            parent.blob_gas_used.unwrap_or(0),
-        );
-        if p_used > parent_params.max_blob_gas_per_block() || p_excess.checked_add(p_used).is_none()
-        {
-            return Err(format!(
-                "the parent's blob gas ({p_used} used, {p_excess} excess) is out of range: no \
-                 excess blob gas follows from it"
-            ));
-        }
         let expected = parent
             .next_block_excess_blob_gas(parent_params)
             .unwrap_or(0);
