@@ -519,14 +519,14 @@ impl<B: StateBackend> BlockDb<B> {
             rebuilt,
         } = read;
         // Code rebuilt from its chunk stems was not read itself: the stems count.
-        let mut reads = (listed.len() + chunk_stems.len()) as u64;
+        let mut reads = chunk_stems.len() as u64;
         self.seen_stems.extend(chunk_stems);
         for ((stem, _), read) in listed.into_iter().zip(read) {
+            // Not held: not read, not cached.
             let Some((values, code)) = read else {
-                // Not held: not read, not cached.
-                reads -= 1;
                 continue;
             };
+            reads += 1;
             self.seen_stems.insert(stem);
             if let Some((h, code)) = code {
                 if !rebuilt.contains(&h) {
