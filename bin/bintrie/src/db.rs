@@ -133,8 +133,8 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<()> {
         // The directory's lock for the whole import, the layout checked again under it: an
         // MDBX writer's open takes the same lock, and refuses to make a database beside a log,
         // so of two writers of different layouts starting on one new directory the second is
-        // refused.
-        // Refused under the lock: another writer has the directory, never removed here.
+        // refused. A refusal here returns before any removal: the directory is the other
+        // writer's.
         let _lock = bintrie_bench::runner::lock_dir(&args.db, "import", "--db")?;
         crate::durability::check_layout(&args.db, args.layout)?;
         let result = import_log(&args, first, lines, batch);
@@ -214,6 +214,17 @@ pub(crate) fn remove_failed_new_db(dir: &std::path::Path, layout: Layout, error:
         Layout::Mdbx => {
             bintrie_store::remove_if_empty(dir);
         }
+    }
+}
+
+/// After a command that made a new database in `dir` was stopped by a signal before its work
+/// was done (`exec`): removes it whatever blocks it holds, as the layout's `remove_made`
+/// decides ([`bintrie_store::remove_made`], [`bintrie_logstore::remove_made`]: its own files
+/// only, never while another writer holds it). Returns whether it was removed.
+pub(crate) fn remove_stopped_new_db(dir: &std::path::Path, layout: Layout) -> bool {
+    match layout {
+        Layout::Log => bintrie_logstore::remove_made(dir),
+        Layout::Mdbx => bintrie_store::remove_made(dir),
     }
 }
 

@@ -239,7 +239,7 @@ struct RootArgs {
     alloc: Option<PathBuf>,
     /// Print a JSON object (root, group depth, entries, stems, blobs, bytes) instead of the root.
     #[arg(long)]
-    pub(crate) json: bool,
+    json: bool,
 }
 
 /// Whether descriptor 1 (standard output) was closed when the process started, as

@@ -177,7 +177,6 @@ impl Framer {
 }
 
 pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
-    let root = args.root;
     let (src, mut input): (String, Box<dyn Read>) = if args.proof == "-" {
         crate::check_stdin_open()?;
         ("stdin".into(), Box::new(std::io::stdin().lock()))
@@ -206,7 +205,7 @@ pub(crate) fn cmd_verify_proof(args: VerifyProofArgs) -> Result<()> {
             serde_json::from_slice(value).with_context(|| format!("{}: not a proof", which()))?;
         let (own_root, proof) = json.parse().with_context(which)?;
         let value = proof
-            .verify::<Sha256Hasher>(&root.unwrap_or(own_root))
+            .verify::<Sha256Hasher>(&args.root.unwrap_or(own_root))
             .with_context(|| format!("{} does not verify", which()))?;
         match value {
             Some(v) => writeln!(out, "{}", hex0x(v)),

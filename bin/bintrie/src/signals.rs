@@ -1,5 +1,5 @@
 //! Signals: a graceful stop on Ctrl-C, SIGTERM and SIGHUP for the commands that run long
-//! (`bench`, `import`), and SIGXFSZ ignored, so that a file-size limit (`ulimit -f`) is a write
+//! (`bench`, `import`, `exec`), and SIGXFSZ ignored, so that a file-size limit (`ulimit -f`) is a write
 //! error the commands report, not a silent kill. The binary's `unsafe` code is here and in
 //! main.rs (the allocator option, the SIGBUS handler, the closed-stdout check).
 

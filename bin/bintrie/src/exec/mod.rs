@@ -238,12 +238,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     // would only make the rerun be refused.
     if let (Err(e), Some(db)) = (&result, new_db) {
         if e.downcast_ref::<Stopped>().is_some() {
-            // Its own files only, and never while another writer has it open.
-            let removed = match args.layout {
-                Layout::Mdbx => bintrie_store::remove_made(db),
-                Layout::Log => bintrie_logstore::remove_made(db),
-            };
-            let said = if removed {
+            let said = if crate::db::remove_stopped_new_db(db, args.layout) {
                 format!(
                     "removed {}, the database this stopped run made",
                     db.display()

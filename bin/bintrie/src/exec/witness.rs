@@ -40,6 +40,14 @@ fn bytes_json(b: &WitnessBytes) -> Value {
     json!({"nodes": b.nodes, "values": b.values, "code": b.code, "total": b.total})
 }
 
+/// The directory a file `path` is in (`.` for a bare name).
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Refuses a `--witness-out` path before the block runs: the file is replaced whole, so a
 /// mistyped path must not cost a database, a fixture or any other file. Refused: a path whose
 /// directory does not exist, a directory, an existing regular file that is not a witness (an
@@ -47,10 +55,7 @@ fn bytes_json(b: &WitnessBytes) -> Value {
 /// directory that holds a database (the `--db` being made, or another). A device or a FIFO
 /// (`/dev/null`) is written to as it is ([`write()`]).
 pub(crate) fn check_out_path(out: &Path, db: Option<&Path>) -> Result<()> {
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let parent = directory_of(out);
     let dir = std::fs::canonicalize(parent);
     // A directory that does not exist yet may be inside a --db not made yet: said as that.
     let lexically_in_db = db.is_some_and(|db| {
@@ -117,10 +122,7 @@ pub(crate) fn check_out_path(out: &Path, db: Option<&Path>) -> Result<()> {
 /// Returns what `exec --json` reports as `witness`.
 pub(crate) fn write(w: &Witnesses, encoding: WitnessEncoding, path: &Path) -> Result<Value> {
     let chosen = w.get(encoding);
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = directory_of(path);
     // Written through as it is: a device or FIFO, and a symbolic link (`/dev/stdout`), which a
     // rename would replace.
     let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
