@@ -503,12 +503,7 @@ fn import_into_the_log_layout_matches_mdbx() {
         .args(["import", "--db", fr, "-i", f, "--page-size", "3000"])
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     std::fs::remove_dir_all(&fresh).unwrap();
     // A bad line in the second batch: block 1 stays committed.
     let bad = dir.path().join("bad.txt");

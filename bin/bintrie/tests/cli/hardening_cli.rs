@@ -59,6 +59,20 @@ fn root_of(file: &Path) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// `import --relaxed --db DB -i INPUT ARGS` started, its stdout and stderr piped.
+fn spawn_import(db: &Path, input: &Path, args: &[&str]) -> std::process::Child {
+    bin()
+        .args(["import", "--relaxed", "--db"])
+        .arg(db)
+        .arg("-i")
+        .arg(input)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn two_racing_importers_never_lose_an_update() {
     let dir = tempfile::tempdir().unwrap();
@@ -71,17 +85,7 @@ fn two_racing_importers_never_lose_an_update() {
         |s: &str, n: usize| -> String { s.lines().take(n).map(|l| l.to_string() + "\n").collect() };
     for trial in 0..3 {
         let db = dir.path().join(format!("race{trial}"));
-        let spawn = |f: &Path| {
-            bin()
-                .args(["import", "--relaxed", "--batch", "100", "--db"])
-                .arg(&db)
-                .arg("-i")
-                .arg(f)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        };
+        let spawn = |f: &Path| spawn_import(&db, f, &["--batch", "100"]);
         let (a, b) = (spawn(&fa), spawn(&fb));
         let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
         let v = verify(&db);
@@ -129,17 +133,7 @@ fn two_importers_of_different_layouts_never_both_make_a_state() {
     std::fs::write(&file, input(2000, 5)).unwrap();
     for trial in 0..6 {
         let db = dir.path().join(format!("mix{trial}"));
-        let spawn = |layout: &str| {
-            bin()
-                .args(["import", "--relaxed", "--layout", layout, "--db"])
-                .arg(&db)
-                .arg("-i")
-                .arg(&file)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        };
+        let spawn = |layout: &str| spawn_import(&db, &file, &["--layout", layout]);
         let (a, b) = (spawn("mdbx"), spawn("log"));
         let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
         assert!(
