@@ -411,15 +411,17 @@ impl<B: StateBackend> BlockDb<B> {
     }
 
     /// Runs `run` (execution) over this block with the prefetch of `list` streamed into it:
-    /// the stems are read through the backend's batch path on a thread of their own, as
-    /// [`BlockDb::prefetch`] reads them, while `run` executes; a stem or code execution asks
+    /// the stems are read through the backend's batch path, as [`BlockDb::prefetch`] reads
+    /// them, on one long-lived reading thread for the process (started on first use; its heap
+    /// is faulted in before its first read), while `run` executes on the caller's thread; a stem or code execution asks
     /// for that the prefetch lists is taken from it as soon as its read arrives (execution
     /// waits only for a key whose read is in flight, [`ReadStats::prefetch_wait`]); anything
     /// else is read on demand. The same keys are read, each once, and counted as
     /// [`BlockDb::prefetch`] counts them ([`ReadStats::streamed`] set).
     ///
-    /// Without the cache, or over a backend with no batch path
-    /// ([`StateSnapshot::has_batch_path`]), this is [`BlockDb::prefetch`] then `run`. If the
+    /// Without the cache, over a backend with no batch path
+    /// ([`StateSnapshot::has_batch_path`]), or when the reading thread cannot be started,
+    /// this is [`BlockDb::prefetch`] then `run`. If the
     /// batch path declines after all (no io_uring from the kernel), execution reads on demand.
     /// A failed prefetch is the error even when `run` succeeded (its reads were then made on
     /// demand); `run`'s own result is returned otherwise, whatever it is.
@@ -434,7 +436,10 @@ impl<B: StateBackend> BlockDb<B> {
         } else {
             None
         };
-        let Some(snapshot) = snapshot.filter(|s| s.has_batch_path()) else {
+        let (Some(snapshot), Some(thread)) = (
+            snapshot.filter(|s| s.has_batch_path()),
+            crate::stream::reading_thread(),
+        ) else {
             self.prefetch(list, workers)?;
             return Ok(run(self));
         };
@@ -451,17 +456,23 @@ impl<B: StateBackend> BlockDb<B> {
         ));
         self.stream = Some(std::sync::Arc::clone(&stream));
         self.stats.streamed = true;
-        let (out, read) = std::thread::scope(|scope| {
-            let reader = scope.spawn(|| {
+        let mut read = None;
+        // Returns once the reader has; a panic on the reading thread resumes here after `run`.
+        let out = thread.in_place_scope(|scope| {
+            let (snapshot, listed, stream, read) = (&snapshot, &listed, &*stream, &mut read);
+            scope.spawn(move |_| {
                 // However the reads end, execution stops waiting for them.
                 let _end = stream.finish_on_drop();
-                (read_batch(&snapshot, &listed, &*stream), start.elapsed())
+                *read = Some((read_batch(snapshot, listed, stream), start.elapsed()));
             });
-            let out = run(self);
-            (out, reader.join())
+            run(self)
         });
         self.stream = None;
-        let (read, time) = read.unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let Some((read, time)) = read else {
+            return Err(StateError::Backend(
+                "the streamed prefetch's reader ended without a result".into(),
+            ));
+        };
         self.stats.prefetch_time += time;
         let reads = match read {
             Some(read) => self.absorb(listed, read?, false),

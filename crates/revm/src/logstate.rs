@@ -146,8 +146,14 @@ impl LogState {
     /// ([`LogOptions::pinned_bytes`], down to [`LogStore::pinned_depth`]), the trie keeps the
     /// same levels loaded, decoded and hashed ([`Trie::keep_resident`]: every group rooted at
     /// or above that depth), loads them now, and [`LogState::drop_trie`] drops only what lies
-    /// below; so a block neither reads nor re-hashes the top of the tree.
+    /// below; so a block neither reads nor re-hashes the top of the tree. With batch reads
+    /// ([`LogStore::batch_reads`]) it also starts the streamed prefetch's reading thread
+    /// ([`crate::BlockDb::prefetch_streaming`]), which warms up meanwhile.
     pub fn from_store(store: LogStore) -> Result<Self, StateError> {
+        // A streamed prefetch's reading thread warms up while the state loads, off any block.
+        if store.batch_reads() {
+            crate::stream::reading_thread();
+        }
         let meta = store.meta();
         let pinned = store.pinned_depth();
         let mut trie = Trie::open(store, meta.group_depth, meta.root)?;

@@ -12,7 +12,60 @@ use alloy_primitives::{B256, Bytes};
 use bintrie_keys::{EMPTY_CODE_HASH, Stem};
 use bintrie_node::StemValues;
 use revm::bytecode::Bytecode;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+/// Bytes the reading thread allocates, writes and frees when it starts ([`reading_thread`]):
+/// more than one block's batch allocates on it (the reads' buffers, the stems decoded, the
+/// code rebuilt: 1-2 MB for the recorded mainnet blocks).
+const WARM_BYTES: usize = 4 << 20;
+
+/// The thread a streamed prefetch reads on ([`crate::BlockDb::prefetch_streaming`]): one for
+/// the process, started on first use (a [`crate::LogState`] starts it when it opens), which
+/// first faults in [`WARM_BYTES`] of its own heap, so that the reads of even the first block
+/// do not wait for fresh memory. Only readers run on it, and a reader waits for nothing but
+/// its reads, so a prefetch that finds it busy (another block's, on another thread) waits
+/// only for that one to end. `None` when the thread cannot be started (the prefetch is then
+/// read first).
+pub(crate) fn reading_thread() -> Option<&'static rayon::ThreadPool> {
+    static THREAD: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    THREAD
+        .get_or_init(|| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "bintrie-stream".into())
+                .build()
+                .inspect_err(
+                    |e| tracing::warn!(error = %e, "no thread for a streamed prefetch: read first"),
+                )
+                .ok()?;
+            pool.spawn(warm_up);
+            Some(pool)
+        })
+        .as_ref()
+}
+
+/// Allocates and writes [`WARM_BYTES`] in blocks of 16 B to 8 KiB (the sizes a batch
+/// allocates), then frees them: the allocator keeps the pages, now faulted in, for the
+/// thread's later allocations.
+fn warm_up() {
+    let t = Instant::now();
+    let mut held = Vec::new();
+    let mut total = 0;
+    for size in (0..10).map(|i| 16usize << i).cycle() {
+        if total >= WARM_BYTES {
+            break;
+        }
+        // Non-zero: written, so faulted in, whatever the allocator knows of fresh pages.
+        held.push(vec![1u8; size]);
+        total += size;
+    }
+    drop(std::hint::black_box(held));
+    tracing::debug!(
+        ms = t.elapsed().as_secs_f64() * 1e3,
+        "the streamed prefetch's reading thread warmed"
+    );
+}
 
 /// Where a prefetch hands on what it reads, as it reads it (from any of its threads).
 pub(crate) trait Arrivals: Sync {
@@ -243,6 +296,32 @@ mod tests {
 
     fn stem(b: u8) -> Stem {
         [b; 31]
+    }
+
+    #[test]
+    fn the_reading_thread_is_one_thread_that_outlives_a_panicking_reader() {
+        let pool = reading_thread().expect("a thread starts here");
+        let name =
+            |p: &rayon::ThreadPool| p.install(|| std::thread::current().name().map(String::from));
+        let id = |p: &rayon::ThreadPool| p.install(|| std::thread::current().id());
+        assert_eq!(pool.current_num_threads(), 1);
+        assert_eq!(name(pool).as_deref(), Some("bintrie-stream"));
+        let first = id(pool);
+        assert!(
+            std::ptr::eq(pool, reading_thread().unwrap()),
+            "one for the process"
+        );
+        // A reader that panics: the caller gets the panic once its own work is done...
+        let mut ran = false;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.in_place_scope(|scope| {
+                scope.spawn(|_| panic!("a reader panics"));
+                ran = true;
+            })
+        }));
+        assert!(caught.is_err() && ran);
+        // ...and the same thread reads the next block.
+        assert_eq!(id(pool), first);
     }
 
     #[test]
