@@ -412,17 +412,19 @@ impl<B: StateBackend> BlockDb<B> {
 
     /// Runs `run` (execution) over this block with the prefetch of `list` streamed into it:
     /// the stems are read through the backend's batch path, as [`BlockDb::prefetch`] reads
-    /// them, on one long-lived reading thread for the process (started on first use; its heap
-    /// is faulted in before its first read), while `run` executes on the caller's thread; a stem or code execution asks
-    /// for that the prefetch lists is taken from it as soon as its read arrives (execution
-    /// waits only for a key whose read is in flight, [`ReadStats::prefetch_wait`]); anything
-    /// else is read on demand. The same keys are read, each once, and counted as
-    /// [`BlockDb::prefetch`] counts them ([`ReadStats::streamed`] set).
+    /// them, on one long-lived reading thread for the process (started on first use, which
+    /// warms its heap before its first read), while `run` executes on the caller's thread; a
+    /// stem or code execution asks for that the prefetch lists is taken from it as soon as its
+    /// read arrives (execution waits only for a key whose read is in flight,
+    /// [`ReadStats::prefetch_wait`]); anything else is read on demand. Prefetches streamed
+    /// from several threads at once take turns on the reading thread. The same keys are read,
+    /// each once, and counted as [`BlockDb::prefetch`] counts them ([`ReadStats::streamed`]
+    /// set).
     ///
     /// Without the cache, over a backend with no batch path
     /// ([`StateSnapshot::has_batch_path`]), or when the reading thread cannot be started,
-    /// this is [`BlockDb::prefetch`] then `run`. If the
-    /// batch path declines after all (no io_uring from the kernel), execution reads on demand.
+    /// this is [`BlockDb::prefetch`] then `run`. If the batch path declines after all (no
+    /// io_uring from the kernel), execution reads on demand.
     /// A failed prefetch is the error even when `run` succeeded (its reads were then made on
     /// demand); `run`'s own result is returned otherwise, whatever it is.
     pub fn prefetch_streaming<T>(

@@ -6,6 +6,11 @@
 //! that the prefetch lists is taken from what has arrived, waiting while its read is in
 //! flight; anything else is read on demand as without a prefetch. The only wait is for the
 //! keys execution needs next, not for the whole list.
+//!
+//! The reads run on one long-lived thread ([`reading_thread`]), not on a new thread per
+//! block: a new thread's first allocations opened memory the process had never touched, and
+//! faulting it in sat on the block's path (on this project's VM about 6 ms per fresh 2 MB
+//! page; docs/study/reads.md, "Why the streamed prefetch read slowly").
 
 use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{B256, Bytes};
@@ -22,11 +27,11 @@ const WARM_BYTES: usize = 4 << 20;
 
 /// The thread a streamed prefetch reads on ([`crate::BlockDb::prefetch_streaming`]): one for
 /// the process, started on first use (a [`crate::LogState`] starts it when it opens), which
-/// first faults in [`WARM_BYTES`] of its own heap, so that the reads of even the first block
-/// do not wait for fresh memory. Only readers run on it, and a reader waits for nothing but
-/// its reads, so a prefetch that finds it busy (another block's, on another thread) waits
-/// only for that one to end. `None` when the thread cannot be started (the prefetch is then
-/// read first).
+/// first allocates and frees [`WARM_BYTES`] ([`warm_up`]), so that the reads of even the
+/// first block do not wait for fresh memory (measured, docs/study/reads.md). Only readers
+/// run on it, and a reader waits for nothing but its reads, so a prefetch that finds it busy
+/// (another block's, on another thread) waits only for that one to end. `None` when the
+/// thread cannot be started (the prefetch is then read first).
 pub(crate) fn reading_thread() -> Option<&'static rayon::ThreadPool> {
     static THREAD: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     THREAD
@@ -46,8 +51,8 @@ pub(crate) fn reading_thread() -> Option<&'static rayon::ThreadPool> {
 }
 
 /// Allocates and writes [`WARM_BYTES`] in blocks of 16 B to 8 KiB (the sizes a batch
-/// allocates), then frees them: the allocator keeps the pages, now faulted in, for the
-/// thread's later allocations.
+/// allocates), then frees them, so that the thread's heap holds pages before its first
+/// block.
 fn warm_up() {
     let t = Instant::now();
     let mut held = Vec::new();
