@@ -1660,6 +1660,57 @@ mod tests {
         }
     }
 
+    /// A segment a compaction dropped that a writer's open cannot remove refuses the writer,
+    /// naming the segment and why (a reader skips it): it is never opened as part of the log.
+    /// The removal is made to fail with `chattr +i` on the log's directory (root on ext4, as on
+    /// this project's machine); where `chattr` cannot, the test says so and checks nothing.
+    #[test]
+    fn a_dropped_segment_that_cannot_be_removed_refuses_a_writer_by_name() {
+        let work = tempfile::tempdir().unwrap();
+        let (dir, before_dir) = (work.path().join("log"), work.path().join("before"));
+        let options = small_segments(4);
+        let mut rng = StdRng::seed_from_u64(78);
+        let mut reference = Trie::new(MemoryStore::new(), 4).unwrap();
+        let mut trie = Trie::new(LogStore::open(&dir, &options).unwrap(), 4).unwrap();
+        let root = blocks(&mut trie, &mut reference, &mut rng, &mut Vec::new(), 1..=20);
+        copy_segments(&dir, &before_dir, &[]);
+        let dropped = trie.store_mut().compact(0.4).unwrap().dropped;
+        drop(trie);
+        // The first dropped segment back in place, as a crash before its removal leaves it.
+        let stuck = dir.join(segment_name(dropped[0]));
+        std::fs::copy(before_dir.join(segment_name(dropped[0])), &stuck).unwrap();
+        let chattr = |flag: &str| {
+            std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(&dir)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !chattr("+i") {
+            eprintln!("skipped: `chattr +i` is not available here");
+            return;
+        }
+        /// Makes the directory mutable again, however the test ends.
+        struct Mutable<F: Fn(&str) -> bool>(F);
+        impl<F: Fn(&str) -> bool> Drop for Mutable<F> {
+            fn drop(&mut self) {
+                (self.0)("-i");
+            }
+        }
+        let guard = Mutable(chattr);
+        let err = LogStore::open(&dir, &options).unwrap_err();
+        assert!(
+            matches!(&err, LogError::DroppedSegment { path, .. } if *path == stuck),
+            "{err}"
+        );
+        let reader = LogStore::open_read_only(&dir).unwrap();
+        assert_eq!(reader.stored_meta().root, root);
+        drop((reader, guard));
+        let writer = LogStore::open(&dir, &options).unwrap();
+        assert_eq!(writer.interrupted_drops(), &[dropped[0]]);
+        assert!(!stuck.exists());
+    }
+
     /// A crash at any instant of a compaction leaves a log that opens at the same state with
     /// the same blobs: cut anywhere in what it appended (the old segments then all still
     /// there), or after its last block with any number of the dropped segments not yet

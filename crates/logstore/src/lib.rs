@@ -146,6 +146,28 @@ pub enum LogError {
     /// There is no log in the directory and `create` was not set.
     #[error("{}: no state log here (no log.NNNNNN segment files)", .0.display())]
     NotFound(PathBuf),
+    /// A writer's open without [`LogOptions::create`] found no committed block: the log's
+    /// creation was cut short. Finishing it would commit an empty state at a group depth
+    /// nobody chose; an open with `create` does that.
+    #[error(
+        "{}: the state log holds no committed block (its creation was cut short)",
+        .0.display()
+    )]
+    Uncommitted(PathBuf),
+    /// A segment a compaction dropped is still on disk, and this writer's open, which removes
+    /// it before anything else is written, could not: no writer opens until it can be removed
+    /// (readers skip it).
+    #[error(
+        "{}: a compaction dropped this segment, and a writer removes it before it opens, but \
+         removing it failed: {error}",
+        path.display()
+    )]
+    DroppedSegment {
+        /// The segment.
+        path: PathBuf,
+        /// Why it could not be removed.
+        error: std::io::Error,
+    },
     /// A write on a read-only handle.
     #[error("the state log is open read-only")]
     ReadOnly,
@@ -252,7 +274,9 @@ pub enum Durability {
 /// How to open a log.
 #[derive(Clone, Debug)]
 pub struct LogOptions {
-    /// Create the directory and an empty log when missing.
+    /// Create the directory and an empty log when missing. Without it a writer also refuses a
+    /// log that holds no committed block (one whose creation was cut short:
+    /// [`LogError::Uncommitted`]) instead of finishing its creation.
     pub create: bool,
     /// Open without writing (no lock; a torn tail is ignored, not cut).
     pub read_only: bool,
@@ -1443,6 +1467,9 @@ impl LogStore {
             index.reserve_room();
         }
         let fresh = index.meta.is_none();
+        if fresh && writing && !options.create {
+            return Err(LogError::Uncommitted(dir));
+        }
         let meta = match index.meta {
             Some(m) => {
                 if let Some(g) = options.group_depth
@@ -1479,7 +1506,10 @@ impl LogStore {
             interrupted_drops.push(*n);
             let len = std::fs::metadata(path).map_err(io_err(path))?.len();
             if writing {
-                std::fs::remove_file(path).map_err(io_err(path))?;
+                std::fs::remove_file(path).map_err(|error| LogError::DroppedSegment {
+                    path: path.clone(),
+                    error,
+                })?;
                 sync_dir(&dir)?;
                 tracing::info!(segment = %path.display(), "removed a segment an interrupted compaction had dropped");
             }

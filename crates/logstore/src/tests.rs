@@ -423,6 +423,40 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
     assert!(LogStore::open_read_only(dir.path()).is_ok());
 }
 
+/// A log whose creation was cut short (its first segment empty, or holding no whole commit
+/// record): a writer without `create` (`bintrie compact`) refuses it rather than commit an
+/// empty state at a group depth nobody chose; a writer with `create` finishes making it at the
+/// depth it asks for.
+#[test]
+fn a_writer_without_create_refuses_a_log_whose_creation_was_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(LogStore::open(dir.path(), &opts(3)).unwrap());
+    let seg = dir.path().join("log.000001");
+    let whole = std::fs::read(&seg).unwrap();
+    let keep = LogOptions {
+        create: false,
+        ..opts(3)
+    };
+    for cut in [0, 40.min(whole.len() - 1)] {
+        std::fs::write(&seg, &whole[..cut]).unwrap();
+        std::fs::remove_file(dir.path().join(crate::INDEX_SIZES_FILE)).ok();
+        assert!(matches!(
+            LogStore::open(
+                dir.path(),
+                &LogOptions {
+                    group_depth: None,
+                    ..keep.clone()
+                }
+            ),
+            Err(LogError::Uncommitted(_))
+        ));
+        assert!(!LogStore::open_read_only(dir.path()).unwrap().found_commit());
+    }
+    let made = LogStore::open(dir.path(), &opts(3)).unwrap();
+    assert_eq!((made.meta().group_depth, made.meta().block), (3, 0));
+    assert!(made.found_commit());
+}
+
 #[test]
 fn a_flipped_byte_in_a_committed_block_is_refused_not_skipped() {
     let dir = tempfile::tempdir().unwrap();
