@@ -857,7 +857,8 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
                 "journal      blocks {a}..={b} committed but not yet synced (a power loss \
                  takes MDBX back before them; the next writer replays them)"
             ),
-            _ => writeln!(out, "journal      empty"),
+            // A buffered writer's blocks up to this one may be in it too, not yet synced.
+            _ => writeln!(out, "journal      no block past this one"),
         })
     }
     .and_then(|()| out.flush())

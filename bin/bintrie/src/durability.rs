@@ -23,7 +23,9 @@ pub(crate) struct WriteArgs {
     /// Write buffer: commit each block to MDBX without an fsync, journal it (one sequential
     /// append, fdatasync'd when durable) and sync MDBX every N blocks. 0: no buffer, every
     /// block is its own synced MDBX commit. A buffered writer must be the only writer; readers
-    /// beside it see the last synced block. Default: 8 for `import`, 0 for `exec` (one block).
+    /// beside it see each block once it is committed, synced or not (a power loss takes MDBX
+    /// back to its last sync, and the next writer replays the journal's blocks). Default: 8 for
+    /// `import`, 0 for `exec` (one block).
     #[arg(long, value_name = "N")]
     pub(crate) buffer_blocks: Option<u64>,
     /// ... or once this many MiB of blobs were committed since the last sync (default 256).

@@ -228,7 +228,9 @@ impl StateStore {
     /// The write journal as a writer opening this database would take it: the blocks past
     /// this handle's block that it holds (replayed by the next writer; empty without a
     /// journal), or the damage for which every writer would refuse the database
-    /// ([`StoreError::Corrupt`]). For a read-only handle, whose block is MDBX's last sync.
+    /// ([`StoreError::Corrupt`]). A read-only handle's block is MDBX's last commit: past its
+    /// last sync while a buffered writer runs (the journal's blocks up to it are then not
+    /// listed), at it after a power loss.
     pub fn check_journal(&self) -> Result<Vec<u64>, StoreError> {
         buffer::blocks_past(&self.inner.dir, self.meta)
     }

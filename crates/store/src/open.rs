@@ -265,8 +265,9 @@ impl StateStore {
                     journal_bytes = m.len(),
                     "the database's write journal is not empty: a buffered writer is still \
                      running (its next flush syncs its blocks), or one stopped before its flush \
-                     (the next writer replays them); this handle reads the synced block \
-                     (`bintrie info` lists the journaled blocks)"
+                     (the next writer replays them); this handle reads MDBX's last commit, \
+                     which may be past its last sync (`bintrie info` lists the journaled blocks \
+                     past it)"
                 );
             }
             return Ok(StateStore {
