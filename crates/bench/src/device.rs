@@ -175,7 +175,7 @@ fn create_direct(path: &Path) -> Result<File> {
 fn remove_if_there(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", path.display()))
+            Err(e).with_context(|| format!("clearing the name {}", path.display()))
         }
         _ => Ok(()),
     }
