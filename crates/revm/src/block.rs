@@ -422,9 +422,9 @@ impl<B: StateBackend> BlockDb<B> {
     /// set).
     ///
     /// Without the cache, over a backend with no batch path
-    /// ([`StateSnapshot::has_batch_path`]), or when the reading thread cannot be started,
-    /// this is [`BlockDb::prefetch`] then `run`. If the batch path declines after all (no
-    /// io_uring from the kernel), execution reads on demand.
+    /// ([`StateSnapshot::has_batch_path`]), when the reading thread cannot be started, or
+    /// called on the reading thread itself, this is [`BlockDb::prefetch`] then `run`. If the
+    /// batch path declines after all (no io_uring from the kernel), execution reads on demand.
     /// A failed prefetch is the error even when `run` succeeded (its reads were then made on
     /// demand); `run`'s own result is returned otherwise, whatever it is.
     pub fn prefetch_streaming<T>(
@@ -438,10 +438,13 @@ impl<B: StateBackend> BlockDb<B> {
         } else {
             None
         };
-        let (Some(snapshot), Some(thread)) = (
-            snapshot.filter(|s| s.has_batch_path()),
-            crate::stream::reading_thread(),
-        ) else {
+        // Never streamed from the reading thread itself: the reader would queue behind `run`,
+        // which waits for it.
+        let batch = snapshot.filter(|s| s.has_batch_path());
+        let thread = batch.as_ref().and_then(|_| crate::stream::reading_thread());
+        let (Some(snapshot), Some(thread)) =
+            (batch, thread.filter(|t| t.current_thread_index().is_none()))
+        else {
             self.prefetch(list, workers)?;
             return Ok(run(self));
         };
@@ -470,6 +473,7 @@ impl<B: StateBackend> BlockDb<B> {
             run(self)
         });
         self.stream = None;
+        // Unreachable: the scope returns normally only once the reader has set it.
         let Some((read, time)) = read else {
             return Err(StateError::Backend(
                 "the streamed prefetch's reader ended without a result".into(),
@@ -889,6 +893,71 @@ impl<B: StateBackend> DatabaseCommit for BlockDb<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Memory whose batch path panics as it starts reading.
+    struct PanickingBatch<'a>(&'a crate::MemoryState);
+    struct PanickingSnapshot(crate::MemorySnapshot);
+
+    impl StateBackend for PanickingBatch<'_> {
+        type Snapshot = PanickingSnapshot;
+        fn snapshot(&self) -> Result<PanickingSnapshot, StateError> {
+            Ok(PanickingSnapshot(StateBackend::snapshot(self.0)?))
+        }
+    }
+
+    impl StateSnapshot for PanickingSnapshot {
+        fn stem(&self, stem: &Stem) -> Result<Option<StemValues>, StateError> {
+            self.0.stem(stem)
+        }
+        fn code(&self, hash: &B256) -> Result<Option<alloy_primitives::Bytes>, StateError> {
+            self.0.code(hash)
+        }
+        fn has_batch_path(&self) -> bool {
+            true
+        }
+        fn stems_batch(
+            &self,
+            _: &[Stem],
+            _: &mut dyn FnMut(usize, Option<&StemValues>) -> Option<B256>,
+        ) -> Option<Result<crate::StemsBatch, StateError>> {
+            panic!("the batch path panics");
+        }
+    }
+
+    /// A streamed prefetch whose reader panics ends the stream (execution reads what it
+    /// needs on demand instead of waiting for it forever), and its panic reaches the caller
+    /// once execution is done; the reading thread streams the next block.
+    #[test]
+    fn a_streamed_reader_that_panics_ends_the_stream_and_reaches_the_caller() {
+        use revm::Database as _;
+        let mut state = crate::MemoryState::new(5).unwrap();
+        let address = Address::repeat_byte(0x11);
+        let account = bintrie_keys::AccountState {
+            balance: alloy_primitives::U256::from(7),
+            ..Default::default()
+        };
+        let changes = crate::BlockChanges::from_accounts([(&address, &account)]).unwrap();
+        state.commit_block(changes, 1).unwrap();
+        let mut list = PrefetchList::new();
+        list.account(address);
+        for _ in 0..2 {
+            let backend = PanickingBatch(&state);
+            let mut db = BlockDb::over(backend, BlockDbOptions::default()).unwrap();
+            let mut seen = None;
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                db.prefetch_streaming(&list, 2, |db| {
+                    seen = db.basic(address).unwrap().map(|a| a.balance);
+                })
+            }));
+            let panic = caught.expect_err("the reader's panic reaches the caller");
+            assert_eq!(panic.downcast_ref(), Some(&"the batch path panics"));
+            assert_eq!(
+                seen,
+                Some(alloy_primitives::U256::from(7)),
+                "read on demand"
+            );
+        }
+    }
 
     /// Whatever the worker count, every item is read once and the results come back in input
     /// order; an error on one item is the result, whatever the others did.

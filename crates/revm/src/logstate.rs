@@ -620,6 +620,33 @@ mod tests {
         (got, b)
     }
 
+    /// A prefetch streamed from the reading thread itself reads first instead (its reader
+    /// would queue behind execution, which waits for it), and still serves execution.
+    #[test]
+    fn a_prefetch_streamed_from_the_reading_thread_reads_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogState::open(dir.path(), &LogOptions::default()).unwrap();
+        let all = contracts(&[100], 0x40);
+        let changes = BlockChanges::from_accounts(all.iter().map(|(a, s)| (a, s))).unwrap();
+        log.commit_block(changes, 1).unwrap();
+        let mut list = crate::PrefetchList::new();
+        list.account(all[0].0);
+        let thread = crate::stream::reading_thread().unwrap();
+        let (code, stats) = thread.install(|| {
+            let mut db = log.block_db(BlockDbOptions::default()).unwrap();
+            let code = db
+                .prefetch_streaming(&list, 2, |db| {
+                    let hash = db.basic(all[0].0).unwrap().unwrap().code_hash;
+                    db.code_by_hash(hash).unwrap().original_bytes()
+                })
+                .unwrap();
+            (code, db.stats())
+        });
+        assert_eq!(&code[..], &all[0].1.code[..]);
+        assert!(!stats.streamed && stats.prefetch_reads > 0, "{stats:?}");
+        assert_eq!(stats.misses, 0);
+    }
+
     /// Streamed into execution, the log's prefetch serves execution what the prefetch read
     /// first serves: headers, code rebuilt from chunk stems or read by hash, slots, absent
     /// keys; the same reads, each key once, nothing listed read again on demand.

@@ -7,10 +7,11 @@
 //! flight; anything else is read on demand as without a prefetch. The only wait is for the
 //! keys execution needs next, not for the whole list.
 //!
-//! The reads run on one long-lived thread ([`reading_thread`]), not on a new thread per
-//! block: a new thread's first allocations opened memory the process had never touched, and
-//! faulting it in sat on the block's path (on this project's VM about 6 ms per fresh 2 MB
-//! page; docs/study/reads.md, "Why the streamed prefetch read slowly").
+//! The reads run on one long-lived thread ([`reading_thread`]) that warms its heap when it
+//! starts, not on a new thread per block: a new thread's first allocations opened memory the
+//! process had never touched, and faulting it in sat on the block's path (on this project's
+//! VM about 6 ms per fresh 2 MB page). A long-lived thread without the warm-up was no better
+//! in a one-block process (docs/study/reads.md, "Why the streamed prefetch read slowly").
 
 use alloy_primitives::map::{HashMap, HashSet};
 use alloy_primitives::{B256, Bytes};
@@ -22,13 +23,14 @@ use std::time::Instant;
 
 /// Bytes the reading thread allocates, writes and frees when it starts ([`reading_thread`]):
 /// more than one block's batch allocates on it (the reads' buffers, the stems decoded, the
-/// code rebuilt: 1-2 MB for the recorded mainnet blocks).
+/// code rebuilt).
 const WARM_BYTES: usize = 4 << 20;
 
 /// The thread a streamed prefetch reads on ([`crate::BlockDb::prefetch_streaming`]): one for
 /// the process, started on first use (a [`crate::LogState`] starts it when it opens), which
 /// first allocates and frees [`WARM_BYTES`] ([`warm_up`]), so that the reads of even the
-/// first block do not wait for fresh memory (measured, docs/study/reads.md). Only readers
+/// first block do not wait for fresh memory (measured as their state read,
+/// docs/study/reads.md). Only readers
 /// run on it, and a reader waits for nothing but its reads, so a prefetch that finds it busy
 /// (another block's, on another thread) waits only for that one to end. `None` when the
 /// thread cannot be started (the prefetch is then read first).
