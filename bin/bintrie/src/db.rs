@@ -854,8 +854,9 @@ pub(crate) fn cmd_info(args: InfoArgs) -> Result<()> {
             (Some(e), _, _) => writeln!(out, "journal      damaged: {e}"),
             (None, Some(a), Some(b)) => writeln!(
                 out,
-                "journal      blocks {a}..={b} committed but not yet synced (a power loss \
-                 takes MDBX back before them; the next writer replays them)"
+                "journal      blocks {a}..={b} journaled but not in MDBX (a power loss took \
+                 MDBX back before them, or a writer is committing them now; the next writer \
+                 replays them)"
             ),
             // A buffered writer's blocks up to this one may be in it too, not yet synced.
             _ => writeln!(out, "journal      no block past this one"),
