@@ -148,14 +148,15 @@ pub enum LogError {
     NotFound(PathBuf),
     /// A writer's open without [`LogOptions::create`] found no committed block: the log's
     /// creation was cut short. Finishing it would commit an empty state at a group depth
-    /// nobody chose; an open with `create` does that.
+    /// nobody chose; an open with `create` does that. The open has cut a torn tail first, as
+    /// every writer's does (those bytes were never a commit).
     #[error(
         "{}: the state log holds no committed block (its creation was cut short)",
         .0.display()
     )]
     Uncommitted(PathBuf),
     /// A segment a compaction dropped is still on disk, and this writer's open, which removes
-    /// it before anything else is written, could not: no writer opens until it can be removed
+    /// such segments before it returns, could not: no writer opens until it can be removed
     /// (readers skip it).
     #[error(
         "{}: a compaction dropped this segment, and a writer removes it before it opens, but \
