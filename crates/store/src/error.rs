@@ -60,9 +60,11 @@ pub enum StoreError {
     )]
     NeedsRecovery(PathBuf),
     /// A file exists at the path but is not a bintrie database (not MDBX, truncated, or an
-    /// MDBX file without this project's tables). Nothing was written to it.
+    /// MDBX file without this project's tables). Nothing was written to it (MDBX's attempt to
+    /// open it may have left its lock file, `mdbx.lck`, beside it: removing that could break
+    /// another process's open of the same directory, so it stays).
     #[error(
-        "{path} is not a bintrie database ({reason}); refusing to use it, and nothing was written"
+        "{path} is not a bintrie database ({reason}); refusing to use it, and it was not changed"
     )]
     NotADatabase {
         /// The data file.
