@@ -1662,10 +1662,12 @@ mod tests {
 
     /// A segment a compaction dropped that a writer's open cannot remove refuses the writer,
     /// naming the segment and why (a reader skips it): it is never opened as part of the log.
-    /// The removal is made to fail with `chattr +i` on the log's directory (root on ext4, as on
-    /// this project's machine); where `chattr` cannot, the test says so and checks nothing.
+    /// The removal is made to fail by freezing the log's directory: `chattr +i` (root, on ext4
+    /// as on this project's machine), else `chmod 0555` (any other user); where neither
+    /// stops a removal, the test says so and checks nothing.
     #[test]
     fn a_dropped_segment_that_cannot_be_removed_refuses_a_writer_by_name() {
+        use std::os::unix::fs::PermissionsExt as _;
         let work = tempfile::tempdir().unwrap();
         let (dir, before_dir) = (work.path().join("log"), work.path().join("before"));
         let options = small_segments(4);
@@ -1679,25 +1681,31 @@ mod tests {
         // The first dropped segment back in place, as a crash before its removal leaves it.
         let stuck = dir.join(segment_name(dropped[0]));
         std::fs::copy(before_dir.join(segment_name(dropped[0])), &stuck).unwrap();
-        let chattr = |flag: &str| {
-            std::process::Command::new("chattr")
-                .arg(flag)
-                .arg(&dir)
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !chattr("+i") {
-            eprintln!("skipped: `chattr +i` is not available here");
-            return;
-        }
-        /// Makes the directory mutable again, however the test ends.
-        struct Mutable<F: Fn(&str) -> bool>(F);
-        impl<F: Fn(&str) -> bool> Drop for Mutable<F> {
+        /// Thaws the directory (both ways; the one not used is a no-op), however the test ends.
+        struct Thaw<'a>(&'a Path);
+        impl Drop for Thaw<'_> {
             fn drop(&mut self) {
-                (self.0)("-i");
+                let _ = std::process::Command::new("chattr")
+                    .arg("-i")
+                    .arg(self.0)
+                    .status();
+                let _ = std::fs::set_permissions(self.0, std::fs::Permissions::from_mode(0o755));
             }
         }
-        let guard = Mutable(chattr);
+        let guard = Thaw(&dir);
+        let chattr = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !chattr {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        // Frozen only if a new name cannot be made there (root passes a mode's checks).
+        if std::fs::write(dir.join("probe"), b"").is_ok() {
+            eprintln!("skipped: neither `chattr +i` nor `chmod 0555` stops a removal here");
+            return;
+        }
         let err = LogStore::open(&dir, &options).unwrap_err();
         assert!(
             matches!(&err, LogError::DroppedSegment { path, .. } if *path == stuck),
