@@ -60,29 +60,30 @@ type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 /// ([`LogStore::warm_paths_ring`]).
 const LOCATE_STEMS: usize = 16;
 
-/// The longest read the trie prefetch makes to fetch several records at once ([`spans`]).
+/// The longest read the trie prefetch and the state batch make to fetch several records at
+/// once ([`spans`]).
 const MAX_SPAN: u64 = 4 * record::PAGE;
 
 /// Records to fetch with one read: `[off, end)` of the segment of every record listed, each
-/// with its length.
+/// with its key (a path, or the caller's index of a stem) and its length.
 #[derive(Debug)]
-struct Span {
+struct Span<K = PathKey> {
     off: u64,
     end: u64,
-    records: Vec<(PathKey, Loc, usize)>,
+    records: Vec<(K, Loc, usize)>,
 }
 
 /// Groups `records` into reads: sorted by place in the log, a record joins the read before it
 /// when it is in the same segment, starts no later than the page after the read's last page
 /// (so the read covers no page that holds none of its records), and the read stays within
 /// [`MAX_SPAN`] bytes. Two records on one page, or a group and a stem written beside it, are
-/// then one request to the device instead of two (each request also costs the kernel's
-/// io_uring worker its own buffered read). Every record ends in exactly one span, in log
-/// order, except those too long for the index's length field, returned apart (to be read one
-/// by one).
-fn spans(mut records: Vec<(PathKey, Loc)>) -> (Vec<Span>, Vec<(PathKey, Loc)>) {
+/// then one request instead of two: the same pages from the device, but one submission, one
+/// page-cache lookup and one completion for the ring's thread instead of two. Every record
+/// ends in exactly one span, in log order, except those too long for the index's length
+/// field, returned apart (to be read one by one).
+fn spans<K>(mut records: Vec<(K, Loc)>) -> (Vec<Span<K>>, Vec<(K, Loc)>) {
     records.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
-    let (mut out, mut long): (Vec<Span>, _) = (Vec::new(), Vec::new());
+    let (mut out, mut long): (Vec<Span<K>>, _) = (Vec::new(), Vec::new());
     for (key, loc) in records {
         let Some(len) = loc.len() else {
             long.push((key, loc));
@@ -105,6 +106,25 @@ fn spans(mut records: Vec<(PathKey, Loc)>) -> (Vec<Span>, Vec<(PathKey, Loc)>) {
         });
     }
     (out, long)
+}
+
+/// The state batch's reads ([`LogStore::get_stems_then_code`]): the [`spans`] of the stems
+/// present (`locs[i]`, keyed by `i`), in the caller's order (the span holding its first stem
+/// first, so execution's first stems are submitted first), not the log's. `None` when a
+/// record is too long for the index's length field (the caller reads them one by one).
+fn stem_spans(locs: &[Option<Loc>]) -> Option<Vec<Span<usize>>> {
+    let present: Vec<(usize, Loc)> = locs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, loc)| Some((i, (*loc)?)))
+        .collect();
+    let (mut out, long) = spans(present);
+    if !long.is_empty() {
+        return None;
+    }
+    // Each span's records are in log order: its smallest index is any of its records'.
+    out.sort_unstable_by_key(|span| span.records.iter().map(|r| r.0).min());
+    Some(out)
 }
 
 /// What the trie prefetch's ring spent, for its debug line.
@@ -1979,7 +1999,8 @@ impl LogStore {
     }
 
     /// The values of many stems at once, in order (`None`: absent), read through one io_uring
-    /// with every read in flight; `at` as in [`LogStore::get_stem`]. `Ok(None)` when io_uring
+    /// with every read in flight (records on the same or neighbouring pages in one read of at
+    /// most 16 KiB); `at` as in [`LogStore::get_stem`]. `Ok(None)` when io_uring
     /// is off or unavailable, or a record's length is not in the index: the caller reads them
     /// one by one.
     pub fn get_stems(
@@ -2014,29 +2035,27 @@ impl LogStore {
             return Ok(None);
         }
         let t0 = std::time::Instant::now();
-        let (locs, requests, which) = {
+        let (locs, spans) = {
             let index = self.index();
             self.check_at(&index, at)?;
             let locs: Vec<Option<Loc>> =
                 stems.iter().map(|s| index.stems.get(s).copied()).collect();
-            let mut requests = Vec::new();
-            let mut which = Vec::new();
-            for (i, loc) in locs.iter().enumerate() {
-                if let Some(loc) = loc {
-                    let Some(len) = loc.len() else {
-                        return Ok(None);
-                    };
-                    requests.push(uring::Request {
-                        file: self.segment(*loc)?,
-                        offset: loc.off(),
-                        len,
-                    });
-                    which.push(i);
-                }
-            }
-            (locs, requests, which)
+            let Some(spans) = stem_spans(&locs) else {
+                return Ok(None);
+            };
+            (locs, spans)
         };
-        let stem_reads = requests.len();
+        let requests = spans
+            .iter()
+            .map(|span| {
+                Ok(uring::Request {
+                    file: self.segment(span.records[0].1)?,
+                    offset: span.off,
+                    len: (span.end - span.off) as usize,
+                })
+            })
+            .collect::<Result<Vec<_>, LogError>>()?;
+        let span_reads = requests.len();
         for (i, _) in locs.iter().enumerate().filter(|(_, l)| l.is_none()) {
             code_of(i, None);
         }
@@ -2045,24 +2064,23 @@ impl LogStore {
         // made of it once read.
         let mut codes: Vec<([u8; 32], Option<Loc>, Option<T>)> = Vec::new();
         let mut named: std::collections::HashSet<[u8; 32]> = std::collections::HashSet::new();
-        // Follow-up reads are numbered after the stems, in the order they were queued: the
-        // entry of `codes` each one reads. A code not stored, or too long for the index's
+        // Follow-up reads are numbered after the stems' reads, in the order they were queued:
+        // the entry of `codes` each one reads. A code not stored, or too long for the index's
         // length field (read after the ring), takes no slot.
         let mut queued: Vec<usize> = Vec::new();
         let mut failed: Option<LogError> = None;
         // What the completions cost the ring's thread, and the bytes they brought (the trace).
         let (mut callback_time, mut bytes_read) = (std::time::Duration::ZERO, 0usize);
         let ring = {
-            // A stem read whole: checked, decoded, and the code it names queued.
+            // A stem's record whole: checked, decoded, and the code it names queued.
             type Codes<T> = Vec<([u8; 32], Option<Loc>, Option<T>)>;
-            let mut on_stem = |r: usize,
-                               buf: &[u8],
+            let mut on_stem = |i: usize,
+                               record: &[u8],
                                codes: &mut Codes<T>,
                                queued: &mut Vec<usize>|
              -> Result<Option<uring::Request>, LogError> {
-                let i = which[r];
                 let loc = locs[i].expect("requested");
-                let blob = self.check(buf, loc, Kind::Node, None)?;
+                let blob = self.check(record, loc, Kind::Node, None)?;
                 let v = Self::stem_values(&stems[i], &blob)?;
                 let hash = code_of(i, Some(&v)).filter(|h| named.insert(*h));
                 values[i] = Some(v);
@@ -2085,27 +2103,39 @@ impl LogStore {
             // A failed read or check ends the batch: nothing more is submitted.
             let stop = AtomicBool::new(false);
             uring::read_chained(requests, &stop, |r, buf| {
+                let mut next = Vec::new();
                 if failed.is_some() {
-                    return None;
+                    return next;
                 }
                 let t = std::time::Instant::now();
                 bytes_read += buf.len();
-                let next = if r < stem_reads {
-                    on_stem(r, buf, &mut codes, &mut queued)
+                let result = if r < span_reads {
+                    // Each record out of the read's bytes (a completed read is whole).
+                    let span = &spans[r];
+                    span.records.iter().try_for_each(|&(i, loc, len)| {
+                        let at = (loc.off() - span.off) as usize;
+                        let record = buf.get(at..at + len).ok_or_else(|| {
+                            io_err(&self.segment_path(loc))(std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                "a read shorter than its records",
+                            ))
+                        })?;
+                        on_stem(i, record, &mut codes, &mut queued).map(|code| next.extend(code))
+                    })
                 } else {
-                    let (hash, loc, _) = codes[queued[r - stem_reads]];
+                    let (hash, loc, _) = codes[queued[r - span_reads]];
                     let loc = loc.expect("queued codes are stored");
                     self.check(buf, loc, Kind::Code, Some(&hash)).map(|bytes| {
-                        codes[queued[r - stem_reads]].2 = Some(on_code(&hash, bytes));
-                        None
+                        codes[queued[r - span_reads]].2 = Some(on_code(&hash, bytes));
                     })
                 };
                 callback_time += t.elapsed();
-                next.unwrap_or_else(|e| {
+                if let Err(e) = result {
                     failed = Some(e);
                     stop.store(true, Ordering::Relaxed);
-                    None
-                })
+                    next.clear();
+                }
+                next
             })
         };
         let ring_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -2117,21 +2147,21 @@ impl LogStore {
         }
         let mut results = results.into_iter();
         // Stems the ring did not complete whole: an error, or read here.
-        for (r, res) in results.by_ref().take(stem_reads).enumerate() {
-            let i = which[r];
-            if values[i].is_some() {
-                continue;
+        for (span, res) in spans.iter().zip(results.by_ref().take(span_reads)) {
+            if let Some(Err(e)) = res {
+                return Err(io_err(&self.segment_path(span.records[0].1))(e));
             }
-            let loc = locs[i].expect("requested");
-            let blob = match res {
-                Some(Err(e)) => return Err(io_err(&self.segment_path(loc))(e)),
-                _ => self.read(loc, Kind::Node, None)?,
-            };
-            let v = Self::stem_values(&stems[i], &blob)?;
-            if let Some(hash) = code_of(i, Some(&v)).filter(|h| named.insert(*h)) {
-                codes.push((hash, self.index().code.get(&hash).copied(), None));
+            for &(i, loc, _) in &span.records {
+                if values[i].is_some() {
+                    continue;
+                }
+                let blob = self.read(loc, Kind::Node, None)?;
+                let v = Self::stem_values(&stems[i], &blob)?;
+                if let Some(hash) = code_of(i, Some(&v)).filter(|h| named.insert(*h)) {
+                    codes.push((hash, self.index().code.get(&hash).copied(), None));
+                }
+                values[i] = Some(v);
             }
-            values[i] = Some(v);
         }
         for (c, res) in queued.into_iter().zip(results) {
             if let Some(Err(e)) = res {
@@ -2156,7 +2186,8 @@ impl LogStore {
             .collect::<Result<Vec<_>, LogError>>()?;
         tracing::debug!(
             stems = stems.len(),
-            stem_reads,
+            stem_reads = values.iter().flatten().count(),
+            requests = span_reads,
             codes = codes.len(),
             ring_ms,
             callbacks_ms = callback_time.as_secs_f64() * 1e3,

@@ -1367,6 +1367,35 @@ fn a_batch_of_stems_reads_what_one_by_one_reads() {
         assert_eq!(got, &store.get_stem(stem, None).unwrap());
     }
     assert_eq!(batch.iter().filter(|v| v.is_none()).count(), 300);
+    // The 1,500 stems were written in one block, so many share a page: fewer reads than
+    // stems, each present stem in exactly one read, the absent ones in none, and the reads in
+    // the order of their first stems.
+    let locs: Vec<Option<Loc>> = {
+        let index = store.index();
+        stems.iter().map(|s| index.stems.get(s).copied()).collect()
+    };
+    let reads = stem_spans(&locs).expect("short records");
+    let mut listed: Vec<usize> = reads
+        .iter()
+        .flat_map(|s| s.records.iter().map(|r| r.0))
+        .collect();
+    assert!(
+        reads.len() < 1500 / 2,
+        "{} reads for 1,500 stems",
+        reads.len()
+    );
+    listed.sort_unstable();
+    assert_eq!(listed, (0..1500).collect::<Vec<_>>());
+    let firsts: Vec<usize> = reads
+        .iter()
+        .map(|s| s.records.iter().map(|r| r.0).min().unwrap())
+        .collect();
+    assert!(firsts.is_sorted(), "reads not in the caller's order");
+    for span in &reads {
+        for &(_, loc, len) in &span.records {
+            assert!(span.off <= loc.off() && loc.off() + len as u64 <= span.end);
+        }
+    }
     // A snapshot's root that moved on is refused; io_uring off gives no batch.
     assert!(store.get_stems(&stems, Some(&[7; 32])).is_err());
     let off = LogStore::open(
@@ -1685,7 +1714,7 @@ fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     // A record ending inside the span does not shorten it.
     let got = spans_of(vec![rec(0, 1, 0, 3000), rec(1, 1, 100, 50)]);
     assert_eq!(got, vec![(1, 0, 3000, vec![key(0), key(1)])]);
-    let (none, long) = spans(Vec::new());
+    let (none, long) = spans::<PathKey>(Vec::new());
     assert!(none.is_empty() && long.is_empty());
     // A record too long for the index's length field is returned apart, not spanned.
     let (spanned, long) = spans(vec![rec(0, 1, 0, 300), rec(1, 1, 400, 70_000)]);

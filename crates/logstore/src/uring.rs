@@ -27,22 +27,25 @@ pub(crate) fn read_all(
     requests: Vec<Request>,
     stop: &AtomicBool,
 ) -> std::io::Result<Vec<Option<std::io::Result<Vec<u8>>>>> {
-    read_chained(requests, stop, |_, _| None)
+    read_chained(requests, stop, |_, _| None::<Request>)
 }
 
 /// [`read_all`], where each read that completes whole is handed to `then(i, bytes)` at once,
-/// and the request it returns (if any) joins the ring while the others are still in flight:
+/// and the requests it returns (if any) join the ring while the others are still in flight:
 /// a read that depends on another (a contract's code on its account's stem) costs one more
 /// device latency, not another round of the whole batch: a follow-up is submitted before
 /// the initial requests still waiting (the drive completes reads in waves of about
 /// [`DEPTH`]; this puts the follow-ups of one wave into the next). Follow-up requests are
-/// numbered after the initial ones, in the order `then` returned them; the result has one
-/// slot each.
-pub(crate) fn read_chained(
+/// numbered after the initial ones, in the order `then` returned them (within one call, in
+/// its iterator's order); the result has one slot each.
+pub(crate) fn read_chained<I>(
     requests: Vec<Request>,
     stop: &AtomicBool,
-    mut then: impl FnMut(usize, &[u8]) -> Option<Request>,
-) -> std::io::Result<Vec<Option<std::io::Result<Vec<u8>>>>> {
+    mut then: impl FnMut(usize, &[u8]) -> I,
+) -> std::io::Result<Vec<Option<std::io::Result<Vec<u8>>>>>
+where
+    I: IntoIterator<Item = Request>,
+{
     let mut results: Vec<Option<std::io::Result<Vec<u8>>>> =
         (0..requests.len()).map(|_| None).collect();
     let mut initial = requests.into_iter().enumerate();
@@ -50,13 +53,18 @@ pub(crate) fn read_chained(
         stop,
         || initial.next().map(|(i, r)| (r, i)),
         |i, res| {
-            let next = res.as_ref().ok().and_then(|bytes| then(i, bytes));
+            let next: Vec<Request> = match &res {
+                Ok(bytes) => then(i, bytes).into_iter().collect(),
+                Err(_) => Vec::new(),
+            };
             results[i] = Some(res);
             // A follow-up's slot: numbered after every request so far, in the order returned.
-            next.map(|r| {
-                results.push(None);
-                (r, results.len() - 1)
-            })
+            next.into_iter()
+                .map(|r| {
+                    results.push(None);
+                    (r, results.len() - 1)
+                })
+                .collect::<Vec<_>>()
         },
     )?;
     Ok(results)
@@ -77,17 +85,20 @@ struct InFlight<T> {
 /// The ring itself: pulls requests from `next` (each with a tag) while fewer than [`DEPTH`]
 /// are in flight, submitting every [`SUBMIT_EVERY`] so the drive starts on them while `next`
 /// works, and hands each completed read to `done(tag, result)` (its bytes moved out; a short
-/// read is an `UnexpectedEof` error, a failed one the OS error). A request `done` returns is
-/// submitted before anything `next` has not yet given. `next` returning `None` ends the
+/// read is an `UnexpectedEof` error, a failed one the OS error). The requests `done` returns
+/// are submitted, in order, before anything `next` has not yet given. `next` returning `None` ends the
 /// pulling for good; the ring returns once what it submitted has completed. Stops pulling once
 /// `stop` is set. `Err` when the ring cannot be made (before `next` is ever called) or waited
 /// on.
 #[allow(unsafe_code)]
-pub(crate) fn read_fed<T>(
+pub(crate) fn read_fed<T, F>(
     stop: &AtomicBool,
     mut next: impl FnMut() -> Option<(Request, T)>,
-    mut done: impl FnMut(T, std::io::Result<Vec<u8>>) -> Option<(Request, T)>,
-) -> std::io::Result<()> {
+    mut done: impl FnMut(T, std::io::Result<Vec<u8>>) -> F,
+) -> std::io::Result<()>
+where
+    F: IntoIterator<Item = (Request, T)>,
+{
     use io_uring::{IoUring, opcode, types};
     let mut ring = IoUring::new(DEPTH)?;
     // Each in-flight buffer's heap block is neither moved nor freed from when its read is
@@ -186,9 +197,7 @@ pub(crate) fn read_fed<T>(
             } else {
                 Ok(buf)
             };
-            if let Some(f) = done(tag, res) {
-                follow.push_back(f);
-            }
+            follow.extend(done(tag, res));
         }
     }
     Ok(())
@@ -218,7 +227,7 @@ mod tests {
     fn a_fed_ring_reads_every_pulled_request_and_its_follow_ups_once() {
         let (_keep, file) = patterned(1 << 20);
         // More than DEPTH requests, so the ring must pull as reads complete; every tenth
-        // completion asks for a follow-up read.
+        // completion asks for a follow-up read, every twentieth for two.
         let total = 3 * DEPTH as usize + 7;
         let request = |i: usize| Request {
             file: Arc::clone(&file),
@@ -226,7 +235,7 @@ mod tests {
             len: 1 + i % 500,
         };
         let mut pulled = 0usize;
-        let mut seen = vec![0u32; total * 2];
+        let mut seen = vec![0u32; total * 3];
         let mut follow_ups = 0usize;
         let ring = read_fed(
             &AtomicBool::new(false),
@@ -240,10 +249,15 @@ mod tests {
                 let r = request(tag);
                 assert_eq!(res.unwrap(), expected(r.offset, r.len), "read {tag}");
                 seen[tag] += 1;
-                (tag < total && tag.is_multiple_of(10)).then(|| {
-                    follow_ups += 1;
-                    (request(total + tag), total + tag)
-                })
+                let mut more = Vec::new();
+                if tag < total && tag.is_multiple_of(10) {
+                    more.push((request(total + tag), total + tag));
+                }
+                if tag < total && tag.is_multiple_of(20) {
+                    more.push((request(2 * total + tag), 2 * total + tag));
+                }
+                follow_ups += more.len();
+                more
             },
         );
         if let Err(e) = ring {
@@ -253,9 +267,13 @@ mod tests {
             return;
         }
         assert_eq!(pulled, total);
-        assert_eq!(follow_ups, total.div_ceil(10));
+        assert_eq!(follow_ups, total.div_ceil(10) + total.div_ceil(20));
         for (tag, n) in seen.iter().enumerate() {
-            let want = u32::from(tag < total || (tag - total).is_multiple_of(10));
+            let want = u32::from(
+                tag < total
+                    || (tag < 2 * total && (tag - total).is_multiple_of(10))
+                    || (tag >= 2 * total && (tag - 2 * total).is_multiple_of(20)),
+            );
             assert_eq!(*n, want, "read {tag} handed on {n} times");
         }
     }
@@ -295,7 +313,7 @@ mod tests {
                 if ok + short >= 600 {
                     stop.store(true, Ordering::Relaxed);
                 }
-                None
+                None::<(Request, usize)>
             },
         );
         if let Err(e) = ring {
