@@ -77,8 +77,8 @@ struct Span<K = PathKey> {
 /// when it is in the same segment, starts no later than the page after the read's last page
 /// (so the read covers no page that holds none of its records), and the read stays within
 /// [`MAX_SPAN`] bytes. Two records on one page, or a group and a stem written beside it, are
-/// then one request instead of two: the same pages from the device, but one submission, one
-/// page-cache lookup and one completion for the ring's thread instead of two. Every record
+/// then one request instead of two: the same pages from the device, but one submission and
+/// one completion for the ring's thread instead of two. Every record
 /// ends in exactly one span, in log order, except those too long for the index's length
 /// field, returned apart (to be read one by one).
 fn spans<K>(mut records: Vec<(K, Loc)>) -> (Vec<Span<K>>, Vec<(K, Loc)>) {
@@ -122,7 +122,7 @@ fn stem_spans(locs: &[Option<Loc>]) -> Option<Vec<Span<usize>>> {
     if !long.is_empty() {
         return None;
     }
-    // Each span's records are in log order: its smallest index is any of its records'.
+    // A span's records are in log order, so its smallest index may be at any of them.
     out.sort_unstable_by_key(|span| span.records.iter().map(|r| r.0).min());
     Some(out)
 }
@@ -1131,7 +1131,7 @@ impl LogInfo {
 /// Reads a [`LogStore`] served, for the study's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogReads {
-    /// Positioned reads of records.
+    /// Records read (a read of several neighbouring records counts each).
     pub reads: u64,
     /// Bytes they returned.
     pub bytes: u64,
@@ -1999,7 +1999,7 @@ impl LogStore {
     }
 
     /// The values of many stems at once, in order (`None`: absent), read through one io_uring
-    /// with every read in flight (records on the same or neighbouring pages in one read of at
+    /// with up to 256 reads in flight (records on the same or neighbouring pages in one read of at
     /// most 16 KiB); `at` as in [`LogStore::get_stem`]. `Ok(None)` when io_uring
     /// is off or unavailable, or a record's length is not in the index: the caller reads them
     /// one by one.
@@ -2109,6 +2109,9 @@ impl LogStore {
                 }
                 let t = std::time::Instant::now();
                 bytes_read += buf.len();
+                // The code reads queued before this read (a failure part-way through a span
+                // takes back those its earlier records queued, with their requests).
+                let q0 = queued.len();
                 let result = if r < span_reads {
                     // Each record out of the read's bytes (a completed read is whole).
                     let span = &spans[r];
@@ -2134,6 +2137,7 @@ impl LogStore {
                     failed = Some(e);
                     stop.store(true, Ordering::Relaxed);
                     next.clear();
+                    queued.truncate(q0);
                 }
                 next
             })

@@ -1760,6 +1760,65 @@ fn a_flipped_byte_in_a_record_read_with_its_neighbours_is_refused() {
     assert!(err.to_string().contains("checksum"), "{err}");
 }
 
+/// The state batch reads a stem's record with its neighbours, and still checks each on its
+/// own: a flipped byte in a record past the first of a multi-record read fails the batch with
+/// the checksum error (never a panic, never the stem reported absent), even when the read's
+/// earlier records already named code to read.
+#[test]
+fn a_flipped_byte_in_a_stem_read_with_its_neighbours_fails_the_state_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(41);
+    let options = LogOptions {
+        recent_blocks: 0,
+        ..opts(5)
+    };
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 5).unwrap();
+    let w = random_writes(&mut rng, 1500);
+    trie.update(w.clone()).unwrap();
+    let code: Vec<([u8; 32], Vec<u8>)> = (0..8u8).map(|i| ([i; 32], vec![0x5b; 40])).collect();
+    trie.commit_with(|s, set| s.write_block(set, 1, &code))
+        .unwrap();
+    let store = trie.into_store();
+    let stems: Vec<Stem> = w.iter().map(|(k, _)| k.stem).collect();
+    let locs: Vec<Option<Loc>> = {
+        let index = store.index();
+        stems.iter().map(|s| index.stems.get(s).copied()).collect()
+    };
+    // A read of several records: the last one's value flipped.
+    let span = stem_spans(&locs)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.records.len() >= 3)
+        .expect("1,500 stems of one block share pages");
+    let (_, loc, _) = *span.records.last().unwrap();
+    let key_len = {
+        let index = store.index();
+        index
+            .nodes
+            .iter()
+            .find(|(_, l)| *l == loc)
+            .unwrap()
+            .0
+            .as_bytes()
+            .len()
+    };
+    let seg = dir.path().join(segment_name(1));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[loc.off() as usize + HEADER + key_len] ^= 1;
+    std::fs::write(&seg, &bytes).unwrap();
+    evict_page_cache(dir.path()).unwrap();
+    // Each stem names its own stored code, so the read's first records queue code reads.
+    let err = store
+        .get_stems_then_code(
+            &stems,
+            None,
+            |i, v| v.map(|_| [(i % 8) as u8; 32]),
+            |_, bytes| bytes,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
+
 /// A segment cut short under an open log (damage from outside the process): every read that
 /// reaches past the new end fails with an error naming the segment, on each read path (the
 /// trie prefetch's ring, the state batch's ring, their blocking fallback, a single read),

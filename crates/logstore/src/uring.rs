@@ -91,10 +91,10 @@ struct InFlight<T> {
 /// are in flight, submitting every [`SUBMIT_EVERY`] so the drive starts on them while `next`
 /// works, and hands each completed read to `done(tag, result)` (its bytes moved out; a short
 /// read is an `UnexpectedEof` error, a failed one the OS error). The requests `done` returns
-/// are submitted, in order, before anything `next` has not yet given. `next` returning `None` ends the
-/// pulling for good; the ring returns once what it submitted has completed. Stops pulling once
-/// `stop` is set. `Err` when the ring cannot be made (before `next` is ever called) or waited
-/// on.
+/// are submitted, in order, before anything `next` has not yet given. `next` returning `None`
+/// ends the pulling for good; the ring returns once what it submitted has completed. Stops
+/// pulling once `stop` is set. `Err` when the ring cannot be made (before `next` is ever
+/// called) or waited on.
 #[allow(unsafe_code)]
 pub(crate) fn read_fed<T, F>(
     stop: &AtomicBool,
@@ -280,6 +280,47 @@ mod tests {
                     || (tag >= 2 * total && (tag - 2 * total).is_multiple_of(20)),
             );
             assert_eq!(*n, want, "read {tag} handed on {n} times");
+        }
+    }
+
+    #[test]
+    fn a_chained_ring_numbers_each_follow_up_after_the_requests_in_the_order_returned() {
+        let (_keep, file) = patterned(1 << 16);
+        let at = |offset: u64| Request {
+            file: Arc::clone(&file),
+            offset,
+            len: 10,
+        };
+        let n = 30;
+        // Request i returns i % 3 follow-ups, each at an offset of its own.
+        let mut returned: Vec<u64> = Vec::new();
+        let results = read_chained(
+            (0..n).map(|i| at(i as u64 * 100)).collect(),
+            &AtomicBool::new(false),
+            |i, bytes| {
+                if i >= n {
+                    return Vec::new();
+                }
+                assert_eq!(bytes, expected(i as u64 * 100, 10), "read {i}");
+                let more: Vec<u64> = (0..i % 3)
+                    .map(|k| 10_000 + (i * 3 + k) as u64 * 50)
+                    .collect();
+                returned.extend(&more);
+                more.into_iter().map(at).collect()
+            },
+        );
+        let results = match results {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("io_uring unavailable here ({e}): nothing to check");
+                return;
+            }
+        };
+        assert_eq!(returned.len(), (0..n).map(|i| i % 3).sum::<usize>());
+        assert_eq!(results.len(), n + returned.len());
+        for (k, offset) in returned.iter().enumerate() {
+            let got = results[n + k].as_ref().expect("read").as_ref().unwrap();
+            assert_eq!(got, &expected(*offset, 10), "follow-up {k}");
         }
     }
 
