@@ -78,9 +78,9 @@ struct Span<K = PathKey> {
 /// (so the read covers no page that holds none of its records), and the read stays within
 /// [`MAX_SPAN`] bytes. Two records on one page, or a group and a stem written beside it, are
 /// then one request instead of two: the same pages from the device, but one submission and
-/// one completion for the ring's thread instead of two. Every record
-/// ends in exactly one span, in log order, except those too long for the index's length
-/// field, returned apart (to be read one by one).
+/// one completion for the ring's thread instead of two. Every record ends in exactly one
+/// span, in log order, except those too long for the index's length field, returned apart
+/// (to be read one by one).
 fn spans<K>(mut records: Vec<(K, Loc)>) -> (Vec<Span<K>>, Vec<(K, Loc)>) {
     records.sort_unstable_by_key(|(_, loc)| (loc.seg(), loc.off()));
     let (mut out, mut long): (Vec<Span<K>>, _) = (Vec::new(), Vec::new());
@@ -1999,10 +1999,10 @@ impl LogStore {
     }
 
     /// The values of many stems at once, in order (`None`: absent), read through one io_uring
-    /// with up to 256 reads in flight (records on the same or neighbouring pages in one read of at
-    /// most 16 KiB); `at` as in [`LogStore::get_stem`]. `Ok(None)` when io_uring
-    /// is off or unavailable, or a record's length is not in the index: the caller reads them
-    /// one by one.
+    /// with up to 256 reads in flight (records on the same or neighbouring pages in one read
+    /// of at most 16 KiB); `at` as in [`LogStore::get_stem`]. `Ok(None)` when io_uring is off
+    /// or unavailable, or a record's length is not in the index: the caller reads them one by
+    /// one.
     pub fn get_stems(
         &self,
         stems: &[Stem],
