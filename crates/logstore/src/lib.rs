@@ -73,6 +73,22 @@ struct Span<K = PathKey> {
     records: Vec<(K, Loc, usize)>,
 }
 
+impl<K> Span<K> {
+    /// The bytes of the record at `loc` (`len` long) out of `buf`, what this span's read
+    /// returned: a completed read returns them all, and one that still falls short is an
+    /// `UnexpectedEof` error, not a panic.
+    fn record<'b>(&self, buf: &'b [u8], loc: Loc, len: usize) -> std::io::Result<&'b [u8]> {
+        let at = loc.off().checked_sub(self.off).map(|at| at as usize);
+        at.and_then(|at| buf.get(at..at.checked_add(len)?))
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "a read shorter than its records",
+                )
+            })
+    }
+}
+
 /// Groups `records` into reads: sorted by place in the log, a record joins the read before it
 /// when it is in the same segment, starts no later than the page after the read's last page
 /// (so the read covers no page that holds none of its records), and the read stays within
@@ -2116,13 +2132,9 @@ impl LogStore {
                     // Each record out of the read's bytes (a completed read is whole).
                     let span = &spans[r];
                     span.records.iter().try_for_each(|&(i, loc, len)| {
-                        let at = (loc.off() - span.off) as usize;
-                        let record = buf.get(at..at + len).ok_or_else(|| {
-                            io_err(&self.segment_path(loc))(std::io::Error::new(
-                                std::io::ErrorKind::UnexpectedEof,
-                                "a read shorter than its records",
-                            ))
-                        })?;
+                        let record = span
+                            .record(buf, loc, len)
+                            .map_err(io_err(&self.segment_path(loc)))?;
                         on_stem(i, record, &mut codes, &mut queued).map(|code| next.extend(code))
                     })
                 } else {
@@ -2150,22 +2162,17 @@ impl LogStore {
             return Err(e);
         }
         let mut results = results.into_iter();
-        // Stems the ring did not complete whole: an error, or read here.
+        // Nothing stopped the ring (only a failure does), so every read was submitted and has
+        // completed, and each one that completed whole has filled its stems: what is left is
+        // a failed read (or a slot the ring left unread, which would otherwise leave its stems
+        // reported absent).
         for (span, res) in spans.iter().zip(results.by_ref().take(span_reads)) {
-            if let Some(Err(e)) = res {
-                return Err(io_err(&self.segment_path(span.records[0].1))(e));
-            }
-            for &(i, loc, _) in &span.records {
-                if values[i].is_some() {
-                    continue;
-                }
-                let blob = self.read(loc, Kind::Node, None)?;
-                let v = Self::stem_values(&stems[i], &blob)?;
-                if let Some(hash) = code_of(i, Some(&v)).filter(|h| named.insert(*h)) {
-                    codes.push((hash, self.index().code.get(&hash).copied(), None));
-                }
-                values[i] = Some(v);
-            }
+            let err = match res {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => e,
+                None => std::io::Error::other("the ring returned without reading it"),
+            };
+            return Err(io_err(&self.segment_path(span.records[0].1))(err));
         }
         for (c, res) in queued.into_iter().zip(results) {
             if let Some(Err(e)) = res {
@@ -2173,8 +2180,7 @@ impl LogStore {
                 return Err(io_err(&self.segment_path(loc))(e));
             }
         }
-        // Codes not read whole in the ring (too long for the index's length field, or not
-        // submitted): read here.
+        // Codes not read in the ring (too long for the index's length field): read here.
         let codes = codes
             .into_iter()
             .map(|(hash, loc, made)| {
@@ -2494,17 +2500,8 @@ impl LogStore {
                         return None;
                     }
                 };
-                for (key, loc, len) in span.records {
-                    // Each record out of the span's bytes (a completed read returns them all;
-                    // one that still falls short is an error, not a panic).
-                    let at = (loc.off() - span.off) as usize;
-                    let record = buf.get(at..at + len).ok_or_else(|| {
-                        std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            "a read shorter than its records",
-                        )
-                    });
-                    match self.checked_node(&key, loc, record) {
+                for &(key, loc, len) in &span.records {
+                    match self.checked_node(&key, loc, span.record(&buf, loc, len)) {
                         Ok(bytes) => {
                             if let Some(each) = each {
                                 each(&key, &bytes);

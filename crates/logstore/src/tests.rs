@@ -1367,6 +1367,12 @@ fn a_batch_of_stems_reads_what_one_by_one_reads() {
         assert_eq!(got, &store.get_stem(stem, None).unwrap());
     }
     assert_eq!(batch.iter().filter(|v| v.is_none()).count(), 300);
+    // Nothing asked, or only absent stems: nothing read, every answer absent.
+    assert_eq!(store.get_stems(&[], None).unwrap(), Some(Vec::new()));
+    assert_eq!(
+        store.get_stems(&stems[1500..], None).unwrap(),
+        Some(vec![None; 300])
+    );
     // The 1,500 stems were written in one block, so many share a page: fewer reads than
     // stems, each present stem in exactly one read, the absent ones in none, and the reads in
     // the order of their first stems.
@@ -1661,7 +1667,8 @@ fn a_segment_that_cannot_be_started_does_not_fail_the_committed_block() {
 /// The trie prefetch's grouping of records into reads (`spans`): records on the same or the
 /// next page of one segment share a read, a page holding none of them is never read, a read
 /// stays within `MAX_SPAN`, every record is in exactly one read, and one too long for the
-/// index's length field is set apart.
+/// index's length field is set apart; each record is cut back out of its read's bytes, and a
+/// read that came back short is an error.
 #[test]
 fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     let key = |i: u8| PathKey::from_bytes(&[i, 8]).unwrap();
@@ -1720,6 +1727,14 @@ fn records_on_the_same_or_neighbouring_pages_share_one_read() {
     let (spanned, long) = spans(vec![rec(0, 1, 0, 300), rec(1, 1, 400, 70_000)]);
     assert_eq!(spanned.len(), 1);
     assert_eq!(long, vec![rec(1, 1, 400, 70_000)]);
+    // Each record is cut out of its read's bytes; a read that came back short is an error.
+    let (spanned, _) = spans(vec![rec(0, 1, 100, 50), rec(1, 1, 200, 30)]);
+    let span = &spanned[0];
+    let bytes: Vec<u8> = (0..130u8).collect();
+    let (_, loc, len) = span.records[1];
+    assert_eq!(span.record(&bytes, loc, len).unwrap(), &bytes[100..130]);
+    let err = span.record(&bytes[..120], loc, len).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
 }
 
 /// A record read in one request with its neighbours is still checked on its own: a flipped

@@ -58,13 +58,10 @@ where
                 Err(_) => Vec::new(),
             };
             results[i] = Some(res);
-            // A follow-up's slot: numbered after every request so far, in the order returned.
-            next.into_iter()
-                .map(|r| {
-                    results.push(None);
-                    (r, results.len() - 1)
-                })
-                .collect::<Vec<_>>()
+            // The follow-ups' slots: numbered after every request so far, in the order returned.
+            let first = results.len();
+            results.resize_with(first + next.len(), || None);
+            next.into_iter().zip(first..)
         },
     )?;
     Ok(results)

@@ -30,10 +30,10 @@ const WARM_BYTES: usize = 4 << 20;
 /// the process, started on first use (a [`crate::LogState`] starts it when it opens), which
 /// first allocates and frees [`WARM_BYTES`] ([`warm_up`]), so that the reads of even the
 /// first block do not wait for fresh memory (measured as their state read,
-/// docs/study/reads.md). Only readers
-/// run on it, and a reader waits for nothing but its reads, so a prefetch that finds it busy
-/// (another block's, on another thread) waits only for that one to end. `None` when the
-/// thread cannot be started (the prefetch is then read first).
+/// docs/study/reads.md). Only readers run on it, and a reader waits for nothing but its
+/// reads, so a prefetch that finds it busy (another block's, on another thread) waits only
+/// for that one to end. `None` when the thread cannot be started (the prefetch is then read
+/// first).
 pub(crate) fn reading_thread() -> Option<&'static rayon::ThreadPool> {
     static THREAD: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     THREAD
