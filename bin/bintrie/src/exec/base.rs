@@ -384,43 +384,76 @@ fn copy_database(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Puts `base`, an MDBX database in `source`, into the empty directory `dir` as a log. With
-/// `keep` (`source` is a kept --base-db), the log copy is kept too, in `source/log`, and later
-/// runs copy its segment files instead of converting again (it is checked against the base's
-/// block and root first, and rebuilt when it does not match).
+/// Puts `base`, an MDBX database in `source`, into the empty directory `dir` as a log and
+/// opens it there with `options`, returning the open log, which holds the base (its block and
+/// root). With `keep` (`source` is a kept --base-db), the log copy is kept too, in
+/// `source/log`, and later runs copy its segment files instead of converting again. The copy
+/// is checked where it is opened anyway: a kept log that does not open, or holds another block
+/// or root than the base (a base rebuilt since, a damaged file), is rebuilt from the base and
+/// copied again, once. (The kept log is not opened first: that open would scan every segment
+/// a second time, about 40% of a run on a 4M-stem base.)
 pub(crate) fn copy_into_log(
     base: &Base,
     source: &Path,
     keep: bool,
     dir: &Path,
     options: &bintrie_logstore::LogOptions,
-) -> Result<()> {
+) -> Result<bintrie_logstore::LogStore> {
     let from_mdbx = |to: &Path| -> Result<()> {
         let src = StateStore::open_read_only(source)
             .with_context(|| format!("opening the base in {}", source.display()))?;
         bintrie_bench::runner::copy_into_log(&src, to, options)?;
         Ok(())
     };
+    let open = |dir: &Path| -> Result<bintrie_logstore::LogStore> {
+        let log = crate::db::open_log(dir, Some(options))?;
+        let meta = log.meta();
+        ensure!(
+            (meta.block, meta.root) == (base.block, base.root.0),
+            "{} holds block {} (root {}), not the base's block {} (root {})",
+            dir.display(),
+            meta.block,
+            alloy_primitives::B256::from(meta.root),
+            base.block,
+            base.root
+        );
+        Ok(log)
+    };
     if !keep {
-        return from_mdbx(dir);
+        from_mdbx(dir)?;
+        return open(dir);
     }
     let kept = source.join("log");
-    let matches = bintrie_logstore::holds_log(&kept).unwrap_or(false)
-        && crate::db::open_log(&kept, None)
-            .is_ok_and(|l| (l.meta().block, l.meta().root) == (base.block, base.root.0));
-    if !matches {
-        if kept.exists() {
-            std::fs::remove_dir_all(&kept)
-                .with_context(|| format!("removing the stale {}", kept.display()))?;
+    if bintrie_logstore::holds_log(&kept).unwrap_or(false) {
+        copy_log_files(&kept, dir)?;
+        match open(dir) {
+            Ok(log) => return Ok(log),
+            Err(e) => {
+                tracing::warn!(
+                    kept = %kept.display(),
+                    error = format!("{e:#}"),
+                    "the kept log copy of the base does not hold the base: rebuilding it"
+                );
+                remove_log_files(dir)?;
+            }
         }
-        from_mdbx(&kept)?;
     }
+    if kept.exists() {
+        std::fs::remove_dir_all(&kept)
+            .with_context(|| format!("removing the stale {}", kept.display()))?;
+    }
+    from_mdbx(&kept)?;
+    copy_log_files(&kept, dir)?;
+    open(dir)
+}
+
+/// Copies the log files of `kept` (its segments, and the index's sizes: a hint that lets the
+/// copy's open size its tables before the scan) into `dir`, created if missing, each synced.
+fn copy_log_files(kept: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for entry in std::fs::read_dir(&kept).with_context(|| format!("reading {}", kept.display()))? {
+    for entry in std::fs::read_dir(kept).with_context(|| format!("reading {}", kept.display()))? {
         let entry = entry?;
         let name = entry.file_name();
-        // The segments, and the index's sizes (a hint that lets the copy's open size its
-        // tables before the scan).
         if !name.to_string_lossy().starts_with("log.") && name != bintrie_logstore::INDEX_SIZES_FILE
         {
             continue;
@@ -431,6 +464,19 @@ pub(crate) fn copy_into_log(
         std::fs::File::open(&to)
             .and_then(|f| f.sync_all())
             .with_context(|| format!("syncing {}", to.display()))?;
+    }
+    Ok(())
+}
+
+/// Removes from `dir` the files a log keeps there (what [`copy_log_files`] copied, and the
+/// writer's lock an open made), leaving the directory and anything else in it.
+fn remove_log_files(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        if bintrie_logstore::is_log_file_name(&entry.file_name()) {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("removing {}", entry.path().display()))?;
+        }
     }
     Ok(())
 }

@@ -357,7 +357,7 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
                 group_depth: Some(args.group_depth),
                 ..args.write.log_options()
             };
-            let base = if args.base.base_stems > 0 {
+            let (base, log) = if args.base.base_stems > 0 {
                 // The base is an MDBX database (built beside, or --base-db), copied in.
                 let staging = tempfile::Builder::new()
                     .prefix("bintrie-base-")
@@ -370,20 +370,20 @@ fn exec_checked(args: &ExecArgs) -> Result<()> {
                 let located =
                     base::locate(&args.base, dir, staging.path(), &options, args.group_depth)?
                         .expect("a base was asked for");
-                // `located` holds a --base-db until the copy is made.
-                base::copy_into_log(
+                // `located` holds a --base-db until the copy is made and checked.
+                let log = base::copy_into_log(
                     &located.base,
                     &located.source,
                     args.base.base_db.is_some(),
                     dir,
                     &log_options,
                 )?;
-                Some(located.base)
+                (Some(located.base), log)
             } else {
-                None
+                (None, crate::db::open_log(dir, Some(&log_options))?)
             };
-            let mut state = LogState::from_store(crate::db::open_log(dir, Some(&log_options))?)
-                .with_context(|| format!("opening {}", dir.display()))?;
+            let mut state =
+                LogState::from_store(log).with_context(|| format!("opening {}", dir.display()))?;
             stop_point(number)?;
             let import = import_over(&mut state, &fx, base.as_ref(), dir)?;
             if args.cold {

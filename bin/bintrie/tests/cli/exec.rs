@@ -6,7 +6,7 @@
 use crate::common::*;
 
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const ZKPI_PRAGUE: &str = "22615247-prague.zkpi.json";
@@ -742,4 +742,76 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
             "{text}"
         );
     }
+}
+
+/// The log copy a --base-db keeps for `--layout log` is checked where the run opens its own
+/// copy: one that holds another state (here another run's database, a later block) or is
+/// damaged (cut short) is rebuilt from the base, with a warning, and the block validates with
+/// the root of a run on a good copy; a good copy is used as it is.
+#[test]
+fn a_kept_log_copy_that_does_not_hold_the_base_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("base");
+    let kept = keep.join("log");
+    let f = fixture(ZKPI_CANCUN);
+    let run = |db: &str| {
+        let db = dir.path().join(db);
+        let args = [
+            "--json",
+            "--base-stems",
+            "3000",
+            "--base-db",
+            keep.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+            "--layout",
+            "log",
+        ];
+        let out = exec(&f, &args);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let j: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(j["valid"], true, "{j}");
+        (j["root"].clone(), stderr, db)
+    };
+    let segments = |d: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("log."))
+            .collect();
+        v.sort();
+        v
+    };
+    const REBUILT: &str = "does not hold the base: rebuilding it";
+    let (root, stderr, first_db) = run("a");
+    assert!(!stderr.contains(REBUILT), "{stderr}");
+    let (again, stderr, _) = run("b");
+    assert_eq!(again, root);
+    assert!(!stderr.contains(REBUILT), "a good copy is used: {stderr}");
+    // Another state where the kept copy was: the first run's database (base + block).
+    for p in segments(&kept) {
+        std::fs::remove_file(p).unwrap();
+    }
+    for p in segments(&first_db) {
+        std::fs::copy(&p, kept.join(p.file_name().unwrap())).unwrap();
+    }
+    let (other, stderr, _) = run("c");
+    assert_eq!(other, root);
+    assert!(stderr.contains(REBUILT), "{stderr}");
+    // A damaged one: its segment cut to half.
+    let seg = segments(&kept).remove(0);
+    let len = std::fs::metadata(&seg).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let (cut, stderr, _) = run("d");
+    assert_eq!(cut, root);
+    assert!(stderr.contains(REBUILT), "{stderr}");
 }
