@@ -1190,6 +1190,78 @@ mod tests {
         assert_eq!(trie.verify().unwrap(), root);
     }
 
+    /// A sealed log's segments but the last are never written again ([`LogStore::seal`]): a
+    /// copy that shares them (hard links) and copies the last takes blocks and compacts
+    /// (dropping shared segments), and every shared file stays byte for byte as it was, so the
+    /// original still opens at its own state, whole. Sealing an empty last segment starts no
+    /// other; a read-only handle cannot seal.
+    #[test]
+    fn a_sealed_logs_earlier_segments_survive_a_linked_copys_blocks_and_compaction() {
+        let options = LogOptions {
+            compact_garbage: Some(0.3),
+            compact_slice_bytes: 2_000,
+            ..small_segments(3)
+        };
+        let Logged {
+            dir,
+            options,
+            mut trie,
+            mut reference,
+            mut rng,
+            root,
+        } = logged_with(options, 43, 6);
+        trie.store_mut().seal().unwrap();
+        let sealed = scan::segment_files(dir.path()).unwrap();
+        let (last, shared) = sealed.split_last().unwrap();
+        assert!(!shared.is_empty());
+        assert_eq!(std::fs::metadata(&last.1).unwrap().len(), 0);
+        trie.store_mut().seal().unwrap();
+        assert_eq!(scan::segment_files(dir.path()).unwrap(), sealed);
+        drop(trie);
+        let mut reader = LogStore::open_read_only(dir.path()).unwrap();
+        assert!(matches!(reader.seal(), Err(LogError::ReadOnly)));
+        drop(reader);
+        let before: Vec<Vec<u8>> = shared
+            .iter()
+            .map(|(_, p)| std::fs::read(p).unwrap())
+            .collect();
+        let copy = tempfile::tempdir().unwrap();
+        for (_, p) in shared {
+            std::fs::hard_link(p, copy.path().join(p.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(&last.1, copy.path().join(last.1.file_name().unwrap())).unwrap();
+        let mut linked =
+            Trie::open(LogStore::open(copy.path(), &options).unwrap(), 3, root).unwrap();
+        let later = blocks(
+            &mut linked,
+            &mut reference,
+            &mut rng,
+            &mut Vec::new(),
+            7..=40,
+        );
+        linked.store().wait_for_compaction();
+        assert!(
+            segment_numbers(copy.path())[0] > 1,
+            "the copy's compaction dropped no shared segment"
+        );
+        assert_eq!(linked.verify().unwrap(), later);
+        drop(linked);
+        for ((_, p), bytes) in shared.iter().zip(&before) {
+            assert!(
+                &std::fs::read(p).unwrap() == bytes,
+                "{} changed",
+                p.display()
+            );
+        }
+        let store = LogStore::open(dir.path(), &options).unwrap();
+        assert_eq!(
+            (store.stored_meta().root, store.stored_meta().block),
+            (root, 6)
+        );
+        let mut trie = Trie::open(store, 3, root).unwrap();
+        assert_eq!(trie.verify().unwrap(), root);
+    }
+
     /// With the compaction on its own thread, dropping the last handle waits for the step
     /// under way and frees the directory at once: a log reopened right after each of many
     /// runs of compacting blocks opens (no lock still held by the thread) at the state the

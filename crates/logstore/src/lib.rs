@@ -2808,12 +2808,35 @@ impl LogStore {
         Ok(())
     }
 
-    /// Starts a new segment once the current one passed its size (the old one is synced first,
-    /// so only the last segment can ever have a torn tail).
+    /// Starts a new segment once the current one passed its size ([`LogStore::roll`]).
     fn maybe_roll(&self, w: &mut Writer) -> Result<(), LogError> {
         if w.pos < self.inner.options.segment_bytes {
             return Ok(());
         }
+        self.roll(w)
+    }
+
+    /// Ends the segment being written, if it holds anything: it is synced and later blocks go
+    /// to a new, empty segment. From then on no writer of this log writes to the earlier
+    /// segments: blocks append to the last segment only, a torn tail is cut from the last
+    /// segment only, and a compaction copies records out of a segment and then removes the
+    /// file, never changing one in place. So a copy of the log may share the earlier segments
+    /// (hard links) and copy only the last one; a writer of either leaves the other whole.
+    /// Takes the writer's lock: errors as a block's write does ([`LogError::ReadOnly`] on a
+    /// read-only handle, [`LogError::Conflict`] when another handle wrote since this one's
+    /// state), and as a sync or a file creation does.
+    pub fn seal(&mut self) -> Result<(), LogError> {
+        let (mut guard, _) = Self::lock_writer(&self.inner, &self.meta)?;
+        let w = guard.as_mut().expect("checked by lock_writer");
+        if w.pos == 0 {
+            return Ok(());
+        }
+        self.roll(w)
+    }
+
+    /// Starts a new segment (the old one is synced first, so only the last segment can ever
+    /// have a torn tail).
+    fn roll(&self, w: &mut Writer) -> Result<(), LogError> {
         if w.seg >= Loc::MAX_SEG {
             return Err(LogError::Corrupt(
                 "the log has the most segments it can address".into(),
