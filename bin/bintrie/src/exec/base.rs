@@ -21,7 +21,9 @@ pub(crate) struct BaseArgs {
     pub base_seed: u64,
     /// Keep the base in this directory and reuse it: built there when it is empty or new,
     /// checked (stems, seed, group depth, root) and copied into the block's database when it
-    /// holds a base; anything else there (a state, other files) is refused, left as it was.
+    /// holds a base (--layout log: converted into a log once, kept in DIR/log, whose segments
+    /// every run shares by hard links); anything else there (a state, other files) is
+    /// refused, left as it was.
     /// Runs started together on one directory take turns there: one builds, the others wait
     /// and copy. Default: the base is built into the block's database and not kept.
     #[arg(long, requires = "base_stems")]
@@ -386,12 +388,14 @@ fn copy_database(from: &Path, to: &Path) -> Result<()> {
 
 /// Puts `base`, an MDBX database in `source`, into the empty directory `dir` as a log and
 /// opens it there with `options`, returning the open log, which holds the base (its block and
-/// root). With `keep` (`source` is a kept --base-db), the log copy is kept too, in
-/// `source/log`, and later runs copy its segment files instead of converting again. The copy
-/// is checked where it is opened anyway: a kept log that does not open, or holds another block
-/// or root than the base (a base rebuilt since, a damaged file), is rebuilt from the base and
-/// copied again, once. (The kept log is not opened first: that open would scan every segment
-/// a second time, about 40% of a run on a 4M-stem base.)
+/// root). With `keep` (`source` is a kept --base-db), the log is kept too, in `source/log`,
+/// sealed ([`bintrie_logstore::LogStore::seal`]: its last segment empty, so that no writer
+/// changes the others), and later runs share its segments by hard links and copy only the
+/// last, instead of converting again. The copy is checked where it is opened anyway: a kept
+/// log that does not open, or holds another block or root than the base (a base rebuilt since,
+/// a damaged file), is rebuilt from the base and copied again, once. (The kept log is not
+/// opened first, but once to seal it when it was kept unsealed: that open would scan every
+/// segment a second time, about 40% of a run on a 4M-stem base.)
 pub(crate) fn copy_into_log(
     base: &Base,
     source: &Path,
@@ -399,14 +403,12 @@ pub(crate) fn copy_into_log(
     dir: &Path,
     options: &bintrie_logstore::LogOptions,
 ) -> Result<bintrie_logstore::LogStore> {
-    let from_mdbx = |to: &Path| -> Result<()> {
+    let from_mdbx = |to: &Path| -> Result<bintrie_logstore::LogStore> {
         let src = StateStore::open_read_only(source)
             .with_context(|| format!("opening the base in {}", source.display()))?;
-        bintrie_bench::runner::copy_into_log(&src, to, options)?;
-        Ok(())
+        bintrie_bench::runner::copy_into_log(&src, to, options)
     };
-    let open = |dir: &Path| -> Result<bintrie_logstore::LogStore> {
-        let log = crate::db::open_log(dir, Some(options))?;
+    let holds_base = |dir: &Path, log: &bintrie_logstore::LogStore| -> Result<()> {
         let meta = log.meta();
         ensure!(
             (meta.block, meta.root) == (base.block, base.root.0),
@@ -417,16 +419,40 @@ pub(crate) fn copy_into_log(
             base.block,
             base.root
         );
+        Ok(())
+    };
+    let open = |dir: &Path| -> Result<bintrie_logstore::LogStore> {
+        let log = crate::db::open_log(dir, Some(options))?;
+        holds_base(dir, &log)?;
         Ok(log)
     };
     if !keep {
-        from_mdbx(dir)?;
+        drop(from_mdbx(dir)?);
         return open(dir);
     }
     let kept = source.join("log");
     if bintrie_logstore::holds_log(&kept).unwrap_or(false) {
-        copy_log_files(&kept, dir)?;
-        match open(dir) {
+        // A log kept before seals existed: sealed once, here (a scan of its segments).
+        let sealed = || -> Result<()> {
+            if last_segment_len(&kept)? == 0 {
+                return Ok(());
+            }
+            let mut log = crate::db::open_log(
+                &kept,
+                Some(&bintrie_logstore::LogOptions {
+                    group_depth: Some(base.group_depth),
+                    compact_garbage: None,
+                    ..Default::default()
+                }),
+            )?;
+            holds_base(&kept, &log)?;
+            log.seal()
+                .with_context(|| format!("sealing {}", kept.display()))
+        };
+        match sealed().and_then(|()| {
+            copy_log_files(&kept, dir)?;
+            open(dir)
+        }) {
             Ok(log) => return Ok(log),
             Err(e) => {
                 tracing::warn!(
@@ -442,30 +468,75 @@ pub(crate) fn copy_into_log(
         std::fs::remove_dir_all(&kept)
             .with_context(|| format!("removing the stale {}", kept.display()))?;
     }
-    from_mdbx(&kept)?;
+    from_mdbx(&kept)?
+        .seal()
+        .with_context(|| format!("sealing {}", kept.display()))?;
     copy_log_files(&kept, dir)?;
     open(dir)
 }
 
-/// Copies the log files of `kept` (its segments, and the index's sizes: a hint that lets the
-/// copy's open size its tables before the scan) into `dir`, created if missing, each synced.
+/// The length of the last segment of the log in `dir`.
+fn last_segment_len(dir: &Path) -> Result<u64> {
+    let segments = segments(dir)?;
+    let last = segments
+        .last()
+        .with_context(|| format!("{} holds no log segment", dir.display()))?;
+    Ok(std::fs::metadata(last)
+        .with_context(|| format!("reading {}", last.display()))?
+        .len())
+}
+
+/// The segment files of the log in `dir` (`log.NNNNNN`), in order.
+fn segments(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut segments = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.len() == 10
+            && name.starts_with("log.")
+            && name[4..].bytes().all(|b| b.is_ascii_digit())
+        {
+            segments.push(path);
+        }
+    }
+    segments.sort();
+    Ok(segments)
+}
+
+/// Puts the log files of `kept` into `dir` (created if missing), each synced: the index's
+/// sizes (a hint that lets the copy's open size its tables before the scan) and the last
+/// segment copied, the other segments hard links to `kept`'s (no writer changes them once
+/// `kept` is sealed), or copies where a link cannot be made (another filesystem).
 fn copy_log_files(kept: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for entry in std::fs::read_dir(kept).with_context(|| format!("reading {}", kept.display()))? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with("log.") && name != bintrie_logstore::INDEX_SIZES_FILE
-        {
-            continue;
-        }
-        let to = dir.join(&name);
-        std::fs::copy(entry.path(), &to)
-            .with_context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
+    let segments = segments(kept)?;
+    let sizes = kept.join(bintrie_logstore::INDEX_SIZES_FILE);
+    let copy = |from: &Path| -> Result<()> {
+        let to = dir.join(from.file_name().unwrap_or_default());
+        std::fs::copy(from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
         std::fs::File::open(&to)
             .and_then(|f| f.sync_all())
-            .with_context(|| format!("syncing {}", to.display()))?;
+            .with_context(|| format!("syncing {}", to.display()))
+    };
+    if sizes.is_file() {
+        copy(&sizes)?;
     }
-    Ok(())
+    let Some((last, earlier)) = segments.split_last() else {
+        bail!("{} holds no log segment", kept.display());
+    };
+    for from in earlier {
+        let to = dir.join(from.file_name().unwrap_or_default());
+        if let Err(e) = std::fs::hard_link(from, &to) {
+            tracing::debug!(from = %from.display(), error = %e, "no hard link: copying");
+            copy(from)?;
+        }
+    }
+    copy(last)?;
+    // The directory's new entries (the links above all) on the device too.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
 }
 
 /// Removes from `dir` the files a log keeps there (what [`copy_log_files`] copied, and the

@@ -747,7 +747,8 @@ fn every_block_validates_on_the_log_layout_with_the_mdbx_root() {
 /// The log copy a --base-db keeps for `--layout log` is checked where the run opens its own
 /// copy: one that holds another state (here another run's database, a later block) or is
 /// damaged (cut short) is rebuilt from the base, with a warning, and the block validates with
-/// the root of a run on a good copy; a good copy is used as it is.
+/// the root of a run on a good copy; a good copy is used as it is, sealed, its segments but the
+/// empty last one shared with the runs' databases by hard links.
 #[test]
 fn a_kept_log_copy_that_does_not_hold_the_base_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
@@ -789,9 +790,31 @@ fn a_kept_log_copy_that_does_not_hold_the_base_is_rebuilt() {
     const REBUILT: &str = "does not hold the base: rebuilding it";
     let (root, stderr, first_db) = run("a");
     assert!(!stderr.contains(REBUILT), "{stderr}");
-    let (again, stderr, _) = run("b");
+    let (again, stderr, second_db) = run("b");
     assert_eq!(again, root);
     assert!(!stderr.contains(REBUILT), "a good copy is used: {stderr}");
+    // The kept log is sealed (its last segment empty); the runs share its other segments
+    // (hard links) and copied the last.
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    let (last, shared) = {
+        let mut k = segments(&kept);
+        let last = k.pop().unwrap();
+        (last, k)
+    };
+    assert_eq!(std::fs::metadata(&last).unwrap().len(), 0);
+    assert!(!shared.is_empty());
+    for db in [&first_db, &second_db] {
+        for p in &shared {
+            assert_eq!(
+                ino(p),
+                ino(&db.join(p.file_name().unwrap())),
+                "{}",
+                p.display()
+            );
+        }
+        assert_ne!(ino(&last), ino(&db.join(last.file_name().unwrap())));
+    }
     // Another state where the kept copy was: the first run's database (base + block).
     for p in segments(&kept) {
         std::fs::remove_file(p).unwrap();
@@ -814,4 +837,17 @@ fn a_kept_log_copy_that_does_not_hold_the_base_is_rebuilt() {
     let (cut, stderr, _) = run("d");
     assert_eq!(cut, root);
     assert!(stderr.contains(REBUILT), "{stderr}");
+    // One kept before seals existed (its last segment holds the base): sealed where it is,
+    // not rebuilt.
+    let mut k = segments(&kept);
+    let empty = k.pop().unwrap();
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    std::fs::remove_file(&empty).unwrap();
+    let unsealed = segments(&kept);
+    let (old, stderr, _) = run("e");
+    assert_eq!(old, root);
+    assert!(!stderr.contains(REBUILT), "{stderr}");
+    let now = segments(&kept);
+    assert_eq!(now.len(), unsealed.len() + 1, "{now:?}");
+    assert_eq!(std::fs::metadata(now.last().unwrap()).unwrap().len(), 0);
 }
