@@ -432,27 +432,32 @@ pub(crate) fn copy_into_log(
     }
     let kept = source.join("log");
     if bintrie_logstore::holds_log(&kept).unwrap_or(false) {
-        // A log kept before seals existed: sealed once, here (a scan of its segments).
-        let sealed = || -> Result<()> {
+        // A log kept before seals existed: sealed once, here (a scan of its segments). Best
+        // effort: one that cannot be (a read-only base) is copied whole, its last segment
+        // with the others; whether it holds the base is the copy's open to say.
+        let seal = || -> Result<()> {
             if last_segment_len(&kept)? == 0 {
                 return Ok(());
             }
-            let mut log = crate::db::open_log(
+            crate::db::open_log(
                 &kept,
                 Some(&bintrie_logstore::LogOptions {
                     group_depth: Some(base.group_depth),
                     compact_garbage: None,
                     ..Default::default()
                 }),
-            )?;
-            holds_base(&kept, &log)?;
-            log.seal()
-                .with_context(|| format!("sealing {}", kept.display()))
+            )?
+            .seal()
+            .with_context(|| format!("sealing {}", kept.display()))
         };
-        match sealed().and_then(|()| {
-            copy_log_files(&kept, dir)?;
-            open(dir)
-        }) {
+        if let Err(e) = seal() {
+            tracing::warn!(
+                kept = %kept.display(),
+                error = format!("{e:#}"),
+                "the kept log of the base could not be sealed: copying it whole"
+            );
+        }
+        match copy_log_files(&kept, dir).and_then(|()| open(dir)) {
             Ok(log) => return Ok(log),
             Err(e) => {
                 tracing::warn!(
