@@ -2821,7 +2821,9 @@ impl LogStore {
     /// segments: blocks append to the last segment only, a torn tail is cut from the last
     /// segment only, and a compaction copies records out of a segment and then removes the
     /// file, never changing one in place. So a copy of the log may share the earlier segments
-    /// (hard links) and copy only the last one; a writer of either leaves the other whole.
+    /// (hard links) and copy only the last one; a writer of either leaves the other whole. The
+    /// one exception is [`rewind`] to an end before the seal, which cuts the segment holding
+    /// that end: it is for the study's scratch copies, never for a copy sharing segments.
     /// Takes the writer's lock: errors as a block's write does ([`LogError::ReadOnly`] on a
     /// read-only handle, [`LogError::Conflict`] when another handle wrote since this one's
     /// state), and as a sync or a file creation does.
