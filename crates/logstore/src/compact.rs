@@ -798,7 +798,7 @@ impl LogStore {
 mod tests {
     use super::*;
     use crate::tests::{Trie, opts, random_writes};
-    use crate::{LogOptions, rewind};
+    use crate::{LogEnd, LogOptions, rewind};
     use bintrie_keys::TreeKey;
     use bintrie_node::Hash32;
     use bintrie_trie::MemoryStore;
@@ -1194,7 +1194,8 @@ mod tests {
     /// copy that shares them (hard links) and copies the last takes blocks and compacts
     /// (dropping shared segments), and every shared file stays byte for byte as it was, so the
     /// original still opens at its own state, whole. Sealing an empty last segment starts no
-    /// other; a read-only handle cannot seal.
+    /// other; a read-only handle cannot seal; a rewind that would cut a shared segment is
+    /// refused.
     #[test]
     fn a_sealed_logs_earlier_segments_survive_a_linked_copys_blocks_and_compaction() {
         let options = LogOptions {
@@ -1260,6 +1261,21 @@ mod tests {
         );
         let mut trie = Trie::open(store, 3, root).unwrap();
         assert_eq!(trie.verify().unwrap(), root);
+        // Rewinding the original to an end inside a segment another log shares would cut that
+        // log's file too: refused, nothing changed.
+        let end = trie.store().end().unwrap();
+        drop(trie);
+        let other = tempfile::tempdir().unwrap();
+        std::fs::hard_link(&shared[0].1, other.path().join(segment_name(1))).unwrap();
+        let inside = LogEnd {
+            segment: shared[0].0,
+            offset: 1,
+            ..end
+        };
+        let err = rewind(dir.path(), &inside).unwrap_err();
+        assert!(err.to_string().contains("hard link"), "{err}");
+        assert!(std::fs::read(&shared[0].1).unwrap() == before[0]);
+        assert_eq!(scan::segment_files(dir.path()).unwrap().len(), sealed.len());
     }
 
     /// With the compaction on its own thread, dropping the last handle waits for the step

@@ -1214,11 +1214,12 @@ pub struct LogEnd {
 /// for a state anyone relies on. Takes the writer lock ([`LogError::Locked`] while a writer
 /// has the log open). Errors ([`LogError::Corrupt`]) without changing anything when
 /// `to.segment` is missing or shorter than `to.offset`, or when a compaction
-/// ([`LogStore::compact`]) after `to` removed segments. It does not check that `to` is a
-/// commit's end in this log: the caller
-/// opens the log afterwards and compares [`LogStore::stored_meta`] with `to.meta` (a cut
-/// inside a block is a torn tail, which the open cuts back to the block before, so the
-/// state is then an earlier one, never a damaged one).
+/// ([`LogStore::compact`]) after `to` removed segments, or when the segment it would cut has
+/// another hard link (it is shared with another log, [`LogStore::seal`]). It does not check
+/// that `to` is a commit's end in this log: the caller opens the log afterwards and compares
+/// [`LogStore::stored_meta`] with `to.meta` (a cut inside a block is a torn tail, which the
+/// open cuts back to the block before, so the state is then an earlier one, never a damaged
+/// one).
 pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
     let _lock = writer_lock(dir)?;
     let files = scan::segment_files(dir).map_err(io_err(dir))?;
@@ -1236,6 +1237,18 @@ pub fn rewind(dir: &FsPath, to: &LogEnd) -> Result<(), LogError> {
             path.display(),
             to.offset
         )));
+    }
+    // A segment another log shares (a hard link, [`LogStore::seal`]) must not be cut: the cut
+    // would change that log too. Refused, nothing changed.
+    if len > to.offset {
+        let links =
+            std::os::unix::fs::MetadataExt::nlink(&std::fs::metadata(path).map_err(io_err(path))?);
+        if links > 1 {
+            return Err(LogError::Corrupt(format!(
+                "{} is shared with another log (a hard link): rewinding would cut it there too",
+                path.display()
+            )));
+        }
     }
     // A compaction after `to` removed segments the blocks before it need: cutting its drop
     // record away would leave a log with missing segments. Refused, nothing changed.
@@ -2822,11 +2835,13 @@ impl LogStore {
     /// segment only, and a compaction copies records out of a segment and then removes the
     /// file, never changing one in place. So a copy of the log may share the earlier segments
     /// (hard links) and copy only the last one; a writer of either leaves the other whole. The
-    /// one exception is [`rewind`] to an end before the seal, which cuts the segment holding
-    /// that end: it is for the study's scratch copies, never for a copy sharing segments.
+    /// one exception is [`rewind`] to an end before the seal, which would cut the segment
+    /// holding that end: it refuses to cut a segment with another hard link.
     /// Takes the writer's lock: errors as a block's write does ([`LogError::ReadOnly`] on a
-    /// read-only handle, [`LogError::Conflict`] when another handle wrote since this one's
-    /// state), and as a sync or a file creation does.
+    /// read-only handle, [`LogError::Poisoned`] after a failed write, [`LogError::Conflict`]
+    /// when another handle wrote since this one's state), as a segment roll does
+    /// ([`LogError::Corrupt`]: the most segments the log can address, or a next segment that
+    /// exists and is not empty), and as a sync or a file creation does.
     pub fn seal(&mut self) -> Result<(), LogError> {
         let (mut guard, _) = Self::lock_writer(&self.inner, &self.meta)?;
         let w = guard.as_mut().expect("checked by lock_writer");
