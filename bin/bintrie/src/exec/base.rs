@@ -21,9 +21,9 @@ pub(crate) struct BaseArgs {
     pub base_seed: u64,
     /// Keep the base in this directory and reuse it: built there when it is empty or new,
     /// checked (stems, seed, group depth, root) and copied into the block's database when it
-    /// holds a base (--layout log: converted into a log once, kept in DIR/log, whose segments
-    /// every run shares by hard links); anything else there (a state, other files) is
-    /// refused, left as it was.
+    /// holds a base (--layout log: converted into a log once and kept in DIR/log; every run
+    /// shares its segments but the last by hard links where the filesystem allows, and copies
+    /// the rest); anything else there (a state, other files) is refused, left as it was.
     /// Runs started together on one directory take turns there: one builds, the others wait
     /// and copy. Default: the base is built into the block's database and not kept.
     #[arg(long, requires = "base_stems")]
@@ -389,13 +389,14 @@ fn copy_database(from: &Path, to: &Path) -> Result<()> {
 /// Puts `base`, an MDBX database in `source`, into the empty directory `dir` as a log and
 /// opens it there with `options`, returning the open log, which holds the base (its block and
 /// root). With `keep` (`source` is a kept --base-db), the log is kept too, in `source/log`,
-/// sealed ([`bintrie_logstore::LogStore::seal`]: its last segment empty, so that no writer
-/// changes the others), and later runs share its segments by hard links and copy only the
-/// last, instead of converting again. The copy is checked where it is opened anyway: a kept
-/// log that does not open, or holds another block or root than the base (a base rebuilt since,
-/// a damaged file), is rebuilt from the base and copied again, once. (The kept log is not
-/// opened first, but once to seal it when it was kept unsealed: that open would scan every
-/// segment a second time, about 40% of a run on a 4M-stem base.)
+/// sealed ([`bintrie_logstore::LogStore::seal`]: its last segment empty), and later runs share
+/// its other segments by hard links and copy only the last, instead of converting again. The
+/// copy is checked where it is opened anyway: a kept log the check blames (it holds another
+/// block or root than the base, or its open finds it damaged, half built or of another group
+/// depth) is rebuilt from the base and copied again, once; any other failure (copying into
+/// `dir`, say) is returned as it is, the kept log left alone. (The kept log is not opened
+/// first, but once to seal it when it was kept unsealed: that open would scan every segment
+/// a second time, about 40% of a run on a 4M-stem base.)
 pub(crate) fn copy_into_log(
     base: &Base,
     source: &Path,
@@ -410,16 +411,18 @@ pub(crate) fn copy_into_log(
     };
     let holds_base = |dir: &Path, log: &bintrie_logstore::LogStore| -> Result<()> {
         let meta = log.meta();
-        ensure!(
-            (meta.block, meta.root) == (base.block, base.root.0),
+        if (meta.block, meta.root) == (base.block, base.root.0) {
+            return Ok(());
+        }
+        Err(NotTheBase(format!(
             "{} holds block {} (root {}), not the base's block {} (root {})",
             dir.display(),
             meta.block,
             alloy_primitives::B256::from(meta.root),
             base.block,
             base.root
-        );
-        Ok(())
+        ))
+        .into())
     };
     let open = |dir: &Path| -> Result<bintrie_logstore::LogStore> {
         let log = crate::db::open_log(dir, Some(options))?;
@@ -431,53 +434,100 @@ pub(crate) fn copy_into_log(
         return open(dir);
     }
     let kept = source.join("log");
-    if bintrie_logstore::holds_log(&kept).unwrap_or(false) {
+    let stale = |e: &anyhow::Error| {
+        tracing::warn!(
+            kept = %kept.display(),
+            error = format!("{e:#}"),
+            "the kept log copy of the base does not hold the base: rebuilding it"
+        );
+    };
+    if bintrie_logstore::holds_log(&kept).unwrap_or(false) && !segments(&kept)?.is_empty() {
         // A log kept before seals existed: sealed once, here (a scan of its segments). Best
         // effort: one that cannot be (a read-only base) is copied whole, its last segment
-        // with the others; whether it holds the base is the copy's open to say.
+        // with the others.
         let seal = || -> Result<()> {
             if last_segment_len(&kept)? == 0 {
                 return Ok(());
             }
-            crate::db::open_log(
+            let mut log = crate::db::open_log(
                 &kept,
                 Some(&bintrie_logstore::LogOptions {
                     group_depth: Some(base.group_depth),
                     compact_garbage: None,
                     ..Default::default()
                 }),
-            )?
-            .seal()
-            .with_context(|| format!("sealing {}", kept.display()))
+            )?;
+            holds_base(&kept, &log)?;
+            log.seal()
+                .with_context(|| format!("sealing {}", kept.display()))
         };
-        if let Err(e) = seal() {
-            tracing::warn!(
-                kept = %kept.display(),
-                error = format!("{e:#}"),
-                "the kept log of the base could not be sealed: copying it whole"
-            );
-        }
-        match copy_log_files(&kept, dir).and_then(|()| open(dir)) {
-            Ok(log) => return Ok(log),
+        let usable = match seal() {
+            Ok(()) => true,
+            Err(e) if blames_the_log(&e) => {
+                stale(&e);
+                false
+            }
             Err(e) => {
                 tracing::warn!(
                     kept = %kept.display(),
                     error = format!("{e:#}"),
-                    "the kept log copy of the base does not hold the base: rebuilding it"
+                    "the kept log of the base could not be sealed: copying it whole"
                 );
-                remove_log_files(dir)?;
+                true
+            }
+        };
+        if usable {
+            copy_log_files(&kept, dir)?;
+            match open(dir) {
+                Ok(log) => return Ok(log),
+                Err(e) if blames_the_log(&e) => {
+                    stale(&e);
+                    remove_log_files(dir)?;
+                }
+                Err(e) => return Err(e),
             }
         }
     }
     if kept.exists() {
         std::fs::remove_dir_all(&kept)
-            .with_context(|| format!("removing the stale {}", kept.display()))?;
+            .with_context(|| format!("removing {} to rebuild it from the base", kept.display()))?;
     }
     from_mdbx(&kept)?
         .seal()
         .with_context(|| format!("sealing {}", kept.display()))?;
     copy_log_files(&kept, dir)?;
     open(dir)
+}
+
+/// A log that holds another block or root than the base it was made from.
+#[derive(Debug)]
+struct NotTheBase(String);
+
+impl std::fmt::Display for NotTheBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotTheBase {}
+
+/// Whether `e`, from opening a log (or checking what it holds), says the log itself is not the
+/// base: another block or root ([`NotTheBase`]), damage, a bulk load never finished, no
+/// committed block, another group depth. Not a failure of the machine (an I/O error, a lock
+/// held elsewhere), which rebuilding the log would not mend.
+fn blames_the_log(e: &anyhow::Error) -> bool {
+    use bintrie_logstore::LogError;
+    e.downcast_ref::<NotTheBase>().is_some()
+        || matches!(
+            e.downcast_ref::<LogError>(),
+            Some(
+                LogError::Corrupt(_)
+                    | LogError::Building
+                    | LogError::Uncommitted(_)
+                    | LogError::GroupDepth { .. }
+                    | LogError::NotFound(_)
+            )
+        )
 }
 
 /// The length of the last segment of the log in `dir`.
@@ -532,9 +582,25 @@ fn copy_log_files(kept: &Path, dir: &Path) -> Result<()> {
     };
     for from in earlier {
         let to = dir.join(from.file_name().unwrap_or_default());
-        if let Err(e) = std::fs::hard_link(from, &to) {
-            tracing::debug!(from = %from.display(), error = %e, "no hard link: copying");
-            copy(from)?;
+        match std::fs::hard_link(from, &to) {
+            Ok(()) => {}
+            // Links cannot be made here (another filesystem, one without links, a file at its
+            // most links): a copy instead. Any other failure is an error: a copy onto a name
+            // that exists (a link to the same file) would empty the kept segment.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::CrossesDevices
+                    || matches!(
+                        e.raw_os_error(),
+                        Some(libc::EPERM | libc::EMLINK | libc::EOPNOTSUPP)
+                    ) =>
+            {
+                tracing::debug!(from = %from.display(), error = %e, "no hard link: copying");
+                copy(from)?;
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("linking {} to {}", from.display(), to.display()));
+            }
         }
     }
     copy(last)?;
