@@ -1349,6 +1349,13 @@ pub fn is_log_file_name(name: &std::ffi::OsStr) -> bool {
 /// The writer's lock file in a log directory.
 const LOCK_FILE: &str = "LOCK";
 
+/// The segment files of the log in `dir` (`log.NNNNNN`), by number, each with its path; empty
+/// when there are none, as in a missing directory. A directory that cannot be listed is the
+/// error.
+pub fn segment_files(dir: &FsPath) -> std::io::Result<Vec<(u32, PathBuf)>> {
+    scan::segment_files(dir)
+}
+
 /// The bytes of the segment files in `dir`: what an open scans (0 when there are none, as in
 /// a missing directory). Lets a caller say how long an open will take before it starts.
 pub fn segment_bytes(dir: &FsPath) -> std::io::Result<u64> {

@@ -378,12 +378,16 @@ fn copy_database(from: &Path, to: &Path) -> Result<()> {
             to.display()
         );
     }
-    std::fs::copy(&src, &dst)
-        .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
-    std::fs::File::open(&dst)
+    copy_synced(&src, &dst)
+}
+
+/// Copies the file `from` to `to` and syncs the copy.
+fn copy_synced(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    std::fs::File::open(to)
         .and_then(|f| f.sync_all())
-        .with_context(|| format!("syncing {}", dst.display()))?;
-    Ok(())
+        .with_context(|| format!("syncing {}", to.display()))
 }
 
 /// Puts `base`, an MDBX database in `source`, into the empty directory `dir` as a log and
@@ -441,12 +445,16 @@ pub(crate) fn copy_into_log(
             "the kept log copy of the base does not hold the base: rebuilding it"
         );
     };
-    if bintrie_logstore::holds_log(&kept).unwrap_or(false) && !segments(&kept)?.is_empty() {
+    let listed = bintrie_logstore::segment_files(&kept)
+        .with_context(|| format!("listing {}", kept.display()))?;
+    if let Some((_, last)) = listed.last() {
         // A log kept before seals existed: sealed once, here (a scan of its segments). Best
         // effort: one that cannot be (a read-only base) is copied whole, its last segment
         // with the others.
         let seal = || -> Result<()> {
-            if last_segment_len(&kept)? == 0 {
+            let meta =
+                std::fs::metadata(last).with_context(|| format!("reading {}", last.display()))?;
+            if meta.len() == 0 {
                 return Ok(());
             }
             let mut log = crate::db::open_log(
@@ -530,57 +538,23 @@ fn blames_the_log(e: &anyhow::Error) -> bool {
         )
 }
 
-/// The length of the last segment of the log in `dir`.
-fn last_segment_len(dir: &Path) -> Result<u64> {
-    let segments = segments(dir)?;
-    let last = segments
-        .last()
-        .with_context(|| format!("{} holds no log segment", dir.display()))?;
-    Ok(std::fs::metadata(last)
-        .with_context(|| format!("reading {}", last.display()))?
-        .len())
-}
-
-/// The segment files of the log in `dir` (`log.NNNNNN`), in order.
-fn segments(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut segments = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name.len() == 10
-            && name.starts_with("log.")
-            && name[4..].bytes().all(|b| b.is_ascii_digit())
-        {
-            segments.push(path);
-        }
-    }
-    segments.sort();
-    Ok(segments)
-}
-
 /// Puts the log files of `kept` into `dir` (created if missing), each synced: the index's
 /// sizes (a hint that lets the copy's open size its tables before the scan) and the last
 /// segment copied, the other segments hard links to `kept`'s (no writer changes them once
 /// `kept` is sealed), or copies where a link cannot be made (another filesystem).
 fn copy_log_files(kept: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let segments = segments(kept)?;
+    let segments = bintrie_logstore::segment_files(kept)
+        .with_context(|| format!("listing {}", kept.display()))?;
+    let copy = |from: &Path| copy_synced(from, &dir.join(from.file_name().unwrap_or_default()));
     let sizes = kept.join(bintrie_logstore::INDEX_SIZES_FILE);
-    let copy = |from: &Path| -> Result<()> {
-        let to = dir.join(from.file_name().unwrap_or_default());
-        std::fs::copy(from, &to)
-            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
-        std::fs::File::open(&to)
-            .and_then(|f| f.sync_all())
-            .with_context(|| format!("syncing {}", to.display()))
-    };
     if sizes.is_file() {
         copy(&sizes)?;
     }
-    let Some((last, earlier)) = segments.split_last() else {
+    let Some(((_, last), earlier)) = segments.split_last() else {
         bail!("{} holds no log segment", kept.display());
     };
-    for from in earlier {
+    for (_, from) in earlier {
         let to = dir.join(from.file_name().unwrap_or_default());
         match std::fs::hard_link(from, &to) {
             Ok(()) => {}
