@@ -3,8 +3,10 @@
 use crate::record::{self, CommitRecord, HEADER, Kind, Parsed};
 use crate::{Change, Index, Loc, LogError, Meta, io_err, segment_name, stem_of_blob};
 use bintrie_node::PathKey;
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, sync_channel};
 
 /// The segment files of `dir` (`log.NNNNNN`), by number; empty when the directory is missing.
 pub(crate) fn segment_files(dir: &Path) -> std::io::Result<Vec<(u32, PathBuf)>> {
@@ -43,6 +45,10 @@ pub(crate) struct Scanned {
     pub(crate) end: u64,
 }
 
+/// Committed blocks' changes the scan has read and the index's tables have not yet taken: a
+/// bound on the memory they hold (a bulk load's block is up to about 500k changes).
+const APPLY_QUEUE: usize = 2;
+
 /// Scans `files` in order, into an index whose tables start with room for `sizes` when given
 /// ([`crate::sizes`]). A torn tail of the last segment is cut off when `writing` (ignored
 /// otherwise); damage anywhere else, or followed by a valid commit, is an error. So is a log
@@ -52,6 +58,11 @@ pub(crate) struct Scanned {
 /// Segments are numbered from 1; one may be missing only where a committed drop record names
 /// it (a compaction removed it), any other gap is an error (a lost file would otherwise drop
 /// its records silently).
+///
+/// Reading and checking the records and putting them into the index's tables take about the
+/// same CPU, so they run side by side: this thread reads, and each committed block's changes
+/// go, in order, to a thread that applies them (at most [`APPLY_QUEUE`] blocks behind). The
+/// tables take a block's changes only once its commit record is read, as before.
 pub(crate) fn scan(
     files: &[(u32, PathBuf)],
     writing: bool,
@@ -59,7 +70,59 @@ pub(crate) fn scan(
     held: u64,
     dir: &Path,
 ) -> Result<Scanned, LogError> {
-    let check_held = |index: &Index| {
+    let tables = sizes.map_or_else(Index::default, Index::with_sizes);
+    let (apply, blocks) = sync_channel::<Vec<Change>>(APPLY_QUEUE);
+    std::thread::scope(|s| {
+        let applier = std::thread::Builder::new()
+            .name("log-index".into())
+            .spawn_scoped(s, move || {
+                let mut tables = tables;
+                for changes in blocks {
+                    tables.apply(changes);
+                }
+                tables
+            })
+            .map_err(|error| LogError::Io {
+                path: dir.to_path_buf(),
+                error: std::io::Error::new(
+                    error.kind(),
+                    format!("could not start the thread that rebuilds the index: {error}"),
+                ),
+            })?;
+        // `apply` is dropped when the scan returns, which ends the applier's loop.
+        let scanned = scan_files(files, writing, held, dir, apply);
+        let mut index = applier
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let (found, end) = scanned?;
+        index.meta = found.meta;
+        index.dropped = found.dropped;
+        index.log_bytes = found.log_bytes;
+        Ok(Scanned { index, end })
+    })
+}
+
+/// What the scan keeps itself of the committed blocks it read, beside the changes it hands to
+/// the index's tables.
+#[derive(Default)]
+struct Committed {
+    /// The last commit's block, root and group depth ([`Index::meta`]).
+    meta: Option<Meta>,
+    /// Segments the drop records name ([`Index::dropped`]).
+    dropped: BTreeSet<u32>,
+    /// Bytes of all segments up to the last commit ([`Index::log_bytes`]).
+    log_bytes: u64,
+}
+
+/// [`scan`]'s reading: every committed block's changes sent to `apply`, in order.
+fn scan_files(
+    files: &[(u32, PathBuf)],
+    writing: bool,
+    held: u64,
+    dir: &Path,
+    apply: SyncSender<Vec<Change>>,
+) -> Result<(Committed, u64), LogError> {
+    let check_held = |index: &Committed| {
         let found = index.meta.map_or(0, |m| m.block);
         if found < held {
             Err(crate::sizes::lost_blocks(dir, found, held))
@@ -76,12 +139,12 @@ pub(crate) fn scan(
             segment_name(1)
         )));
     }
-    let mut index = sizes.map_or_else(Index::default, Index::with_sizes);
+    let mut index = Committed::default();
     let mut building = false;
     let mut end = 0;
     for (i, (n, path)) in files.iter().enumerate() {
         let last = i + 1 == files.len();
-        let seg = Segment::scan(*n, path, &mut index, &mut building)?;
+        let seg = Segment::scan(*n, path, &mut index, &apply, &mut building)?;
         if let Some(damage) = seg.damage {
             // A log this code made holds a commit record from its creation on (the empty
             // state's), so a log without one is either one whose creation was cut short (at
@@ -165,7 +228,7 @@ pub(crate) fn scan(
         return Err(LogError::Building);
     }
     check_held(&index)?;
-    Ok(Scanned { index, end })
+    Ok((index, end))
 }
 
 struct Damage {
@@ -189,7 +252,8 @@ impl Segment {
     fn scan(
         n: u32,
         path: &Path,
-        index: &mut Index,
+        index: &mut Committed,
+        apply: &SyncSender<Vec<Change>>,
         building: &mut bool,
     ) -> Result<Segment, LogError> {
         let mut file = std::fs::File::open(path).map_err(io_err(path))?;
@@ -306,7 +370,12 @@ impl Segment {
                             at_eof: false,
                         });
                     }
-                    index.apply(std::mem::take(&mut pending));
+                    if apply.send(std::mem::take(&mut pending)).is_err() {
+                        // The applier stopped: only a panic does, which `scan` raises again.
+                        return Err(LogError::Corrupt(
+                            "the thread rebuilding the index stopped".into(),
+                        ));
+                    }
                     index.dropped.extend(drops.drain(..));
                     index.log_bytes += pos + rec_len as u64 - good_end;
                     *building = c.building;
