@@ -30,6 +30,7 @@
 
 mod background;
 mod compact;
+mod readahead;
 mod record;
 mod scan;
 mod sizes;

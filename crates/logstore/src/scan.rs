@@ -1,5 +1,6 @@
 //! Rebuilding the index at open: every segment read once, front to back.
 
+use crate::readahead::{PIECE, ReadAhead};
 use crate::record::{self, CommitRecord, HEADER, Kind, Parsed};
 use crate::{Change, Index, Loc, LogError, Meta, io_err, segment_name, stem_of_blob};
 use bintrie_node::PathKey;
@@ -142,9 +143,22 @@ fn scan_files(
     let mut index = Committed::default();
     let mut building = false;
     let mut end = 0;
+    let ahead = ReadAhead::start(files.iter().map(|(_, path)| path.clone()).collect()).map_err(
+        |error| LogError::Io {
+            path: dir.to_path_buf(),
+            error: std::io::Error::new(
+                error.kind(),
+                format!("could not start the thread that reads the segments: {error}"),
+            ),
+        },
+    )?;
+    let mut reader = Reader {
+        ahead,
+        buf: Vec::with_capacity(2 * PIECE),
+    };
     for (i, (n, path)) in files.iter().enumerate() {
         let last = i + 1 == files.len();
-        let seg = Segment::scan(*n, path, &mut index, &apply, &mut building)?;
+        let seg = Segment::scan(*n, path, i, &mut reader, &mut index, &apply, &mut building)?;
         if let Some(damage) = seg.damage {
             // A log this code made holds a commit record from its creation on (the empty
             // state's), so a log without one is either one whose creation was cut short (at
@@ -231,6 +245,13 @@ fn scan_files(
     Ok((index, end))
 }
 
+/// The segments' bytes ([`ReadAhead`]) and the buffer a segment's records are parsed from,
+/// both kept from one segment to the next.
+struct Reader {
+    ahead: ReadAhead,
+    buf: Vec<u8>,
+}
+
 struct Damage {
     at: u64,
     why: &'static str,
@@ -252,15 +273,15 @@ impl Segment {
     fn scan(
         n: u32,
         path: &Path,
+        file: usize,
+        reader: &mut Reader,
         index: &mut Committed,
         apply: &SyncSender<Vec<Change>>,
         building: &mut bool,
     ) -> Result<Segment, LogError> {
-        let mut file = std::fs::File::open(path).map_err(io_err(path))?;
-        let len = file.metadata().map_err(io_err(path))?.len();
-        // (Smaller in tests, so that small logs span several reads.)
-        const CHUNK: usize = if cfg!(test) { 64 << 10 } else { 16 << 20 };
-        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+        let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+        let Reader { ahead, buf } = reader;
+        buf.clear();
         let mut buf_pos = 0u64; // file offset of buf[0]
         let mut i = 0usize; // cursor in buf
         let mut eof = false;
@@ -297,22 +318,16 @@ impl Segment {
                     buf.drain(..i);
                     buf_pos += i as u64;
                     i = 0;
-                    let want = need.max(CHUNK);
-                    let have = buf.len();
-                    buf.resize(have + want, 0);
-                    let mut got = 0;
-                    while got < want {
-                        match file.read(&mut buf[have + got..]) {
-                            Ok(0) => {
-                                eof = true;
-                                break;
-                            }
-                            Ok(k) => got += k,
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(io_err(path)(e)),
+                    // At least one piece, and as many as the record needs.
+                    loop {
+                        if !ahead.append_next(file, buf).map_err(io_err(path))? {
+                            eof = true;
+                            break;
+                        }
+                        if buf.len() >= need {
+                            break;
                         }
                     }
-                    buf.truncate(have + got);
                     continue;
                 }
                 Parsed::Bad(why) => {
