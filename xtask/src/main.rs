@@ -388,7 +388,18 @@ impl Device {
     }
 }
 
-/// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and prefetch.
+/// One mode's runs of one block in `exec-bench`: the state read, the block's total and Mgas/s
+/// of each run, and the last run's JSON.
+#[derive(Default)]
+struct ModeRuns {
+    read: Vec<f64>,
+    total: Vec<f64>,
+    mgas: Vec<f64>,
+    last: serde_json::Value,
+}
+
+/// `cargo xtask exec-bench`: every fixture block, cold, with and without the cache and
+/// prefetch, the modes taking turns run by run.
 fn exec_bench(args: &[String]) -> Result<()> {
     let FixtureArgs {
         runs,
@@ -410,7 +421,7 @@ fn exec_bench(args: &[String]) -> Result<()> {
         base_args.extend(["--layout".to_string(), l.clone()]);
     }
     println!(
-        "# recorded mainnet blocks, cold, median of {runs} runs{}{}\n",
+        "# recorded mainnet blocks, cold, median of {runs} runs (the modes taking turns){}{}\n",
         layout
             .as_ref()
             .map_or(String::new(), |l| format!(", layout {l}")),
@@ -430,14 +441,15 @@ fn exec_bench(args: &[String]) -> Result<()> {
         let device = Device::probe(&bin, &probe_dir)?;
         let (mut no_cache_read, mut no_cache_floor) = (None, None);
         let mut block = serde_json::Value::Null;
-        for (name, flags) in modes {
-            let (mut read, mut total, mut mgas) = (Vec::new(), Vec::new(), Vec::new());
-            let mut last = serde_json::Value::Null;
-            for _ in 0..runs {
+        // One run of every mode per round, so that a slow phase of the machine (they last
+        // seconds to minutes here) falls on every mode alike instead of on one mode's runs.
+        let mut samples: Vec<ModeRuns> = modes.iter().map(|_| ModeRuns::default()).collect();
+        for _ in 0..runs {
+            for ((_, flags), mode) in modes.iter().zip(&mut samples) {
                 let out = Command::new(&bin)
                     .args(["exec", "--json", "--cold", "--fixture"])
                     .arg(f)
-                    .args(flags)
+                    .args(*flags)
                     .args(&base_args)
                     .output()?;
                 let j: serde_json::Value =
@@ -446,11 +458,20 @@ fn exec_bench(args: &[String]) -> Result<()> {
                     })?;
                 let t = &j["timings_ms"];
                 let ms = |k: &str| t[k].as_f64().unwrap_or(0.0);
-                read.push(ms("state_read"));
-                total.push(ms("state_read") + ms("execution") + ms("trie_update") + ms("commit"));
-                mgas.push(j["mgas_per_s"].as_f64().unwrap_or(0.0));
-                last = j;
+                mode.read.push(ms("state_read"));
+                mode.total
+                    .push(ms("state_read") + ms("execution") + ms("trie_update") + ms("commit"));
+                mode.mgas.push(j["mgas_per_s"].as_f64().unwrap_or(0.0));
+                mode.last = j;
             }
+        }
+        for ((name, _), mode) in modes.iter().zip(samples) {
+            let ModeRuns {
+                mut read,
+                mut total,
+                mut mgas,
+                last,
+            } = mode;
             let read = median(&mut read);
             let base = *no_cache_read.get_or_insert(read);
             let reads = last["store_reads"].as_f64().unwrap_or(0.0);
