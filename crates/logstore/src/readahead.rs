@@ -12,6 +12,7 @@
 //! every read was before: the bytes are the same either way. The end of a file is only ever
 //! where a read returns no bytes.
 
+use rustix::fs::OFlags;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -190,14 +191,13 @@ struct Source {
 }
 
 impl Source {
+    /// Opens `path` for direct reads, or for plain ones where those are refused. Neither
+    /// open waits (`O_NONBLOCK`): the scan checks that every segment is a regular file, and
+    /// one swapped for a FIFO meanwhile fails its reads instead of stopping this thread.
     fn open(path: &Path) -> std::io::Result<Source> {
-        let direct = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(path);
-        let (file, direct) = match direct {
+        let (file, direct) = match open_with(path, OFlags::DIRECT) {
             Ok(file) => (file, true),
-            Err(_) => (File::open(path)?, false),
+            Err(_) => (open_with(path, OFlags::empty())?, false),
         };
         Ok(Source {
             path: path.to_path_buf(),
@@ -232,10 +232,18 @@ impl Source {
 
     /// Reads the rest of the file through the page cache.
     fn through_page_cache(&mut self) -> std::io::Result<()> {
-        self.file = File::open(&self.path)?;
+        self.file = open_with(&self.path, OFlags::empty())?;
         self.direct = false;
         Ok(())
     }
+}
+
+/// `path` opened for reads with `flags` and `O_NONBLOCK`.
+fn open_with(path: &Path, flags: OFlags) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((flags | OFlags::NONBLOCK).bits() as i32)
+        .open(path)
 }
 
 #[cfg(test)]

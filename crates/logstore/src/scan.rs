@@ -140,6 +140,17 @@ fn scan_files(
             segment_name(1)
         )));
     }
+    // Refused before any is read: a device or FIFO would never end (`/dev/zero`) or block
+    // the reading thread in its open, and a directory is no segment either.
+    for (_, path) in files {
+        let meta = std::fs::metadata(path).map_err(io_err(path))?;
+        if !meta.is_file() {
+            return Err(LogError::Corrupt(format!(
+                "{} is not a regular file, and every segment of a log is one",
+                path.display()
+            )));
+        }
+    }
     let mut index = Committed::default();
     let mut building = false;
     let mut end = 0;

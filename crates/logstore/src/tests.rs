@@ -903,6 +903,69 @@ fn segments_roll_over_and_reopen_whole() {
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
+/// A segment that is no regular file (a device that never ends, a FIFO whose open would wait
+/// for a writer, a directory) is refused by readers and writers alike, at once, and the log's
+/// files are left as they were.
+#[test]
+fn a_segment_that_is_no_regular_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        segment_bytes: 20_000,
+        compact_garbage: None,
+        ..opts(3)
+    };
+    let mut rng = StdRng::seed_from_u64(13);
+    let mut trie = Trie::new(LogStore::open(dir.path(), &options).unwrap(), 3).unwrap();
+    for block in 1..=6 {
+        commit(&mut trie, random_writes(&mut rng, 100), block);
+    }
+    drop(trie);
+    let segments = crate::segment_files(dir.path()).unwrap();
+    assert!(segments.len() > 2);
+    let middle = dir.path().join("log.000002");
+    let kept = std::fs::read(&middle).unwrap();
+    let last = segments.last().unwrap().1.clone();
+    let last_len = std::fs::metadata(&last).unwrap().len();
+    for what in ["a link to /dev/zero", "a FIFO", "a directory"] {
+        std::fs::remove_file(&middle).unwrap();
+        match what {
+            "a link to /dev/zero" => std::os::unix::fs::symlink("/dev/zero", &middle).unwrap(),
+            "a FIFO" => rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &middle,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap(),
+            _ => std::fs::create_dir(&middle).unwrap(),
+        }
+        for read_only in [true, false] {
+            let err = if read_only {
+                LogStore::open_read_only(dir.path())
+                    .map(|_| ())
+                    .unwrap_err()
+            } else {
+                LogStore::open(dir.path(), &options)
+                    .map(|_| ())
+                    .unwrap_err()
+            };
+            assert!(
+                matches!(&err, LogError::Corrupt(m) if m.contains("not a regular file")),
+                "{what}: {err}"
+            );
+        }
+        assert_eq!(std::fs::metadata(&last).unwrap().len(), last_len, "{what}");
+        if std::fs::symlink_metadata(&middle).unwrap().is_dir() {
+            std::fs::remove_dir(&middle).unwrap();
+        } else {
+            std::fs::remove_file(&middle).unwrap();
+        }
+        std::fs::write(&middle, &kept).unwrap();
+    }
+    LogStore::open(dir.path(), &options).unwrap();
+}
+
 /// A log cut back to an end it reported opens as the state of that block, whole (its
 /// index exactly the one it had then, every blob verifying against the root) however many
 /// blocks and segments came after, and takes new blocks from there; a cut it cannot make
