@@ -40,8 +40,8 @@ struct Piece {
     len: usize,
 }
 
-/// The bytes of a list of files, in order, read by one thread that stays at most a piece
-/// ahead of the caller (into the next file once one ends), in the same few buffers
+/// The bytes of a list of files, in order, read by one thread that stays at most two pieces
+/// ahead of the caller (one waiting, one being read) (into the next file once one ends), in the same few buffers
 /// throughout. Dropping it stops the thread.
 pub(crate) struct ReadAhead {
     pieces: Option<Receiver<std::io::Result<Piece>>>,
@@ -184,26 +184,32 @@ fn read_ahead(
     }
 }
 
+/// One file being read, directly while that works, through one handle from first byte to
+/// last (a file removed or replaced by name meanwhile is still read whole, as it was).
 struct Source {
-    path: PathBuf,
     file: File,
     direct: bool,
 }
 
 impl Source {
-    /// Opens `path` for direct reads, or for plain ones where those are refused. Neither
-    /// open waits (`O_NONBLOCK`): the scan checks that every segment is a regular file, and
-    /// one swapped for a FIFO meanwhile fails its reads instead of stopping this thread.
+    /// Opens `path` without waiting (`O_NONBLOCK`, so that a FIFO swapped in after the scan's
+    /// own check cannot stop this thread), refuses anything but a regular file, then reads
+    /// block as usual and go around the page cache where the filesystem allows it.
     fn open(path: &Path) -> std::io::Result<Source> {
-        let (file, direct) = match open_with(path, OFlags::DIRECT) {
-            Ok(file) => (file, true),
-            Err(_) => (open_with(path, OFlags::empty())?, false),
-        };
-        Ok(Source {
-            path: path.to_path_buf(),
-            file,
-            direct,
-        })
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlags::NONBLOCK.bits() as i32)
+            .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                "not a regular file, and every segment of a log is one",
+            ));
+        }
+        let flags = rustix::fs::fcntl_getfl(&file)? - OFlags::NONBLOCK;
+        rustix::fs::fcntl_setfl(&file, flags)?;
+        let direct = rustix::fs::fcntl_setfl(&file, flags | OFlags::DIRECT).is_ok();
+        Ok(Source { file, direct })
     }
 
     /// Reads into all of `dst` from offset `at`, stopping early only where a read returns no
@@ -230,20 +236,13 @@ impl Source {
         Ok(got)
     }
 
-    /// Reads the rest of the file through the page cache.
+    /// Reads the rest of the file through the page cache (the same handle).
     fn through_page_cache(&mut self) -> std::io::Result<()> {
-        self.file = open_with(&self.path, OFlags::empty())?;
+        let flags = rustix::fs::fcntl_getfl(&self.file)?;
+        rustix::fs::fcntl_setfl(&self.file, flags - OFlags::DIRECT)?;
         self.direct = false;
         Ok(())
     }
-}
-
-/// `path` opened for reads with `flags` and `O_NONBLOCK`.
-fn open_with(path: &Path, flags: OFlags) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((flags | OFlags::NONBLOCK).bits() as i32)
-        .open(path)
 }
 
 #[cfg(test)]
@@ -311,11 +310,72 @@ mod tests {
         assert!(buf[1..] == bytes[3..3 + PIECE]);
         // ...and one that ends past no page boundary (the file's end), then read on.
         let mut source = Source::open(&path).unwrap();
+        let was_direct = source.direct;
         let mut buf = vec![0u8; 3 * PIECE + ALIGN];
         let start = buf.as_ptr().align_offset(ALIGN);
         let dst = &mut buf[start..start + 3 * PIECE];
         assert_eq!(source.read_full(dst, 0).unwrap(), bytes.len());
         assert!(dst[..bytes.len()] == bytes[..]);
+        assert!(!source.direct, "the read ended off a page boundary");
+        // Where the temporary directory's filesystem takes direct reads (ext4 here), they
+        // were direct until then.
+        if direct_possible(dir.path()) {
+            assert!(was_direct);
+        }
+    }
+
+    /// Whether a file in `dir` can be read with `O_DIRECT` (an aligned read of a page).
+    fn direct_possible(dir: &Path) -> bool {
+        let path = dir.join("probe");
+        std::fs::write(&path, vec![1u8; ALIGN]).unwrap();
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlags::DIRECT.bits() as i32)
+            .open(&path)
+        else {
+            return false;
+        };
+        let mut buf = vec![0u8; 2 * ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN);
+        file.read_at(&mut buf[start..start + ALIGN], 0).is_ok()
+    }
+
+    #[test]
+    fn a_file_replaced_by_name_while_read_is_read_whole_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg");
+        let bytes: Vec<u8> = (0..2 * PIECE + 100).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut source = Source::open(&path).unwrap();
+        let mut buf = vec![0u8; 3 * PIECE + ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN);
+        let dst = &mut buf[start..start + 3 * PIECE];
+        assert_eq!(source.read_full(&mut dst[..PIECE], 0).unwrap(), PIECE);
+        // Removed, and another file made under its name (as a rewind and a new segment may).
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, vec![0xeeu8; 4 * PIECE]).unwrap();
+        let rest = source.read_full(&mut dst[PIECE..], PIECE as u64).unwrap();
+        assert_eq!(PIECE + rest, bytes.len());
+        assert!(dst[..bytes.len()] == bytes[..]);
+    }
+
+    #[test]
+    fn a_file_that_is_no_regular_file_is_refused_by_the_reading_thread_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        for path in [fifo, PathBuf::from("/dev/zero"), dir.path().to_path_buf()] {
+            let mut ahead = ReadAhead::start(vec![path.clone()]).unwrap();
+            let err = ahead.append_next(0, &mut Vec::new()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{}", path.display());
+        }
     }
 
     #[test]

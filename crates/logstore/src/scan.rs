@@ -46,8 +46,9 @@ pub(crate) struct Scanned {
     pub(crate) end: u64,
 }
 
-/// Committed blocks' changes the scan has read and the index's tables have not yet taken: a
-/// bound on the memory they hold (a bulk load's block is up to about 500k changes).
+/// Committed blocks' changes waiting for the index's tables, beside the one being applied and
+/// the one the scan is reading: a bound on the memory they hold (a bulk load's block is up to
+/// about 500k changes, about 45 MB).
 const APPLY_QUEUE: usize = 2;
 
 /// Scans `files` in order, into an index whose tables start with room for `sizes` when given
@@ -60,10 +61,11 @@ const APPLY_QUEUE: usize = 2;
 /// it (a compaction removed it), any other gap is an error (a lost file would otherwise drop
 /// its records silently).
 ///
-/// Reading and checking the records and putting them into the index's tables take about the
-/// same CPU, so they run side by side: this thread reads, and each committed block's changes
-/// go, in order, to a thread that applies them (at most [`APPLY_QUEUE`] blocks behind). The
-/// tables take a block's changes only once its commit record is read, as before.
+/// Reading, checking and putting the records into the index's tables run side by side: a
+/// thread reads the segments ahead ([`ReadAhead`]), this one parses and checks the records,
+/// and each committed block's changes go, in order, to a thread that applies them (at most
+/// [`APPLY_QUEUE`] blocks waiting). The tables take a block's changes only once its commit
+/// record is read, as before.
 pub(crate) fn scan(
     files: &[(u32, PathBuf)],
     writing: bool,
