@@ -1769,24 +1769,33 @@ mod tests {
         // The first dropped segment back in place, as a crash before its removal leaves it.
         let stuck = dir.join(segment_name(dropped[0]));
         std::fs::copy(before_dir.join(segment_name(dropped[0])), &stuck).unwrap();
+        /// Sets or clears the directory's immutable flag (`chattr ±i`, by its ioctl: no child
+        /// process, whose moment between fork and exec would hold every other test's writer
+        /// lock open); whether that worked.
+        fn immutable(dir: &Path, on: bool) -> bool {
+            use rustix::fs::{IFlags, ioctl_getflags, ioctl_setflags};
+            let Ok(handle) = std::fs::File::open(dir) else {
+                return false;
+            };
+            ioctl_getflags(&handle).is_ok_and(|flags| {
+                let flags = if on {
+                    flags | IFlags::IMMUTABLE
+                } else {
+                    flags - IFlags::IMMUTABLE
+                };
+                ioctl_setflags(&handle, flags).is_ok()
+            })
+        }
         /// Thaws the directory (both ways; the one not used is a no-op), however the test ends.
         struct Thaw<'a>(&'a Path);
         impl Drop for Thaw<'_> {
             fn drop(&mut self) {
-                let _ = std::process::Command::new("chattr")
-                    .arg("-i")
-                    .arg(self.0)
-                    .status();
+                immutable(self.0, false);
                 let _ = std::fs::set_permissions(self.0, std::fs::Permissions::from_mode(0o755));
             }
         }
         let guard = Thaw(&dir);
-        let chattr = std::process::Command::new("chattr")
-            .arg("+i")
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !chattr {
+        if !immutable(&dir, true) {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
         }
         // Frozen only if a new name cannot be made there (root passes a mode's checks).

@@ -404,11 +404,16 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
     // A FIFO in the file's place is not opened (the open would block every command asking
     // whether the directory holds a log): no log there, and an open of one does not hang.
     std::fs::remove_file(empty.path().join(crate::INDEX_SIZES_FILE)).unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(empty.path().join(crate::INDEX_SIZES_FILE))
-        .status()
-        .unwrap();
-    assert!(made.success());
+    // (By the call, not the `mkfifo` command: a child process would hold every other test's
+    // writer lock open between its fork and its exec.)
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        empty.path().join(crate::INDEX_SIZES_FILE),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
     assert!(!crate::holds_log(empty.path()).unwrap());
     assert!(matches!(
         LogStore::open_read_only(empty.path()),
