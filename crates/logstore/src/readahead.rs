@@ -296,12 +296,25 @@ mod tests {
         assert_eq!(out, vec![2u8; PIECE + 3]);
     }
 
+    /// A file `seg` of two pieces and 100 bytes in `dir`, and its bytes.
+    fn two_pieces_and_a_bit(dir: &Path) -> (PathBuf, Vec<u8>) {
+        let path = dir.join("seg");
+        let bytes: Vec<u8> = (0..2 * PIECE + 100).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        (path, bytes)
+    }
+
+    /// Room for three pieces in `buf`, starting at a page boundary.
+    fn three_aligned_pieces(buf: &mut Vec<u8>) -> &mut [u8] {
+        *buf = vec![0u8; 3 * PIECE + ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN);
+        &mut buf[start..start + 3 * PIECE]
+    }
+
     #[test]
     fn reads_that_cannot_be_direct_go_through_the_page_cache() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("seg");
-        let bytes: Vec<u8> = (0..2 * PIECE + 100).map(|i| (i % 253) as u8).collect();
-        std::fs::write(&path, &bytes).unwrap();
+        let (path, bytes) = two_pieces_and_a_bit(dir.path());
         // A direct read refused outright (an odd offset and address)...
         let mut source = Source::open(&path).unwrap();
         let mut buf = vec![0u8; PIECE + 1];
@@ -311,9 +324,8 @@ mod tests {
         // ...and one that ends past no page boundary (the file's end), then read on.
         let mut source = Source::open(&path).unwrap();
         let was_direct = source.direct;
-        let mut buf = vec![0u8; 3 * PIECE + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN);
-        let dst = &mut buf[start..start + 3 * PIECE];
+        let mut buf = Vec::new();
+        let dst = three_aligned_pieces(&mut buf);
         assert_eq!(source.read_full(dst, 0).unwrap(), bytes.len());
         assert!(dst[..bytes.len()] == bytes[..]);
         assert!(!source.direct, "the read ended off a page boundary");
@@ -343,13 +355,10 @@ mod tests {
     #[test]
     fn a_file_replaced_by_name_while_read_is_read_whole_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("seg");
-        let bytes: Vec<u8> = (0..2 * PIECE + 100).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &bytes).unwrap();
+        let (path, bytes) = two_pieces_and_a_bit(dir.path());
         let mut source = Source::open(&path).unwrap();
-        let mut buf = vec![0u8; 3 * PIECE + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN);
-        let dst = &mut buf[start..start + 3 * PIECE];
+        let mut buf = Vec::new();
+        let dst = three_aligned_pieces(&mut buf);
         assert_eq!(source.read_full(&mut dst[..PIECE], 0).unwrap(), PIECE);
         // Removed, and another file made under its name (as a rewind and a new segment may).
         std::fs::remove_file(&path).unwrap();
