@@ -40,9 +40,9 @@ struct Piece {
     len: usize,
 }
 
-/// The bytes of a list of files, in order, read by one thread that stays at most two pieces
-/// ahead of the caller (one waiting, one being read) (into the next file once one ends), in the same few buffers
-/// throughout. Dropping it stops the thread.
+/// The bytes of a list of files, in order, read by one thread in the same few buffers
+/// throughout. The thread stays at most two pieces ahead of the caller (one waiting, one
+/// being read), going on into the next file once one ends. Dropping it stops the thread.
 pub(crate) struct ReadAhead {
     pieces: Option<Receiver<std::io::Result<Piece>>>,
     spare: Option<SyncSender<Vec<u8>>>,
@@ -193,8 +193,8 @@ struct Source {
 
 impl Source {
     /// Opens `path` without waiting (`O_NONBLOCK`, so that a FIFO swapped in after the scan's
-    /// own check cannot stop this thread), refuses anything but a regular file, then reads
-    /// block as usual and go around the page cache where the filesystem allows it.
+    /// own check cannot stop this thread) and refuses anything but a regular file. Its reads
+    /// then wait as usual, and go around the page cache where the filesystem allows it.
     fn open(path: &Path) -> std::io::Result<Source> {
         let file = std::fs::OpenOptions::new()
             .read(true)
