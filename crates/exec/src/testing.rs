@@ -1,6 +1,6 @@
 //! Test support (feature `testing`): proptest strategies for the parsers' never-panic tests
-//! (JSON trees, strings near the hex and number syntax), and where Ethereum's blockchain tests
-//! are.
+//! (JSON trees, strings near the hex and number syntax), where Ethereum's blockchain tests
+//! are, and a FIFO made without a child process.
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -96,4 +96,18 @@ pub fn mainnet_fixtures_dir() -> Option<std::path::PathBuf> {
         );
         None
     }
+}
+
+/// Makes a FIFO at `path` by the call, not the `mkfifo` command: a child process holds every
+/// descriptor of the test process, other tests' lock files among them, between its fork and
+/// its exec, so a lock could outlive its close. Panics if it cannot (a test's setup).
+pub fn make_fifo(path: &std::path::Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap_or_else(|e| panic!("making a FIFO at {}: {e}", path.display()));
 }

@@ -372,14 +372,7 @@ mod tests {
     fn a_file_that_is_no_regular_file_is_refused_by_the_reading_thread_too() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::tests::make_fifo(&fifo);
         for path in [fifo, PathBuf::from("/dev/zero"), dir.path().to_path_buf()] {
             let mut ahead = ReadAhead::start(vec![path.clone()]).unwrap();
             let err = ahead.append_next(0, &mut Vec::new()).unwrap_err();

@@ -29,6 +29,19 @@ std::thread_local! {
     static AFTER_LISTING: std::cell::RefCell<Option<DirAction>> = std::cell::RefCell::new(None);
 }
 
+/// Makes a FIFO at `path` by the call, not the `mkfifo` command: a child process would hold
+/// every other test's writer lock open between its fork and its exec.
+pub(crate) fn make_fifo(path: &FsPath) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap_or_else(|e| panic!("making a FIFO at {}: {e}", path.display()));
+}
+
 /// Called by an open right after it lists the segments of `dir`.
 pub(crate) fn after_listing(dir: &FsPath) {
     if let Some(f) = AFTER_LISTING.with(|h| h.borrow_mut().take()) {
@@ -404,16 +417,7 @@ fn a_log_cut_below_the_block_it_was_closed_at_is_refused() {
     // A FIFO in the file's place is not opened (the open would block every command asking
     // whether the directory holds a log): no log there, and an open of one does not hang.
     std::fs::remove_file(empty.path().join(crate::INDEX_SIZES_FILE)).unwrap();
-    // (By the call, not the `mkfifo` command: a child process would hold every other test's
-    // writer lock open between its fork and its exec.)
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        empty.path().join(crate::INDEX_SIZES_FILE),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    make_fifo(&empty.path().join(crate::INDEX_SIZES_FILE));
     assert!(!crate::holds_log(empty.path()).unwrap());
     assert!(matches!(
         LogStore::open_read_only(empty.path()),
@@ -935,14 +939,7 @@ fn a_segment_that_is_no_regular_file_is_refused_at_once() {
         std::fs::remove_file(&middle).unwrap();
         match what {
             "a link to /dev/zero" => std::os::unix::fs::symlink("/dev/zero", &middle).unwrap(),
-            "a FIFO" => rustix::fs::mknodat(
-                rustix::fs::CWD,
-                &middle,
-                rustix::fs::FileType::Fifo,
-                rustix::fs::Mode::from_raw_mode(0o600),
-                0,
-            )
-            .unwrap(),
+            "a FIFO" => make_fifo(&middle),
             _ => std::fs::create_dir(&middle).unwrap(),
         }
         for read_only in [true, false] {

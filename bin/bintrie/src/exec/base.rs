@@ -621,14 +621,7 @@ mod tests {
         for fifo in [true, false] {
             let path = dir.path().join(MARKER);
             if fifo {
-                rustix::fs::mknodat(
-                    rustix::fs::CWD,
-                    &path,
-                    rustix::fs::FileType::Fifo,
-                    rustix::fs::Mode::from_raw_mode(0o600),
-                    0,
-                )
-                .unwrap();
+                bintrie_exec::testing::make_fifo(&path);
             } else {
                 std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
             }

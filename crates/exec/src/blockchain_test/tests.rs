@@ -226,17 +226,8 @@ fn a_walk_takes_each_file_once_through_links_and_only_regular_files() {
     std::os::unix::fs::symlink("..", d.join("up2")).unwrap();
     std::os::unix::fs::symlink("t.json", d.join("same.json")).unwrap();
     std::os::unix::fs::symlink("nowhere.json", d.join("dangling.json")).unwrap();
-    // (By the call, not the `mkfifo` command: a child process holds every descriptor of this
-    // process, other tests' lock files among them, between its fork and its exec.)
     let fifo = d.join("fifo.json");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    crate::testing::make_fifo(&fifo);
     let files = test_files(&[dir.path().join("l")]).unwrap();
     assert_eq!(files.len(), 1, "{files:?}");
     assert!(files[0].ends_with("t.json") || files[0].ends_with("same.json"));
