@@ -471,29 +471,55 @@ impl Segment {
 /// damage inside committed blocks (refused) from a torn last block (cut).
 fn later_commit(path: &Path, from: u64, to: u64) -> std::io::Result<Option<u64>> {
     use std::io::Seek;
-    // Only the bytes after the damage: a torn tail is short, the segment may be a GiB.
+    // Read in pieces, so that damage early in a large segment (or a segment grown sparse to
+    // many GiB) costs a piece of memory, not the segment's rest. (Small in tests, so that
+    // records straddle the pieces.)
+    const CHUNK: usize = if cfg!(test) { 1 << 10 } else { 4 << 20 };
+    // A commit record's bytes: the magic starts its value, `HEADER` bytes in.
+    const WHOLE: usize = HEADER + record::COMMIT_LEN;
     let mut file = std::fs::File::open(path)?;
     file.seek(std::io::SeekFrom::Start(from))?;
-    let mut bytes = Vec::new();
-    file.take(to.saturating_sub(from)).read_to_end(&mut bytes)?;
+    let mut rest = file.take(to.saturating_sub(from));
     let magic = CommitRecord::magic();
-    let start = 1usize;
-    let mut at = start;
-    while let Some(k) = bytes
-        .get(at..)
-        .and_then(|rest| rest.windows(magic.len()).position(|w| w == magic))
-    {
-        let m = at + k;
-        if let Some(rec) = m.checked_sub(HEADER)
-            && rec >= start
-            && let Parsed::Record(r, _) = record::parse(&bytes[rec..], from + rec as u64)
-            && r.kind == Kind::Commit
+    let mut buf = Vec::new();
+    let mut base = from; // the offset of buf[0]
+    let mut at = 1usize; // where in buf the next magic may start (not at the damage itself)
+    loop {
+        let got = (&mut rest).take(CHUNK as u64).read_to_end(&mut buf)?;
+        let end = got < CHUNK;
+        let mut more = false;
+        while let Some(k) = buf
+            .get(at..)
+            .and_then(|r| r.windows(magic.len()).position(|w| w == magic))
         {
-            return Ok(Some(from + rec as u64));
+            let m = at + k;
+            if !end && m - HEADER.min(m) + WHOLE > buf.len() {
+                // The record would run past what is read: looked at again with more.
+                at = m;
+                more = true;
+                break;
+            }
+            if let Some(rec) = m.checked_sub(HEADER)
+                && base + rec as u64 > from
+                && let Parsed::Record(r, _) = record::parse(&buf[rec..], base + rec as u64)
+                && r.kind == Kind::Commit
+            {
+                return Ok(Some(base + rec as u64));
+            }
+            at = m + 1;
         }
-        at = m + 1;
+        if end {
+            return Ok(None);
+        }
+        if !more {
+            // No magic starts before the last `magic.len() - 1` bytes.
+            at = at.max((buf.len() + 1).saturating_sub(magic.len()));
+        }
+        let drop = at.saturating_sub(HEADER);
+        buf.drain(..drop);
+        base += drop as u64;
+        at -= drop;
     }
-    Ok(None)
 }
 
 /// Calls `f` with the position and record of every record of `file` (the segment at `path`)
@@ -589,6 +615,78 @@ pub(crate) fn for_each_record_until(
                     "{} at offset {pos}: {why}",
                     path.display()
                 )));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LogStore;
+    use crate::tests::{Trie, commit, opts, random_writes};
+    use rand::SeedableRng;
+
+    /// What [`later_commit`] answered when it read the whole rest of the segment at once.
+    fn later_commit_read_whole(path: &Path, from: u64, to: u64) -> Option<u64> {
+        use std::io::Seek;
+        let mut file = std::fs::File::open(path).unwrap();
+        file.seek(std::io::SeekFrom::Start(from)).unwrap();
+        let mut bytes = Vec::new();
+        file.take(to.saturating_sub(from))
+            .read_to_end(&mut bytes)
+            .unwrap();
+        let magic = CommitRecord::magic();
+        let mut at = 1;
+        while let Some(k) = bytes
+            .get(at..)
+            .and_then(|rest| rest.windows(magic.len()).position(|w| w == magic))
+        {
+            let m = at + k;
+            if let Some(rec) = m.checked_sub(HEADER)
+                && rec >= 1
+                && let Parsed::Record(r, _) = record::parse(&bytes[rec..], from + rec as u64)
+                && r.kind == Kind::Commit
+            {
+                return Some(from + rec as u64);
+            }
+            at = m + 1;
+        }
+        None
+    }
+
+    /// Read in pieces, the search finds the commit record the whole read found, from every
+    /// kind of start: just before, on and just after each commit record, and at offsets
+    /// across the segment, with and without an end.
+    #[test]
+    fn a_later_commit_is_found_wherever_the_pieces_fall() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(61);
+        let mut trie = Trie::new(LogStore::open(dir.path(), &opts(3)).unwrap(), 3).unwrap();
+        for block in 1..=12 {
+            commit(&mut trie, random_writes(&mut rng, 40), block);
+        }
+        drop(trie);
+        let path = dir.path().join(segment_name(1));
+        let len = std::fs::metadata(&path).unwrap().len();
+        let mut commits = Vec::new();
+        let mut from = 0;
+        while let Some(at) = later_commit_read_whole(&path, from, u64::MAX) {
+            commits.push(at);
+            from = at;
+        }
+        assert!(commits.len() >= 12, "{commits:?}");
+        let starts = commits
+            .iter()
+            .flat_map(|&c| c.saturating_sub(HEADER as u64 + 2)..c + 3)
+            .chain((0..len).step_by(397));
+        for from in starts {
+            for to in [u64::MAX, from + 1_500, from + 90] {
+                assert_eq!(
+                    later_commit(&path, from, to).unwrap(),
+                    later_commit_read_whole(&path, from, to),
+                    "from {from} to {to}"
+                );
             }
         }
     }
