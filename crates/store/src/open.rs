@@ -64,13 +64,22 @@ fn open_in_process(e: &libmdbx::Error) -> bool {
 /// The smallest page size a database is made with ([`StoreOptions::page_size`]).
 const MIN_PAGE_SIZE: usize = 4096;
 
+/// Why a reader refuses an empty data file ([`check_whole_pages`]).
+const CREATION_CUT_SHORT: &str = "an empty file: a database whose creation was cut short (its \
+    creator stopped before MDBX wrote its first pages), holding nothing; open it for writing \
+    once to make it (`bintrie import --db DIR -i /dev/null` does only that), or delete it";
+
 /// Refuses a data file cut short: MDBX sizes it in whole pages (a database this project makes
 /// has pages of [`MIN_PAGE_SIZE`] or a multiple), so a length that is not a multiple of 4 KiB is a
 /// truncated copy, never an unclean close. Refused before MDBX opens it: a writer's open
-/// would cut the partial page and fail, changing the damaged file. An empty file (a creation
-/// that failed) is left to the open. A data file that is not a regular file (a directory) is
-/// refused too.
-fn check_whole_pages(data: &FsPath) -> Result<(), StoreError> {
+/// would cut the partial page and fail, changing the damaged file. A data file that is not a
+/// regular file (a directory) is refused too.
+///
+/// Returns whether the file is empty: what a creation killed before MDBX wrote its first pages
+/// leaves (MDBX writes its meta pages in one write, then sizes the file). It holds nothing, so
+/// a writer lets MDBX make the database in it, and a reader refuses it saying so
+/// ([`open_read_only`]). A file whose length cannot be read is left to the open (`false`).
+fn check_whole_pages(data: &FsPath) -> Result<bool, StoreError> {
     let len = match std::fs::metadata(data) {
         Ok(m) if m.is_file() => m.len(),
         // MDBX said "File descriptor in bad state" of a directory there.
@@ -87,10 +96,10 @@ fn check_whole_pages(data: &FsPath) -> Result<(), StoreError> {
                 ),
             });
         }
-        Err(_) => return Ok(()),
+        Err(_) => return Ok(false),
     };
     if len.is_multiple_of(MIN_PAGE_SIZE as u64) {
-        return Ok(());
+        return Ok(len == 0);
     }
     Err(StoreError::NotADatabase {
         path: data.to_path_buf(),
@@ -103,7 +112,8 @@ fn check_whole_pages(data: &FsPath) -> Result<(), StoreError> {
 
 /// Opens the environment read-only (`MDBX_RDONLY`, accepting the mode of a running writer) and
 /// reads its meta: `None` for a valid MDBX environment that has no table yet (a database
-/// being created). Never creates, formats or writes the data file.
+/// being created). Never creates, formats or writes the data file. An empty data file is
+/// [`StoreError::NotADatabase`], saying it is a creation cut short and how to finish it.
 pub(crate) fn open_read_only(
     dir: &FsPath,
 ) -> Result<(Database<MapKind>, Option<Meta>), StoreError> {
@@ -112,6 +122,9 @@ pub(crate) fn open_read_only(
         path: data.clone(),
         reason,
     };
+    if check_whole_pages(&data)? {
+        return Err(not_db(CREATION_CUT_SHORT.into()));
+    }
     let db = Database::<MapKind>::open_with_options(
         dir,
         DatabaseOptions {
@@ -290,13 +303,21 @@ impl StateStore {
         check_room_for_lock(&dir)?;
         let _open_lock = DirLock::exclusive(&dir);
         let exists = exists || data.exists();
+        // Read under the lock, which a creation holds until its tables exist: an empty file
+        // now is one whose creator was killed.
+        let empty = exists && check_whole_pages(&data)?;
         // Under the directory's lock, which the command line's log-layout writers also hold
         // while they make a log: of two writers of different layouts starting on one new
         // directory, the second finds the first's state and is refused.
         if !exists && holds_log_segment(&dir) {
             return Err(StoreError::OtherLayout(dir));
         }
-        if exists {
+        if exists && empty {
+            tracing::info!(
+                path = %data.display(),
+                "an empty data file (a creation cut short): making the database in it"
+            );
+        } else if exists {
             // Validate before MDBX opens it for writing: never format over a file that is not
             // a database of this format.
             match open_read_only(&dir) {

@@ -139,7 +139,8 @@ fn read_only_open_works_on_a_read_only_file() {
 fn a_file_that_is_not_a_database_is_never_formatted() {
     let mut rng = StdRng::seed_from_u64(3);
     let writes = random_writes(&mut rng, 2_000);
-    // A real database truncated to 8 KB, 8 KB of garbage, an empty file, a one-page file.
+    // A real database truncated to 8 KB, 8 KB of garbage, a page of zeros. (An empty file is
+    // a creation cut short, which a writer finishes: the test below.)
     let truncated = {
         let dir = tempfile::tempdir().unwrap();
         build(dir.path(), 5, &writes, &[]);
@@ -161,7 +162,6 @@ fn a_file_that_is_not_a_database_is_never_formatted() {
         ("truncated", truncated),
         ("cut mid-page", cut_mid_page),
         ("garbage", garbage),
-        ("empty", Vec::new()),
         ("zeros", vec![0u8; 4096]),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -198,6 +198,26 @@ fn a_file_that_is_not_a_database_is_never_formatted() {
             "{e}"
         );
     }
+}
+
+/// An empty data file is what a creation killed before MDBX wrote anything leaves (the kill -9
+/// test of the command line hit it): a reader refuses it, saying what it is and how to finish
+/// it, and leaves it as it is; a writer makes the database in it. Before, both refused it as
+/// "not a database", so one kill left a directory nothing would open.
+#[test]
+fn an_empty_data_file_is_a_creation_cut_short_that_a_writer_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mdbx.dat"), b"").unwrap();
+    let e = StateStore::open_read_only(dir.path()).unwrap_err();
+    assert!(matches!(e, StoreError::NotADatabase { .. }), "{e:?}");
+    for said in ["creation was cut short", "open it for writing once"] {
+        assert!(e.to_string().contains(said), "{e}");
+    }
+    assert!(file_bytes(dir.path()).is_empty(), "a reader changed it");
+    let writes = random_writes(&mut StdRng::seed_from_u64(12), 50);
+    let root = build(dir.path(), 5, &writes, &[]);
+    let store = StateStore::open_read_only(dir.path()).unwrap();
+    assert_eq!((store.meta().root, store.meta().block), (root, 1));
 }
 
 /// A writer never makes a database beside a log layout's state (one made first, or by another

@@ -217,6 +217,10 @@ fn readers_never_write_and_coexist_with_a_relaxed_writer() {
     assert!(reads > 0, "the writer finished before any read ran");
 }
 
+/// Files that are not databases (a truncated copy, garbage) are refused by readers and writers
+/// and left as they are. An empty data file, what a writer killed while creating the database
+/// leaves, is refused by readers saying what it is and how to finish it, and `import` makes
+/// the database in it.
 #[test]
 fn files_that_are_not_databases_are_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -231,11 +235,7 @@ fn files_that_are_not_databases_are_refused_and_left_alone() {
     let real = std::fs::read(good.join("mdbx.dat")).unwrap();
     let mut rng = StdRng::seed_from_u64(6);
     let garbage: Vec<u8> = (0..8192).map(|_| rng.random()).collect();
-    for (name, content) in [
-        ("truncated", real[..8192].to_vec()),
-        ("garbage", garbage),
-        ("empty", Vec::new()),
-    ] {
+    for (name, content) in [("truncated", real[..8192].to_vec()), ("garbage", garbage)] {
         let db = dir.path().join(name);
         std::fs::create_dir(&db).unwrap();
         std::fs::write(db.join("mdbx.dat"), &content).unwrap();
@@ -270,6 +270,19 @@ fn files_that_are_not_databases_are_refused_and_left_alone() {
             "{name}"
         );
     }
+    let db = dir.path().join("empty");
+    std::fs::create_dir(&db).unwrap();
+    std::fs::write(db.join("mdbx.dat"), b"").unwrap();
+    for args in [["info", "--db"], ["verify", "--db"]] {
+        let o = bin().args(args).arg(&db).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        for said in ["creation was cut short", "open it for writing once"] {
+            assert!(stderr(&o).contains(said), "{args:?}: {}", stderr(&o));
+        }
+    }
+    let o = import(&db, &file, "5000", &["--relaxed"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(info_json(&db)["root"], info_json(&good)["root"]);
 }
 
 #[test]
