@@ -1211,6 +1211,9 @@ mod tests {
             mut rng,
             root,
         } = logged_with(options, 43, 6);
+        // The blocks' compaction steps run on their thread: one still under way could drop a
+        // segment or roll a new one between the listings below (it did, under load).
+        trie.store_mut().wait_for_compaction();
         trie.store_mut().seal().unwrap();
         let sealed = scan::segment_files(dir.path()).unwrap();
         let (last, shared) = sealed.split_last().unwrap();
