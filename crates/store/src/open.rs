@@ -64,6 +64,10 @@ fn open_in_process(e: &libmdbx::Error) -> bool {
 /// The smallest page size a database is made with ([`StoreOptions::page_size`]).
 const MIN_PAGE_SIZE: usize = 4096;
 
+/// What MDBX's "No data available" on opening means: a page it needs lies past the file's end.
+const SHORT_OR_FOREIGN: &str = "the file is shorter than its own header says (cut short: a \
+    truncated copy?) or is not an MDBX file; restore it or build it again";
+
 /// Why a reader refuses an empty data file ([`check_whole_pages`]).
 const CREATION_CUT_SHORT: &str = "an empty file: a database whose creation was cut short (its \
     creator stopped before MDBX wrote its first pages), holding nothing; open it for writing \
@@ -137,14 +141,18 @@ pub(crate) fn open_read_only(
         },
     )
     .map_err(|e| match e {
+        // A header page past the file's end: what a copy cut at a page boundary gives.
+        libmdbx::Error::NoData => not_db(format!("MDBX cannot open it: {e}; {SHORT_OR_FOREIGN}")),
+        libmdbx::Error::Other(code) if code == libc::ENODATA => {
+            not_db(format!("MDBX cannot open it: {e}; {SHORT_OR_FOREIGN}"))
+        }
         libmdbx::Error::Invalid
         | libmdbx::Error::Corrupted
-        | libmdbx::Error::NoData
         | libmdbx::Error::PageNotFound
         | libmdbx::Error::VersionMismatch
         | libmdbx::Error::Problem
         | libmdbx::Error::Panic => not_db(format!("MDBX cannot open it: {e}")),
-        libmdbx::Error::Other(code) if code == libc::ENODATA || code == libc::EINVAL => {
+        libmdbx::Error::Other(code) if code == libc::EINVAL => {
             not_db(format!("MDBX cannot open it: {e}"))
         }
         libmdbx::Error::WannaRecovery => StoreError::NeedsRecovery(dir.to_path_buf()),
