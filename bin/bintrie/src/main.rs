@@ -34,6 +34,12 @@ fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
 }
 
+/// The log filter without `RUST_LOG`: warnings and errors, but none of libmdbx's own lines.
+/// It logs what it meets opening a damaged or uncleanly closed file (`ERROR libmdbx:
+/// dxb_read_header: …`) before the store's error says the same in this project's words and
+/// what to do; `RUST_LOG=warn` (or `libmdbx=debug`) shows them.
+const DEFAULT_LOG: &str = "warn,libmdbx=off";
+
 /// What a bus error (SIGBUS) prints before the process ends with status 1.
 const BUS_ERROR: &[u8] = b"error: a memory-mapped database file ended under a read (SIGBUS): \
 the disk may have filled under it (free some space), or the file is damaged or was cut short \
@@ -231,8 +237,9 @@ struct RootArgs {
     /// Binary levels per stored node (1..=8). The root does not depend on it.
     #[arg(long, short = 'g', default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=8))]
     group_depth: u8,
-    /// File of `KEY VALUE` lines (32-byte hex each, 0x optional; `#` comments and blank lines
-    /// skipped; a later line overrides an earlier one with the same key). `-` is stdin.
+    /// File of `KEY VALUE` lines (32-byte hex each, 0x optional; lines starting with `#` and
+    /// blank lines skipped, nothing may follow the value; a later line overrides an earlier
+    /// one with the same key). `-` is stdin.
     #[arg(long, short = 'i', default_value = "-", conflicts_with = "alloc")]
     input: String,
     /// A geth genesis alloc (address -> {balance, nonce, code, storage}) or a whole genesis file
@@ -326,7 +333,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
         // Colours only for a terminal: a log file or a pipe gets plain text, and NO_COLOR
