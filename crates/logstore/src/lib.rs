@@ -1492,6 +1492,14 @@ impl LogStore {
         // The hint is read before the segments are listed: a writer that moves on meanwhile
         // names a later block in it only once that block is synced in segments listed after.
         let hint = sizes::read_unbounded(&dir);
+        if hint.unreadable {
+            tracing::warn!(
+                file = %dir.join(INDEX_SIZES_FILE).display(),
+                "not an index-sizes file this project writes (damaged, cut short or from \
+                 elsewhere): ignored, so this open cannot check that the log still holds the \
+                 block it last synced; a writer's open or close writes it again"
+            );
+        }
         let held = hint.block.unwrap_or(0);
         let mut files = scan::segment_files(&dir).map_err(io_err(&dir))?;
         #[cfg(test)]

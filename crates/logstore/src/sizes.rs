@@ -11,7 +11,8 @@
 //! The sizes are only a hint: written (to a temporary file, then renamed) by every writable
 //! open after its scan, by a writer's close and by a finished bulk load, never synced, and
 //! ignored when they are missing, unreadable, from another version, or name more entries than
-//! the log could hold (a record is at least [`HEADER`] bytes). A table they made too large (a
+//! the log could hold (a record is at least [`HEADER`] bytes); an open warns of a file that is
+//! there but not one of ours. A table they made too large (a
 //! state that shrank, a file from elsewhere) is cut back to its entries after the scan, so
 //! the hint can cost a moment of memory, never more than that.
 //!
@@ -115,6 +116,9 @@ pub(crate) struct Hint {
     pub(crate) sizes: Option<Sizes>,
     /// The block the log held (synced) when the file was written.
     pub(crate) block: Option<u64>,
+    /// The file is there but is not one this project writes (damaged, cut, from elsewhere):
+    /// an open says so, since without its block it cannot check for lost blocks.
+    pub(crate) unreadable: bool,
 }
 
 /// What `dir`'s [`SIZES_FILE`] says: its sizes when a log of `log_bytes` bytes could have
@@ -128,10 +132,17 @@ pub(crate) fn read(dir: &Path, log_bytes: u64) -> Hint {
 /// What `dir`'s [`SIZES_FILE`] says, its sizes not yet bounded by the log's bytes (an open
 /// reads the file before it lists the segments: see [`crate::LogStore::open`]).
 pub(crate) fn read_unbounded(dir: &Path) -> Hint {
-    parse_file(dir).map_or_else(Hint::default, |(sizes, block)| Hint {
-        sizes: Some(sizes),
-        block,
-    })
+    parse_file(dir).map_or_else(
+        || Hint {
+            unreadable: std::fs::symlink_metadata(dir.join(SIZES_FILE)).is_ok(),
+            ..Hint::default()
+        },
+        |(sizes, block)| Hint {
+            sizes: Some(sizes),
+            block,
+            unreadable: false,
+        },
+    )
 }
 
 impl Hint {
@@ -152,7 +163,7 @@ impl Hint {
         };
         Hint {
             sizes: self.sizes.filter(fits),
-            block: self.block,
+            ..self
         }
     }
 }
@@ -281,6 +292,7 @@ mod tests {
         let sized = |sizes| Hint {
             sizes,
             block: Some(3),
+            unreadable: false,
         };
         assert_eq!(read(dir.path(), 210), sized(Some(Sizes([1, 10, 0, 10, 0]))));
         assert_eq!(
@@ -295,11 +307,18 @@ mod tests {
             "the total overflows"
         );
         assert_eq!(read(&dir.path().join("missing"), 1 << 40), Hint::default());
-        // A file far larger than sizes ever are is refused without being read whole.
+        // A file far larger than sizes ever are is refused without being read whole, and
+        // said to be unreadable (an open warns), as is any file that is not one of ours.
+        let unreadable = Hint {
+            unreadable: true,
+            ..Hint::default()
+        };
         let mut big = Sizes([1, 1, 1, 1, 1]).to_text(3);
         big.push_str(&"\n".repeat(MAX_FILE as usize));
         std::fs::write(dir.path().join(SIZES_FILE), big).unwrap();
-        assert_eq!(read(dir.path(), 1 << 40), Hint::default());
+        assert_eq!(read(dir.path(), 1 << 40), unreadable);
+        std::fs::write(dir.path().join(SIZES_FILE), b"garbage").unwrap();
+        assert_eq!(read(dir.path(), 1 << 40), unreadable);
     }
 
     #[test]
