@@ -60,6 +60,16 @@ pub(crate) enum GetReadPath {
     Verified,
 }
 
+/// Parses `--batch`: a whole number of entries, at least 1 (clap's range check said "0 is not
+/// in 1..18446744073709551615").
+fn batch_size(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("a block holds at least 1 entry".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: a whole number of entries, at least 1")),
+    }
+}
+
 /// The `KEY VALUE` lines `import` reads, from a file or stdin.
 type Lines = kv::KvLines<Box<dyn BufRead + Send>>;
 
@@ -78,7 +88,7 @@ pub(crate) struct ImportArgs {
     #[arg(long, short = 'i', default_value = "-")]
     input: String,
     /// Entries per committed block (`KEY VALUE` lines; comments and blank lines do not count).
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 100_000, value_parser = batch_size)]
     batch: u64,
     #[command(flatten)]
     write: crate::durability::WriteArgs,
