@@ -159,10 +159,9 @@ enum Command {
     /// database's root, one JSON line per key: `root`, `key`, `value` (null: absent),
     /// `siblings` (root level first), `stem` (null: the walk ends in an empty subtree),
     /// `stem_siblings` (8, leaf level first, iff the walk ends at the key's stem) or
-    /// `subtree_root` (iff it ends at another stem), and `stem_leaf` (iff the key is absent and
-    /// the walk ends at a stem, its own or another: one of that stem's present leaves, `index`,
-    /// `value` and 8 `siblings`, without which an absence there proves nothing). Opens the
-    /// database read-only, either layout. A key no proof can show (the stem
+    /// `subtree_root` and `other_stem_leaf` (iff it ends at another stem: one of that stem's
+    /// present leaves, `index`, `value` and 8 `siblings`, without which a subtree root proves
+    /// nothing). Opens the database read-only, either layout. A key no proof can show (the stem
     /// of 31 zero bytes, which no account or storage key has, past an empty left subtree: that
     /// node hashes as the stem's own) fails the command, naming it, and nothing is printed.
     Prove(proof::ProveArgs),
@@ -170,9 +169,10 @@ enum Command {
     /// (or `absent`) on its own line, exit 1 naming the first proof that does not verify
     /// against --root (default: its own root field) and why. The proofs are read as a stream:
     /// the values of those before a bad one are printed before it is found, so a script takes
-    /// the output only with exit status 0. An absence proof that ends at a stem (the key's own
-    /// or another) must open one of its present leaves (`stem_leaf`; `other_stem_leaf`, its
-    /// earlier name, is read as it).
+    /// the output only with exit status 0. An absence proof that ends at another stem must open
+    /// one of its present leaves (`other_stem_leaf`). What a proof shows holds for a tree whose
+    /// stems are hashes, as Ethereum state's are: with raw keys chosen to match hashes, a
+    /// forged proof can verify (README, "A gap in the tree's hash").
     VerifyProof(proof::VerifyProofArgs),
     /// Execute a mainnet block from a fixture on a binary-trie database and validate it.
     ///

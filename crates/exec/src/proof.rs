@@ -8,16 +8,13 @@
 //!  "stem": "0x…31 bytes" | null,       // the stem where the walk ends; null: an empty subtree
 //!  "stem_siblings": ["0x…" × 8],       // iff stem == key[:31]: leaf level first
 //!  "subtree_root": "0x…",              // iff stem is another stem (an absence proof)
-//!  "stem_leaf": {                      // iff stem is set and value is null: one of the
-//!      "index": 0..=255,               //   stem's present leaves
-//!      "value": "0x…32 bytes", "siblings": ["0x…" × 8]}}
+//!  "other_stem_leaf": {                // iff stem is another stem: one of its present leaves
+//!      "index": 0..=255, "value": "0x…32 bytes", "siblings": ["0x…" × 8]}}
 //! ```
 //!
-//! `stem_leaf` is this project's addition to SPEC §7's format: a reader of that format
-//! computes the root without it, but a subtree root alone, or an empty leaf's stem siblings
-//! alone, let an internal node pose as a stem ([`Proof`] says why), so [`Proof::verify`]
-//! refuses an absence proof that ends at a stem without it. Proofs written before it also
-//! opened the key's own stem call it `other_stem_leaf`, which is read as `stem_leaf`.
+//! `other_stem_leaf` is this project's addition to SPEC §7's format: a reader of that format
+//! computes the root without it, but a subtree root alone lets an internal node pose as a
+//! stem ([`Proof`] says why), so [`Proof::verify`] refuses an absence proof without it.
 //!
 //! [`Proof::verify`] states how a proof is checked.
 
@@ -31,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 /// A [`Proof`] and the root it claims, as JSON (hex strings 0x-prefixed). `value` and `stem`
-/// are `null` when absent; `stem_siblings`, `subtree_root` and `stem_leaf` are omitted
+/// are `null` when absent; `stem_siblings`, `subtree_root` and `other_stem_leaf` are omitted
 /// when absent. Unknown fields are refused. Deserialized from a byte slice, the strings borrow from it (no copy).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(
@@ -61,15 +58,9 @@ pub struct ProofJson<'a> {
     /// The subtree root of another stem on the key's path (an absence proof).
     #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
     pub subtree_root: Option<Cow<'a, str>>,
-    /// One present leaf of the stem where the walk ends, when the key is absent: it must fold
-    /// to that stem's subtree root. Read under its earlier name `other_stem_leaf` too.
-    #[serde(
-        default,
-        borrow,
-        alias = "other_stem_leaf",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub stem_leaf: Option<StemLeafJson<'a>>,
+    /// One present leaf of that other stem, which must fold to `subtree_root`.
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    pub other_stem_leaf: Option<StemLeafJson<'a>>,
 }
 
 /// A [`StemLeaf`] as JSON: `index` a number, the rest hex strings 0x-prefixed. Unknown fields
@@ -77,7 +68,7 @@ pub struct ProofJson<'a> {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(
     deny_unknown_fields,
-    expecting = "stem_leaf: an object with index, value and siblings"
+    expecting = "other_stem_leaf: an object with index, value and siblings"
 )]
 pub struct StemLeafJson<'a> {
     /// The leaf's sub-index, 0..=255.
@@ -91,14 +82,14 @@ pub struct StemLeafJson<'a> {
     pub siblings: Vec<Cow<'a, str>>,
 }
 
-/// Deserializes `stem_leaf.index`, naming the field and its range in every error (serde's
+/// Deserializes `other_stem_leaf.index`, naming the field and its range in every error (serde's
 /// own says only "expected u8").
 fn leaf_index<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u8, D::Error> {
     struct Index;
     impl serde::de::Visitor<'_> for Index {
         type Value = u8;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("stem_leaf.index: a leaf's sub-index, an integer in 0..=255")
+            f.write_str("other_stem_leaf.index: a leaf's sub-index, an integer in 0..=255")
         }
         fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<u8, E> {
             u8::try_from(n).map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
@@ -124,7 +115,7 @@ impl ProofJson<'static> {
                 .stem_siblings
                 .map(|s| s.iter().map(|x| h(x)).collect()),
             subtree_root: proof.subtree_root.as_ref().map(|s| h(s)),
-            stem_leaf: proof.stem_leaf.as_ref().map(|l| StemLeafJson {
+            other_stem_leaf: proof.other_stem_leaf.as_ref().map(|l| StemLeafJson {
                 index: l.index,
                 value: h(&l.value),
                 siblings: l.siblings.iter().map(|x| h(x)).collect(),
@@ -171,14 +162,14 @@ impl ProofJson<'_> {
             .as_deref()
             .map(|v| eight(v, "stem_siblings"))
             .transpose()?;
-        let stem_leaf = self
-            .stem_leaf
+        let other_stem_leaf = self
+            .other_stem_leaf
             .as_ref()
             .map(|l| -> Result<StemLeaf> {
                 Ok(StemLeaf {
                     index: l.index,
-                    value: b32(&l.value, "stem_leaf.value")?,
-                    siblings: eight(&l.siblings, "stem_leaf.siblings")?,
+                    value: b32(&l.value, "other_stem_leaf.value")?,
+                    siblings: eight(&l.siblings, "other_stem_leaf.siblings")?,
                 })
             })
             .transpose()?;
@@ -197,7 +188,7 @@ impl ProofJson<'_> {
                 .as_deref()
                 .map(|s| b32(s, "subtree_root"))
                 .transpose()?,
-            stem_leaf,
+            other_stem_leaf,
         };
         Ok((b32(&self.root, "root")?, proof))
     }
@@ -253,22 +244,22 @@ mod tests {
         let root = trie.root();
         let proof = (0..=255u8)
             .map(|b| trie.prove(&TreeKey::from_bytes([b ^ 0x01; 32])).unwrap())
-            .find(|p| p.subtree_root.is_some())
+            .find(|p| p.other_stem_leaf.is_some())
             .expect("a key whose walk ends at another stem");
         let text = serde_json::to_string(&ProofJson::new(&root, &proof)).unwrap();
-        assert!(text.contains("\"stem_leaf\":{\"index\":"), "{text}");
+        assert!(text.contains("\"other_stem_leaf\":{\"index\":"), "{text}");
         let back: ProofJson = serde_json::from_str(&text).unwrap();
         let (r, p) = back.parse().unwrap();
         assert_eq!((r, &p), (root, &proof));
         assert_eq!(p.verify::<Sha256Hasher>(&root), Ok(None));
         let mut bare = back.clone();
-        bare.stem_leaf = None;
+        bare.other_stem_leaf = None;
         let err = bare.parse().unwrap().1.verify::<Sha256Hasher>(&root);
-        assert!(format!("{err:?}").contains("stem_leaf"), "{err:?}");
+        assert!(format!("{err:?}").contains("other_stem_leaf"), "{err:?}");
         let mut short = back;
-        short.stem_leaf.as_mut().unwrap().siblings.pop();
+        short.other_stem_leaf.as_mut().unwrap().siblings.pop();
         let err = format!("{:#}", short.parse().unwrap_err());
-        assert!(err.contains("stem_leaf.siblings: 7 entries"), "{err}");
+        assert!(err.contains("other_stem_leaf.siblings: 7 entries"), "{err}");
     }
 
     /// A malformed proof's message names the field and what it must be, never a Rust type.
@@ -281,20 +272,20 @@ mod tests {
                 "expected a proof: an object with root, key",
             ),
             (
-                format!(r#"{{{base},"stem_leaf":5}}"#),
-                "expected stem_leaf: an object with index, value and siblings",
+                format!(r#"{{{base},"other_stem_leaf":5}}"#),
+                "expected other_stem_leaf: an object with index, value and siblings",
             ),
             (
-                format!(r#"{{{base},"stem_leaf":{{"index":300}}}}"#),
-                "integer `300`, expected stem_leaf.index: a leaf's sub-index",
+                format!(r#"{{{base},"other_stem_leaf":{{"index":300}}}}"#),
+                "integer `300`, expected other_stem_leaf.index: a leaf's sub-index",
             ),
             (
-                format!(r#"{{{base},"stem_leaf":{{"index":-1}}}}"#),
-                "integer `-1`, expected stem_leaf.index",
+                format!(r#"{{{base},"other_stem_leaf":{{"index":-1}}}}"#),
+                "integer `-1`, expected other_stem_leaf.index",
             ),
             (
-                format!(r#"{{{base},"stem_leaf":{{"index":"7"}}}}"#),
-                "expected stem_leaf.index",
+                format!(r#"{{{base},"other_stem_leaf":{{"index":"7"}}}}"#),
+                "expected other_stem_leaf.index",
             ),
         ] {
             let err = serde_json::from_str::<ProofJson>(&text)
@@ -303,12 +294,12 @@ mod tests {
             assert!(err.contains(says), "{text}: {err}");
             assert!(!err.contains("Json"), "{text}: {err}");
         }
-        // Its earlier name is read as it.
-        for name in ["stem_leaf", "other_stem_leaf"] {
-            let ok = format!(r#"{{{base},"{name}":{{"index":255,"value":"0x00","siblings":[]}}}}"#);
-            let leaf = serde_json::from_str::<ProofJson>(&ok).unwrap().stem_leaf;
-            assert_eq!(leaf.map(|l| l.index), Some(255), "{name}");
-        }
+        let ok =
+            format!(r#"{{{base},"other_stem_leaf":{{"index":255,"value":"0x00","siblings":[]}}}}"#);
+        let leaf = serde_json::from_str::<ProofJson>(&ok)
+            .unwrap()
+            .other_stem_leaf;
+        assert_eq!(leaf.map(|l| l.index), Some(255));
     }
 
     #[test]

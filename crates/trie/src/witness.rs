@@ -289,7 +289,8 @@ impl WitnessSize {
 /// [`WitnessError::IncompleteLeaf`] inside a stem), never a guess.
 ///
 /// Invariant: the tree hashes (by SPEC §3) to the root of the full tree it was cut from, so once
-/// [`PartialTree::verify`] has compared that root, every value it answers with is proven. Writes
+/// [`PartialTree::verify`] has compared that root, every value it answers with is proven (for a
+/// tree whose stems no one chose to match a hash, as [`crate::Proof`] says). Writes
 /// change it exactly as they change the full tree: [`PartialTree::root`] after
 /// [`PartialTree::update`] is the full tree's root after the same writes.
 #[derive(Clone, Debug)]

@@ -794,33 +794,27 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
             stem: None,
             stem_siblings: None,
             subtree_root: None,
-            stem_leaf: None,
+            other_stem_leaf: None,
         };
         if let Node::Stem(s) = end {
             proof.stem = Some(s.stem);
-            // A stem holds at least one present value (nothing is ever removed): an absent key
-            // opens the first ([`crate::Proof`] says why).
-            let first_present = || {
-                s.values
-                    .iter()
-                    .next()
-                    .map(|(index, value)| crate::StemLeaf {
-                        index,
-                        value: *value,
-                        siblings: s.values.leaf_siblings::<H>(index),
-                    })
-            };
             if s.stem == key.stem {
                 proof.value = s.values.get(key.sub_index).copied();
                 proof.stem_siblings = Some(s.values.leaf_siblings::<H>(key.sub_index));
-                if proof.value.is_none() {
-                    proof.stem_leaf = first_present();
-                }
             } else {
-                // The subtree root is folded from the opened leaf and its siblings: 9 hashes,
-                // not a second pass over the 256 leaves.
-                proof.stem_leaf = first_present();
-                proof.subtree_root = Some(match &proof.stem_leaf {
+                // A stem holds at least one present value (nothing is ever removed). The subtree
+                // root is folded from that leaf and its siblings: 9 hashes, not a second pass
+                // over the 256 leaves.
+                proof.other_stem_leaf =
+                    s.values
+                        .iter()
+                        .next()
+                        .map(|(index, value)| crate::StemLeaf {
+                            index,
+                            value: *value,
+                            siblings: s.values.leaf_siblings::<H>(index),
+                        });
+                proof.subtree_root = Some(match &proof.other_stem_leaf {
                     Some(leaf) => leaf.subtree_root::<H>(),
                     None => s.values.subtree_root::<H>().0,
                 });
