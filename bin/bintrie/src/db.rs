@@ -44,7 +44,11 @@ pub(crate) fn open_log(
         None => bintrie_logstore::LogStore::open_read_only(dir),
     };
     bar.finish_and_clear();
-    store.with_context(|| format!("opening {}", dir.display()))
+    match store {
+        // It names the directory already ("opening l3: l3: another process …").
+        Err(e @ bintrie_logstore::LogError::Locked(_)) => Err(e.into()),
+        store => store.with_context(|| format!("opening {}", dir.display())),
+    }
 }
 
 /// Read path names for `get`: the two store paths, or the verified walk.
@@ -451,14 +455,22 @@ where
         let stats = trie
             .commit_with(|store, set| store.commit(set, block))
             .map_err(|e| failed(e.into(), format!("committing block {block}")))?;
+        let durable = trie.store().durable_note();
         writeln!(
             out,
-            "committed block {block} entries {entries} root {}; {}",
+            "committed block {block} entries {entries} root {}; {durable}",
             hex0x(stats.root),
-            trie.store().durable_note()
         )
         .and_then(|()| out.flush())
-        .context(crate::WRITING)?;
+        // The block is in the state: a script that lost its line learns it here.
+        .with_context(|| {
+            format!(
+                "{} (block {block} is committed, root {}, {durable}; the rest of the input \
+                 was not imported)",
+                crate::WRITING,
+                hex0x(stats.root)
+            )
+        })?;
         batch = match next_batch_or_stop(&rx)? {
             Some(batch) => batch,
             None => return Err(stopped(trie, start)),

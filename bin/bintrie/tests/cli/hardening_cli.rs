@@ -472,6 +472,14 @@ fn a_closed_or_full_stdout_is_an_error_not_a_panic() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("writing output"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
+    // It names the block it committed, whose line was lost: the state holds that block.
+    let info = info_json(&dir.path().join("db2"));
+    let said = format!(
+        "block {} is committed, root {}",
+        info["block"],
+        info["root"].as_str().unwrap()
+    );
+    assert!(stderr(&o).contains(&said), "{said}: {}", stderr(&o));
 }
 
 #[test]
