@@ -70,8 +70,9 @@ const SHORT_OR_FOREIGN: &str = "the file is shorter than its own header says (cu
 
 /// Why a reader refuses an empty data file ([`check_whole_pages`]).
 const CREATION_CUT_SHORT: &str = "an empty file: a database whose creation was cut short (its \
-    creator stopped before MDBX wrote its first pages), holding nothing; open it for writing \
-    once to make it (`bintrie import --db DIR -i /dev/null` does only that), or delete it";
+    creator stopped before MDBX wrote its first pages), holding nothing; if no writer is \
+    running, open it for writing once to make it (`bintrie import --db DIR -i /dev/null` does \
+    only that), or delete it";
 
 /// Refuses a data file cut short: MDBX sizes it in whole pages (a database this project makes
 /// has pages of [`MIN_PAGE_SIZE`] or a multiple), so a length that is not a multiple of 4 KiB is a
@@ -81,8 +82,10 @@ const CREATION_CUT_SHORT: &str = "an empty file: a database whose creation was c
 ///
 /// Returns whether the file is empty: what a creation killed before MDBX wrote its first pages
 /// leaves (MDBX writes its meta pages in one write, then sizes the file). It holds nothing, so
-/// a writer lets MDBX make the database in it, and a reader refuses it saying so
-/// ([`open_read_only`]). A file whose length cannot be read is left to the open (`false`).
+/// a writer that may create lets MDBX make the database in it, and a reader refuses it saying
+/// so ([`open_read_only`]). Only a file of the directory's own counts, not a symbolic link to
+/// an empty file elsewhere (MDBX's open then refuses that). A file whose length cannot be read
+/// is left to the open (`false`).
 fn check_whole_pages(data: &FsPath) -> Result<bool, StoreError> {
     let len = match std::fs::metadata(data) {
         Ok(m) if m.is_file() => m.len(),
@@ -103,7 +106,8 @@ fn check_whole_pages(data: &FsPath) -> Result<bool, StoreError> {
         Err(_) => return Ok(false),
     };
     if len.is_multiple_of(MIN_PAGE_SIZE as u64) {
-        return Ok(len == 0);
+        let own = std::fs::symlink_metadata(data).is_ok_and(|m| m.is_file());
+        return Ok(len == 0 && own);
     }
     Err(StoreError::NotADatabase {
         path: data.to_path_buf(),
@@ -210,8 +214,11 @@ impl StateStore {
     /// - otherwise a missing database is created (unless `options.create` is false); an
     ///   existing data file is first opened read-only and must be a bintrie database of this
     ///   format, else [`StoreError::NotADatabase`] and nothing is written (MDBX would otherwise
-    ///   format a short file over). An existing database keeps its group depth: asking for
-    ///   another is [`StoreError::GroupDepthMismatch`].
+    ///   format a short file over). The one exception is an empty data file, what a creation
+    ///   killed before MDBX wrote anything leaves: a writer that may create makes the database
+    ///   in it (with a warning); one that may not, and a reader, refuse it
+    ///   ([`StoreError::NotADatabase`], saying so). An existing database keeps its group depth:
+    ///   asking for another is [`StoreError::GroupDepthMismatch`].
     ///
     /// A writer replays the blocks its journal holds past MDBX's last sync (after a power loss
     /// under a buffered writer) and syncs them before it returns; a read-only open leaves them
@@ -317,11 +324,17 @@ impl StateStore {
         // Under the directory's lock, which the command line's log-layout writers also hold
         // while they make a log: of two writers of different layouts starting on one new
         // directory, the second finds the first's state and is refused.
-        if !exists && holds_log_segment(&dir) {
+        if (!exists || empty) && holds_log_segment(&dir) {
             return Err(StoreError::OtherLayout(dir));
         }
-        if exists && empty {
-            tracing::info!(
+        if empty && !options.create {
+            return Err(StoreError::NotADatabase {
+                path: data,
+                reason: CREATION_CUT_SHORT.into(),
+            });
+        }
+        if empty {
+            tracing::warn!(
                 path = %data.display(),
                 "an empty data file (a creation cut short): making the database in it"
             );

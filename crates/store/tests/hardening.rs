@@ -158,6 +158,16 @@ fn a_file_that_is_not_a_database_is_never_formatted() {
         b
     };
     let garbage: Vec<u8> = (0..8192).map(|_| rng.random()).collect();
+    // Cut at a page boundary, MDBX finds a header page past the end: said so.
+    {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("mdbx.dat"), &truncated).unwrap();
+        let e = StateStore::open_read_only(dir.path()).unwrap_err();
+        assert!(
+            e.to_string().contains("shorter than its own header says"),
+            "{e}"
+        );
+    }
     for (name, content) in [
         ("truncated", truncated),
         ("cut mid-page", cut_mid_page),
@@ -214,6 +224,35 @@ fn an_empty_data_file_is_a_creation_cut_short_that_a_writer_finishes() {
         assert!(e.to_string().contains(said), "{e}");
     }
     assert!(file_bytes(dir.path()).is_empty(), "a reader changed it");
+    // A writer that may not create refuses it too (a study reopening what it built).
+    let no_create = StoreOptions {
+        create: false,
+        ..opts(5)
+    };
+    let e = StateStore::open(dir.path(), &no_create).unwrap_err();
+    assert!(e.to_string().contains("creation was cut short"), "{e}");
+    assert!(
+        file_bytes(dir.path()).is_empty(),
+        "a writer that may not create changed it"
+    );
+    // Not an empty file elsewhere behind a link, nor one beside a log's segments.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("empty");
+    std::fs::write(&target, b"").unwrap();
+    let linked = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&target, linked.path().join("mdbx.dat")).unwrap();
+    let e = StateStore::open(linked.path(), &opts(5)).unwrap_err();
+    assert!(matches!(e, StoreError::NotADatabase { .. }), "{e:?}");
+    assert!(
+        std::fs::read(&target).unwrap().is_empty(),
+        "formatted through a link"
+    );
+    let beside_log = tempfile::tempdir().unwrap();
+    std::fs::write(beside_log.path().join("mdbx.dat"), b"").unwrap();
+    std::fs::write(beside_log.path().join("log.000001"), b"").unwrap();
+    let e = StateStore::open(beside_log.path(), &opts(5)).unwrap_err();
+    assert!(matches!(e, StoreError::OtherLayout(_)), "{e:?}");
+    // A writer that may create makes the database in it.
     let writes = random_writes(&mut StdRng::seed_from_u64(12), 50);
     let root = build(dir.path(), 5, &writes, &[]);
     let store = StateStore::open_read_only(dir.path()).unwrap();
