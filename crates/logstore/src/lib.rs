@@ -1428,7 +1428,7 @@ impl LogStore {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match LogStore::open_once(dir.as_ref(), options) {
+            match LogStore::open_once(dir.as_ref(), options, attempt == 1) {
                 Err(LogError::Io { path, error })
                     if options.read_only
                         && attempt < ATTEMPTS
@@ -1442,8 +1442,9 @@ impl LogStore {
         }
     }
 
-    /// One attempt of [`LogStore::open`].
-    fn open_once(dir: &FsPath, options: &LogOptions) -> Result<LogStore, LogError> {
+    /// One attempt of [`LogStore::open`]; `first` for the first (which warns of an index-sizes
+    /// file it cannot use; the others do not repeat it).
+    fn open_once(dir: &FsPath, options: &LogOptions, first: bool) -> Result<LogStore, LogError> {
         let dir = dir.to_path_buf();
         if let Some(g) = options.group_depth
             && !(1..=8).contains(&g)
@@ -1492,12 +1493,12 @@ impl LogStore {
         // The hint is read before the segments are listed: a writer that moves on meanwhile
         // names a later block in it only once that block is synced in segments listed after.
         let hint = sizes::read_unbounded(&dir);
-        if hint.unreadable {
+        if hint.unreadable && first {
             tracing::warn!(
                 file = %dir.join(INDEX_SIZES_FILE).display(),
-                "not an index-sizes file this project writes (damaged, cut short or from \
-                 elsewhere): ignored, so this open cannot check that the log still holds the \
-                 block it last synced; a writer's open or close writes it again"
+                "not an index-sizes file this project can read (damaged, cut short, from \
+                 elsewhere, or not readable): ignored, so this open cannot check that the log \
+                 still holds the block it last synced; a writer's open or close writes it again"
             );
         }
         let held = hint.block.unwrap_or(0);
