@@ -45,8 +45,9 @@ pub(crate) fn open_log(
     };
     bar.finish_and_clear();
     match store {
-        // It names the directory already ("opening l3: l3: another process …").
-        Err(e @ bintrie_logstore::LogError::Locked(_)) => Err(e.into()),
+        // One that names the directory first already says where ("opening l3: l3: another
+        // process …").
+        Err(e) if e.to_string().starts_with(&dir.display().to_string()) => Err(e.into()),
         store => store.with_context(|| format!("opening {}", dir.display())),
     }
 }
@@ -455,18 +456,19 @@ where
         let stats = trie
             .commit_with(|store, set| store.commit(set, block))
             .map_err(|e| failed(e.into(), format!("committing block {block}")))?;
-        let durable = trie.store().durable_note();
         writeln!(
             out,
-            "committed block {block} entries {entries} root {}; {durable}",
+            "committed block {block} entries {entries} root {}; {}",
             hex0x(stats.root),
+            trie.store().durable_note()
         )
         .and_then(|()| out.flush())
-        // The block is in the state: a script that lost its line learns it here.
+        // The block is in the state: a script that lost its line learns it here. (What is
+        // durable is not said: the error's way out may sync more.)
         .with_context(|| {
             format!(
-                "{} (block {block} is committed, root {}, {durable}; the rest of the input \
-                 was not imported)",
+                "{} (block {block} is committed, root {}; the rest of the input was not \
+                 imported)",
                 crate::WRITING,
                 hex0x(stats.root)
             )
@@ -1107,6 +1109,25 @@ pub(crate) fn cmd_verify(args: VerifyArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--batch` takes a whole number of entries from 1; 0, a sign and words are refused,
+    /// saying what it takes.
+    #[test]
+    fn a_batch_is_at_least_one_entry() {
+        assert_eq!(batch_size("1"), Ok(1));
+        assert_eq!(batch_size("100000"), Ok(100_000));
+        assert_eq!(
+            batch_size("0"),
+            Err("a block holds at least 1 entry".to_string())
+        );
+        for bad in ["-1", "+", "ten", "1.5", ""] {
+            let e = batch_size(bad).unwrap_err();
+            assert!(
+                e.ends_with("a whole number of entries, at least 1"),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     /// `compact`'s notes say every reason at once: what was left for room and what could not
     /// be removed both (one used to hide the other).
