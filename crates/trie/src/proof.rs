@@ -32,8 +32,8 @@ use bintrie_node::{Hash32, MAX_DEPTH, TreeHasher, ZERO_HASH, fold_pair, stem_nod
 /// real path without a collision; at that node, these two checks leave only the honest ends.
 ///
 /// All of this assumes that no stem in the tree was chosen to equal the first 31 bytes of a
-/// hash (EIP-7864 derives account and storage stems from SHA-256: matching one costs about
-/// 2^248 hashes). A stem chosen so makes its node hash as one more fold over that hash, and
+/// hash (EIP-7864 derives account and storage stems from SHA-256: matching a given one costs
+/// about 2^248 hashes, a birthday search over both sides about 2^124). A stem chosen so makes its node hash as one more fold over that hash, and
 /// with raw tree keys a proof can then be forged for any answer in about 2^(10 + depth)
 /// hashes, consistent down to a present leaf: no check here can tell it from an honest one
 /// (`chosen_stems_let_a_forged_proof_verify` in the crate's tests, README, "A gap in the

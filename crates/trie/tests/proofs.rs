@@ -297,30 +297,103 @@ fn prove_refuses_the_zero_stem_where_no_proof_can_show_it() {
     );
 }
 
-/// The limit `Proof` states, pinned: a stem chosen to equal the first 31 bytes of a hash lets
-/// a forged proof verify. Stem T's node hashes to `L` with `L[31] == 0` and a first bit of 1
-/// (about 512 tries of T), and the key's stem S is chosen as `L[..31]`. The root, an internal
-/// node `H(L ‖ R)` over T and S, hashes alike as S's stem node over `R`, and 8 stem siblings
-/// fold S's empty leaf up through S's real node a level off (two empty halves fold to zero at
-/// any level): the present key verifies as absent. The honest walk refuses the tree. With stems
-/// that are hashes (Ethereum's), S cannot be chosen so (about 2^248 hashes). If a verifier ever
-/// refuses this, the README's "A gap in the tree's hash" and `Proof`'s doc are to be updated.
+/// One value at leaf `index` of a stem: the node over that leaf `levels` up (the others empty).
+fn single(value: &[u8; 32], index: u8, levels: usize) -> bintrie_node::Hash32 {
+    use bintrie_node::{TreeHasher, fold_pair};
+    let mut node = Sha256Hasher::hash32(value);
+    for level in 0..levels {
+        node = if (index >> level) & 1 == 0 {
+            fold_pair::<Sha256Hasher>(&node, &ZERO_HASH)
+        } else {
+            fold_pair::<Sha256Hasher>(&ZERO_HASH, &node)
+        };
+    }
+    node
+}
+
+/// The limit `Proof` states, pinned: stems chosen to equal the first 31 bytes of hashes let a
+/// forged proof verify, down to a present leaf. Stem K (first bit 0) takes a value that makes
+/// its node's hash `L` end in 0x00 (about 256 tries); stem U (first bit 1) is the first 31
+/// bytes of `X`, the fold of a leaf `w` 7 levels up with empty siblings, tried until `X` ends
+/// in 0x00. The root `H(L ‖ R)` then hashes as the node of stem `T = L[..31]` over `R`, and U's
+/// node `R = H(U ‖ 0x00 ‖ U's subtree) = H(X ‖ U's subtree)` as the 8th fold of `w`'s leaf:
+/// key `T ‖ 0`, in no stem of the tree, verifies as holding `w`. Nothing in the proof can tell
+/// it from an honest one. With stems that are hashes (Ethereum's), U cannot be chosen so. If a
+/// verifier ever refuses this, the README's "A gap in the tree's hash" and `Proof`'s doc are to
+/// be updated.
 #[test]
 fn chosen_stems_let_a_forged_proof_verify() {
     use bintrie_node::{TreeHasher, fold_pair, stem_node_hash};
     type H = Sha256Hasher;
-    // One value at leaf `index`: the node over that leaf `levels` up (the others empty).
-    let single = |value: &[u8; 32], index: u8, levels: usize| {
-        let mut node = H::hash32(value);
-        for level in 0..levels {
-            node = if (index >> level) & 1 == 0 {
-                fold_pair::<H>(&node, &ZERO_HASH)
-            } else {
-                fold_pair::<H>(&ZERO_HASH, &node)
-            };
-        }
-        node
+    let k_stem: Stem = [0x21; 31];
+    let (k_value, l) = (0u32..)
+        .find_map(|i| {
+            let mut value = [0x11; 32];
+            value[..4].copy_from_slice(&i.to_be_bytes());
+            let l = stem_node_hash::<H>(&k_stem, &single(&value, 0, 8));
+            (l[31] == 0).then_some((value, l))
+        })
+        .unwrap();
+    let (w, x) = (0u32..)
+        .find_map(|i| {
+            let mut w = [0x77; 32];
+            w[..4].copy_from_slice(&i.to_be_bytes());
+            let x = single(&w, 0, 7);
+            (x[31] == 0 && x[0] & 0x80 != 0).then_some((w, x))
+        })
+        .unwrap();
+    let u_stem: Stem = x[..31].try_into().unwrap();
+    let (u_index, u_value) = (5u8, [0x99; 32]);
+    let mut t: Trie<MemoryStore, H> = Trie::new(MemoryStore::new(), 5).unwrap();
+    t.insert(TreeKey::new(k_stem, 0), k_value).unwrap();
+    t.insert(TreeKey::new(u_stem, u_index), u_value).unwrap();
+    let root = t.root();
+    let u_subtree = single(&u_value, u_index, 8);
+    let r = stem_node_hash::<H>(&u_stem, &u_subtree);
+    assert_eq!(H::hash_pair(&l, &r), root, "K left, U right at the root");
+    assert_eq!(
+        fold_pair::<H>(&x, &u_subtree),
+        r,
+        "U's node as a fold over X"
+    );
+
+    let t_stem: Stem = l[..31].try_into().unwrap();
+    let key = TreeKey::new(t_stem, 0);
+    let mut stem_siblings = [ZERO_HASH; 8];
+    stem_siblings[7] = u_subtree;
+    let forged = Proof {
+        key,
+        value: Some(w),
+        siblings: Vec::new(),
+        stem: Some(t_stem),
+        stem_siblings: Some(stem_siblings),
+        subtree_root: None,
+        other_stem_leaf: None,
     };
+    assert_eq!(
+        forged.verify::<H>(&root),
+        Ok(Some(w)),
+        "the documented limit"
+    );
+    assert!(
+        t_stem != k_stem && t_stem != u_stem,
+        "the tree holds no stem T"
+    );
+    // The honest walk says the key is absent (whether or not T's first bit sends it to K).
+    assert!(t.prove(&key).map_or(true, |p| p.value.is_none()));
+}
+
+/// Another shape of the same limit: a present key "proven" absent at its own stem. Stem T's
+/// node hashes to `L` with `L[31] == 0` and a first bit of 1 (about 512 tries of T), and the
+/// key's stem S is chosen as `L[..31]`. The root, an internal node `H(L ‖ R)` over T and S,
+/// hashes alike as S's stem node over `R`, and 8 stem siblings fold S's empty leaf up through
+/// S's real node a level off (two empty halves fold to zero at any level). The honest walk
+/// refuses the tree. This is the shape the forty-third session's own-stem opening (taken
+/// back) refused: the test above needs no empty leaf.
+#[test]
+fn chosen_stems_let_an_absence_at_the_keys_own_stem_verify() {
+    use bintrie_node::{TreeHasher, stem_node_hash};
+    type H = Sha256Hasher;
     let (t_stem, t_value, l) = (0u32..)
         .find_map(|i| {
             let mut stem: Stem = [0x3c; 31];
