@@ -3,7 +3,7 @@
 use super::{BlockchainTest, TestBlock};
 use crate::json::{json_hex_bytes, json_u256};
 use alloy_consensus::{Block, TxEnvelope};
-use alloy_primitives::Address;
+use alloy_primitives::{Address, U256};
 use alloy_rlp::Decodable;
 use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::AccountState;
@@ -188,11 +188,18 @@ fn accounts(v: &Value, at: &str) -> Result<BTreeMap<Address, AccountState>> {
         let slots = get("storage")?
             .as_object()
             .ok_or_else(|| anyhow!("{aat}.storage is not an object"))?;
+        // One slot under two spellings ("0x0" and "0x00") is refused, as an address is: a map
+        // kept the last, so a wrong expected value spelled before the right one passed.
+        let mut spelled: BTreeMap<U256, &str> = BTreeMap::new();
         for (k, val) in slots {
             let sat = format!("{aat}.storage.{k}");
+            let slot = json_u256(&Value::String(k.clone()), &sat)?;
             let value = json_u256(val, &sat)?;
+            if let Some(first) = spelled.insert(slot, k) {
+                bail!("{aat}.storage: {first:?} and {k:?} are the same slot, given twice");
+            }
             if !value.is_zero() {
-                storage.push((json_u256(&Value::String(k.clone()), &sat)?, value));
+                storage.push((slot, value));
             }
         }
         let state = AccountState {

@@ -291,6 +291,40 @@ fn a_key_given_twice_in_a_test_file_is_refused() {
     assert!(e.contains("is given twice in one object"), "{e}");
 }
 
+/// One slot under two spellings ("0x00" and "0x0") in an account's storage, pre or post, is
+/// refused: the runner kept one of them, so a test whose expectation was changed under the
+/// other spelling passed (a hostile pass found it). So is a zero value beside a non-zero one.
+#[test]
+fn a_slot_spelled_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tests_dir()
+        .join("BlockchainTests")
+        .join("ValidBlocks/bcStateTests/logRevert.json.gz");
+    let text = String::from_utf8(
+        crate::input::gunzip_at_most(&std::fs::read(&path).unwrap(), "t", 1 << 30)
+            .unwrap()
+            .into_owned(),
+    )
+    .unwrap();
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let (name, test) = json.as_object().unwrap().iter().next().unwrap();
+    for (part, value) in [("postState", "0x03"), ("pre", "0x00")] {
+        let mut t = test.clone();
+        let (_, acct) = t[part].as_object_mut().unwrap().iter_mut().next().unwrap();
+        acct["storage"]["0x05"] = "0x02".into();
+        acct["storage"]["0x0005"] = value.into();
+        let file = dir.path().join(format!("{part}.json"));
+        std::fs::write(&file, serde_json::json!({ name: t }).to_string()).unwrap();
+        // The test is an error (the file's others would still run).
+        let tests = load_file(&file).unwrap();
+        let e = format!("{:#}", tests[0].1.as_ref().unwrap_err());
+        assert!(
+            e.contains(r#""0x0005" and "0x05" are the same slot, given twice"#),
+            "{part}: {e}"
+        );
+    }
+}
+
 #[test]
 fn empty_truncated_and_non_object_files_are_named_errors() {
     let dir = tempfile::tempdir().unwrap();
