@@ -201,6 +201,17 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     if let Some(out) = &args.witness_out {
         witness::check_out_path(out, args.db.as_deref())?;
     }
+    // Read before anything is made and before a signal only asks for a stop: a fixture that
+    // never comes (a FIFO no one writes, a stalled pipe) is ended by one Ctrl-C or SIGTERM,
+    // as any reader would be, and leaves nothing behind.
+    let t = Instant::now();
+    let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;
+    let load_time = t.elapsed();
+    // From here a signal asks for a stop at the next step, before `--db` is made: a stopped run
+    // removes what it made.
+    crate::signals::stop_at_next_step(
+        b"stopping before the next step (Ctrl-C again to quit at once)\n",
+    );
     let new_db = match &args.db {
         Some(db) => {
             check_new_db(db)?;
@@ -228,10 +239,7 @@ pub(crate) fn cmd_exec(args: ExecArgs) -> Result<()> {
     if let Some(Err(e)) = locked {
         return Err(e);
     }
-    crate::signals::stop_at_next_step(
-        b"stopping before the next step (Ctrl-C again to quit at once)\n",
-    );
-    let result = exec_checked(&args);
+    let result = exec_checked(&args, fx, load_time);
     // A run that failed before committing a block removes the directory it made. One that
     // imported the pre-state keeps it (a block that failed can be looked at), unless a signal
     // stopped it before the block ran: that directory holds nothing anyone asked for, and
@@ -283,11 +291,8 @@ fn stop_point(number: u64) -> Result<()> {
     Ok(())
 }
 
-/// [`cmd_exec`] once `--db` was checked.
-fn exec_checked(args: &ExecArgs) -> Result<()> {
-    let t = Instant::now();
-    let fx = fixture::load(&args.fixture, args.pre_state.as_deref())?;
-    let load_time = t.elapsed();
+/// [`cmd_exec`] once the fixture `fx` was read (in `load_time`) and `--db` was checked.
+fn exec_checked(args: &ExecArgs, fx: fixture::Fixture, load_time: Duration) -> Result<()> {
     let number = fx.number();
     let parent = fx.parent()?;
     stop_point(number)?;

@@ -504,71 +504,60 @@ fn a_prague_block_without_a_request_contract_is_invalid() {
     }
 }
 
-/// Ctrl-C (here SIGTERM) before the block ran stops `exec --db` at its next step, with a
-/// message, and removes the database directory the run made (a rerun into it was refused as
-/// "already holds a database"). Here the run waits on a FIFO for its fixture when the signal
-/// comes; the fixture is then written, and the run stops instead of going on.
+/// A signal while `exec` still waits for its fixture (a FIFO no one writes) ends it at once,
+/// as it would any reader, and nothing is made (one SIGTERM used to be taken as a stop to
+/// honour at the next step, which never came: the run hung until a second signal). Once the
+/// fixture is in, Ctrl-C (here SIGTERM) before the block ran stops `exec --db` at its next
+/// step, with a message, and removes the database directory the run made (a rerun into it was
+/// refused as "already holds a database"): here while the run builds its base.
 #[test]
 fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
+    use std::os::unix::process::ExitStatusExt as _;
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fixture.json");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    bintrie_exec::testing::make_fifo(&fifo);
     let db = dir.path().join("db");
-    let child = Command::new(env!("CARGO_BIN_EXE_bintrie"))
-        .args(["exec", "--relaxed", "--fixture"])
-        .arg(&fifo)
-        .arg("--db")
-        .arg(&db)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The fixture's open waits for a writer: once a non-blocking open for writing finds the
-    // reader there, the run is past the point where it takes the signals.
-    let start = std::time::Instant::now();
-    let mut writer = loop {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-        {
-            Ok(f) => break f,
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                assert!(
-                    start.elapsed().as_secs() < 60,
-                    "exec never opened its fixture"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("{e}"),
-        }
-    };
-    assert!(db.exists(), "--db is made before the fixture is read");
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
+    let spawn = |fixture: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_bintrie"))
+            .args(["exec", "--relaxed", "--fixture"])
+            .arg(fixture)
+            .arg("--db")
+            .arg(&db)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap()
-            .success()
-    );
-    // The handler's thread sets the stop; then the fixture is written (blocking writes).
+    };
+    let term = |child: &std::process::Child| {
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    let child = spawn(&fifo, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    // SAFETY: clears O_NONBLOCK on a descriptor this test owns.
-    #[allow(unsafe_code)]
-    unsafe {
-        use std::os::fd::AsRawFd as _;
-        libc::fcntl(writer.as_raw_fd(), libc::F_SETFL, 0);
+    term(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGTERM),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!db.exists(), "a run that never read its fixture made --db");
+
+    // Once the directory is made the fixture is in; the base takes a while to build.
+    let child = spawn(&fixture(ZKPI_PRAGUE), &["--base-stems", "200000"]);
+    let start = std::time::Instant::now();
+    while !db.exists() {
+        assert!(start.elapsed().as_secs() < 60, "exec never made --db");
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    std::io::Write::write_all(&mut writer, &std::fs::read(fixture(ZKPI_PRAGUE)).unwrap()).unwrap();
-    drop(writer);
+    term(&child);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
