@@ -695,7 +695,9 @@ impl<S: NodeStore, H: TreeHasher> Trie<S, H> {
                             reason: format!(
                                 "an internal node whose left child hashes as stem 0x{}'s own \
                                  node's left half: it may be that stem's node read as an \
-                                 internal one",
+                                 internal one, so the walk does not pass it (a store crafted \
+                                 to hide the stem's keys, or a tree whose keys were chosen to \
+                                 match a hash: README, \"A gap in the tree's hash\")",
                                 crate::hex(stem.as_slice())
                             ),
                         });
