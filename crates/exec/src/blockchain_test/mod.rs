@@ -200,7 +200,7 @@ pub fn run_test(test: &BlockchainTest, options: &TestOptions) -> TestOutcome {
             Ok(b) => b,
             Err(reason) => match &tb.expect_exception {
                 Some(_) => continue,
-                None => return TestOutcome::failed(format!("block {i}: {reason}")),
+                None => return TestOutcome::failed(format!("blocks[{i}]: {reason}")),
             },
         };
         let hash = block.header.hash_slow();
@@ -230,25 +230,27 @@ pub fn run_test(test: &BlockchainTest, options: &TestOptions) -> TestOutcome {
                 }
             }
             (Ok(()), Some(e)) => {
-                return rn.judge(format!("block {i} was accepted but must be rejected: {e}"));
+                return rn.judge(format!(
+                    "blocks[{i}] was accepted but must be rejected: {e}"
+                ));
             }
             (Err(BlockFault::Unrepresentable(reason)), _) => {
-                return TestOutcome::skipped(format!("block {i}: {reason}"));
+                return TestOutcome::skipped(format!("blocks[{i}]: {reason}"));
             }
             (Err(BlockFault::State(e)), _) => {
-                return TestOutcome::failed(format!("block {i}: the state failed: {e}"));
+                return TestOutcome::failed(format!("blocks[{i}]: the state failed: {e}"));
             }
             (Err(f @ BlockFault::Stateless(_)), _) => {
-                return TestOutcome::failed(format!("block {i}: {}", f.describe()));
+                return TestOutcome::failed(format!("blocks[{i}]: {}", f.describe()));
             }
             (Err(BlockFault::Invalid(reason)), None) => {
-                return rn.judge(format!("block {i} was rejected: {reason}"));
+                return rn.judge(format!("blocks[{i}] was rejected: {reason}"));
             }
             (Err(BlockFault::Invalid(_)), Some(_)) => {
                 run.eip7610 = run.eip7610.or(eip7610);
                 if (state.root(), state.block()) != before {
                     return TestOutcome::failed(format!(
-                        "block {i} was rejected but changed the state"
+                        "blocks[{i}] was rejected but changed the state"
                     ));
                 }
             }

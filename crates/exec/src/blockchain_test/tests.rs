@@ -81,7 +81,7 @@ fn a_valid_block_marked_invalid_and_an_invalid_block_unmarked_fail() {
         .position(|b| b.expect_exception.is_some())
         .unwrap();
     t.blocks[i].expect_exception = None;
-    failed_with(&run(&t), &format!("block {i} was rejected: timestamp"));
+    failed_with(&run(&t), &format!("blocks[{i}] was rejected: timestamp"));
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn a_wrong_head_or_a_damaged_block_fails() {
     let mut t = one(VALID);
     let n = t.blocks[0].rlp.len();
     t.blocks[0].rlp.truncate(n - 1);
-    failed_with(&run(&t), "block 0: bad RLP");
+    failed_with(&run(&t), "blocks[0]: bad RLP");
 }
 
 #[test]
