@@ -18,8 +18,8 @@ pub(crate) struct BlockchainTestArgs {
     /// "results": [{"file", "name", "status", "reason"}]}`.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Tests run in parallel (default: the number of CPUs).
-    #[arg(long)]
+    /// Tests run in parallel, at least 1 (default: the number of CPUs).
+    #[arg(long, value_parser = job_count)]
     jobs: Option<usize>,
     /// Binary levels per stored node of each test's state (1..=8); the root does not depend
     /// on it.
@@ -38,6 +38,17 @@ pub(crate) struct BlockchainTestArgs {
     no_progress: bool,
 }
 
+/// Parses `--jobs`: a whole number from 1 (0 was taken as 1 without a word).
+fn job_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("at least 1 test runs at a time".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{e}: a whole number of tests run at a time, at least 1"
+        )),
+    }
+}
+
 /// Runs `bintrie blockchain-test`; exit status 1 (an error) when any test fails or none ran.
 pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
     let filter = args
@@ -52,8 +63,7 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
     }
     let jobs = args
         .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let bar = if args.no_progress {
         indicatif::ProgressBar::hidden()
     } else {
@@ -123,4 +133,24 @@ pub(crate) fn cmd_blockchain_test(args: BlockchainTestArgs) -> Result<()> {
         bail!("{} of {} tests failed", summary.failed, results.len());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--jobs` takes a whole number from 1; 0 is refused, saying so, not run as 1.
+    #[test]
+    fn jobs_are_at_least_one() {
+        assert_eq!(job_count("1"), Ok(1));
+        assert_eq!(job_count("16"), Ok(16));
+        assert_eq!(
+            job_count("0"),
+            Err("at least 1 test runs at a time".to_string())
+        );
+        for bad in ["-1", "two", ""] {
+            let e = job_count(bad).unwrap_err();
+            assert!(e.ends_with("at least 1"), "{bad}: {e}");
+        }
+    }
 }
