@@ -65,14 +65,9 @@ pub(crate) enum GetReadPath {
     Verified,
 }
 
-/// Parses `--batch`: a whole number of entries, at least 1 (clap's range check said "0 is not
-/// in 1..18446744073709551615").
+/// Parses `--batch` ([`crate::parse_at_least_one`]).
 fn batch_size(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("a block holds at least 1 entry".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("{e}: a whole number of entries, at least 1")),
-    }
+    crate::parse_at_least_one(s, "entries", "a block holds at least 1 entry")
 }
 
 /// The `KEY VALUE` lines `import` reads, from a file or stdin.

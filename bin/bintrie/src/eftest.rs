@@ -38,15 +38,9 @@ pub(crate) struct BlockchainTestArgs {
     no_progress: bool,
 }
 
-/// Parses `--jobs`: a whole number from 1 (0 was taken as 1 without a word).
+/// Parses `--jobs` ([`crate::parse_at_least_one`]).
 fn job_count(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("at least 1 test runs at a time".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!(
-            "{e}: a whole number of tests run at a time, at least 1"
-        )),
-    }
+    crate::parse_at_least_one(s, "tests run at a time", "at least 1 test runs at a time")
 }
 
 /// Runs `bintrie blockchain-test`; exit status 1 (an error) when any test fails or none ran.

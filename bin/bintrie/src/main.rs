@@ -260,6 +260,25 @@ static STDOUT_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 /// input read from it would be empty (`bintrie root <&-` printed the empty tree's root).
 static STDIN_WAS_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// A count option that must be at least 1 (`import --batch`, `blockchain-test --jobs`): a
+/// whole number, else "…: a whole number of `unit`, at least 1"; 0 is `zero`, which says why.
+/// (clap's range check said "0 is not in 1..18446744073709551615", and `--jobs 0` was taken
+/// as 1 without a word.)
+pub(crate) fn parse_at_least_one<T>(
+    s: &str,
+    unit: &str,
+    zero: &str,
+) -> std::result::Result<T, String>
+where
+    T: std::str::FromStr<Err = std::num::ParseIntError> + PartialEq + From<u8>,
+{
+    match s.parse::<T>() {
+        Ok(n) if n == T::from(0) => Err(zero.to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: a whole number of {unit}, at least 1")),
+    }
+}
+
 /// A root given as an option (`exec --pre-root`, `verify-proof --root`): 32 bytes in hex, a
 /// usage error otherwise (exit status 2, as every bad value).
 pub(crate) fn parse_root_arg(s: &str) -> std::result::Result<[u8; 32], String> {
