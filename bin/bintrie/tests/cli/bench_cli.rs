@@ -1,6 +1,7 @@
 //! `bintrie bench --scale smoke`: the whole study pipeline (every workload and group depth, both
 //! read paths, prefetch off and on, 3 runs each) produces a complete, readable report.
 
+use crate::common::send_signal;
 use std::process::Command;
 
 #[test]
@@ -548,16 +549,6 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
     measured
         .recv_timeout(std::time::Duration::from_secs(300))
         .expect("no block measured within 5 minutes");
-    let pid = child.id().to_string();
-    let kill = |signal: &str| {
-        assert!(
-            Command::new("kill")
-                .args([signal, &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-    };
     // A second bench into the same --out (with its own --db-dir) would replace this one's
     // results when it ends: refused while this one runs.
     let second = small_study_at(&dir.path().join("other-dbs"), &out);
@@ -569,13 +560,13 @@ fn an_interrupted_study_deletes_its_databases_and_keeps_what_it_measured() {
         "{second_err}"
     );
     // A hang-up the study was started ignoring does not stop it.
-    kill("-HUP");
+    send_signal(&child, "-HUP");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(
         child.try_wait().unwrap().is_none(),
         "SIGHUP under nohup stopped the study"
     );
-    kill("-TERM");
+    send_signal(&child, "-TERM");
     let status = child.wait().unwrap();
     let err = reader.join().unwrap();
     assert_eq!(status.code(), Some(1), "{err}");

@@ -529,18 +529,9 @@ fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
             .spawn()
             .unwrap()
     };
-    let term = |child: &std::process::Child| {
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .unwrap()
-                .success()
-        );
-    };
     let child = spawn(&fifo, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    term(&child);
+    send_signal(&child, "-TERM");
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.signal(),
@@ -557,7 +548,7 @@ fn a_signal_before_the_block_stops_exec_and_removes_its_database() {
         assert!(start.elapsed().as_secs() < 60, "exec never made --db");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    term(&child);
+    send_signal(&child, "-TERM");
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");

@@ -659,13 +659,7 @@ fn a_bus_error_is_explained() {
         .unwrap();
     // Long enough for `main` to install its handlers (nothing is read before stdin ends).
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(
-        Command::new("kill")
-            .args(["-BUS", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(&child, "-BUS");
     // Closed before waiting: had the signal come before the handler, the command ends on
     // its empty input (and the test fails) rather than waiting for input forever.
     drop(child.stdin.take());

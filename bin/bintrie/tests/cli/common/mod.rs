@@ -6,6 +6,20 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Sends `signal` (as `kill` takes it: `-TERM`, `-HUP`, `-BUS`) to `child`, asserting it was
+/// delivered.
+pub(crate) fn send_signal(child: &std::process::Child, signal: &str) {
+    assert!(
+        Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success(),
+        "kill {signal} {}",
+        child.id()
+    );
+}
+
 /// The `bintrie` binary under test.
 pub(crate) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bintrie"))
