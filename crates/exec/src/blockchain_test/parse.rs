@@ -1,9 +1,9 @@
 //! Reading test files: [`test_files`], [`load_file`], [`parse_test`].
 
 use super::{BlockchainTest, TestBlock};
-use crate::json::{json_hex_bytes, json_u256};
+use crate::json::{Spellings, json_hex_bytes, json_u256};
 use alloy_consensus::{Block, TxEnvelope};
-use alloy_primitives::{Address, U256};
+use alloy_primitives::Address;
 use alloy_rlp::Decodable;
 use anyhow::{Context, Result, anyhow, bail};
 use bintrie_keys::AccountState;
@@ -190,14 +190,12 @@ fn accounts(v: &Value, at: &str) -> Result<BTreeMap<Address, AccountState>> {
             .ok_or_else(|| anyhow!("{aat}.storage is not an object"))?;
         // One slot under two spellings ("0x0" and "0x00") is refused, as an address is: a map
         // kept the last, so a wrong expected value spelled before the right one passed.
-        let mut spelled: BTreeMap<U256, &str> = BTreeMap::new();
+        let mut spelled = Spellings::new();
         for (k, val) in slots {
             let sat = format!("{aat}.storage.{k}");
             let slot = json_u256(&Value::String(k.clone()), &sat)?;
             let value = json_u256(val, &sat)?;
-            if let Some(first) = spelled.insert(slot, k) {
-                bail!("{aat}.storage: {first:?} and {k:?} are the same slot, given twice");
-            }
+            spelled.insert(slot, k, &format!("{aat}.storage"), "slot")?;
             if !value.is_zero() {
                 storage.push((slot, value));
             }
